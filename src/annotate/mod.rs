@@ -1,0 +1,1 @@
+//! Append-only annotation log and its fold into the corrected corpus.

@@ -1,0 +1,24 @@
+//! One file per subcommand: its clap arguments and a `run` that calls the library.
+
+pub mod annotate;
+pub mod dataset;
+pub mod eval;
+pub mod import;
+pub mod miniwob;
+pub mod mine;
+pub mod reward;
+pub mod train;
+pub mod workbench;
+
+use std::path::PathBuf;
+
+/// The bundled fixtures dataset: `./fixtures` when run from the repository, else the
+/// one next to the sources this binary was built from.
+pub fn default_dataset() -> PathBuf {
+    let local = PathBuf::from("fixtures");
+    if local.join("trajectories.jsonl").exists() {
+        local
+    } else {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures")
+    }
+}

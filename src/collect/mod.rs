@@ -1,0 +1,1 @@
+//! Reflection-conditioned multi-round collection and its yield report.

@@ -1,0 +1,1 @@
+//! Quality filter, flattening into per-step SFT samples, exports.

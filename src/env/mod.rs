@@ -1,0 +1,1 @@
+//! Live environment: Chromium over CDP, the MiniWoB++ suite, observation and actions.

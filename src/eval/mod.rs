@@ -1,0 +1,1 @@
+//! Evaluation harness: pass@1, pass@k, steps on solved tasks.

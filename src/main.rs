@@ -1,0 +1,72 @@
+//! The `rmsweb` command line: parses arguments and calls the library.
+
+mod cli;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// rmsweb: train compact web agents with the RMSWeb recipe. Without a subcommand it
+/// opens the workbench on a dataset (the bundled fixtures by default).
+#[derive(Parser)]
+#[command(name = "rmsweb", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    workbench: cli::workbench::Args,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Import Browser Use histories or task lists into a dataset.
+    Import(cli::import::Args),
+    /// Check every record of a dataset and report problems with file, line and field.
+    Validate(cli::dataset::ValidateArgs),
+    /// Counts, success rate, step distribution and action histogram of a dataset.
+    Stats(cli::dataset::StatsArgs),
+    /// Print one step of a trajectory in the plain terminal, screenshot included.
+    Show(cli::dataset::ShowArgs),
+    /// Score candidate actions with the polarized action-semantic rubric.
+    Reward(cli::reward::Args),
+    /// Mine critical steps from contrasting executions of the same task.
+    Mine(cli::mine::Args),
+    /// Annotation log: export the corrected corpus, per-annotator counts.
+    Annotate(cli::annotate::Args),
+    /// The MiniWoB++ task suite: install, list, run an episode.
+    Miniwob(cli::miniwob::Args),
+    /// Evaluate a policy on live tasks: pass@1, pass@k, steps on solved tasks.
+    Eval(cli::eval::Args),
+    /// Train a policy (SFT, RL) into a run folder.
+    Train(cli::train::Args),
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("RMSWEB_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        None => cli::workbench::run(cli.workbench),
+        Some(Command::Import(a)) => cli::import::run(a),
+        Some(Command::Validate(a)) => cli::dataset::validate(a),
+        Some(Command::Stats(a)) => cli::dataset::stats(a),
+        Some(Command::Show(a)) => cli::dataset::show(a),
+        Some(Command::Reward(a)) => cli::reward::run(a),
+        Some(Command::Mine(a)) => cli::mine::run(a),
+        Some(Command::Annotate(a)) => cli::annotate::run(a),
+        Some(Command::Miniwob(a)) => cli::miniwob::run(a),
+        Some(Command::Eval(a)) => cli::eval::run(a),
+        Some(Command::Train(a)) => cli::train::run(a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! Candle Qwen3-architecture decoder with LoRA, tokenizer, chat template, checkpoints.

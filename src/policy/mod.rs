@@ -1,0 +1,1 @@
+//! Policies: the `Policy` trait, the prompt renderer, chat endpoint, scripted teacher, local model.

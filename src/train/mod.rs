@@ -1,0 +1,1 @@
+//! Run config and registry, metrics sink, SFT trainer and Salvage-DS RL.

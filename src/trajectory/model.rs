@@ -1,0 +1,194 @@
+//! The data model shared by every stage (FORMATS.md): tasks, trajectories, steps,
+//! states, elements, model outputs and outcomes.
+//!
+//! Optional fields default when absent so that records written by older tools still
+//! load; required fields (ids, steps) are enforced by serde and reported with their
+//! path by [`crate::trajectory::jsonl`].
+
+use crate::action::Action;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The only major schema version this build reads and writes.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// A seed task: what the agent is asked to do, on which site.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Task {
+    pub task_id: String,
+    #[serde(default)]
+    pub website: String,
+    #[serde(default)]
+    pub domain: String,
+    #[serde(default)]
+    pub category: String,
+    pub instruction: String,
+    /// Where the task came from: `miniwob:click-button`, `webvoyager:Allrecipes--0`, ...
+    #[serde(default)]
+    pub source: String,
+}
+
+/// One attempt at a task, successful or not.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Trajectory {
+    pub id: String,
+    pub task_id: String,
+    #[serde(default = "one")]
+    pub attempt: u32,
+    #[serde(default = "one")]
+    pub round: u32,
+    /// The reflection text this attempt was given, if any.
+    #[serde(default)]
+    pub reflection: Option<String>,
+    /// The tool that produced it: `browser-use@0.13.8`, `rmsweb-collect`, ...
+    #[serde(default)]
+    pub source: String,
+    /// The teacher model's name.
+    #[serde(default)]
+    pub teacher: String,
+    pub outcome: Outcome,
+    pub steps: Vec<Step>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// How an attempt ended, and who said so.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Outcome {
+    pub success: bool,
+    #[serde(default)]
+    pub score: Option<f64>,
+    #[serde(default)]
+    pub judge: Option<String>,
+    #[serde(default)]
+    pub reason: Option<String>,
+    #[serde(default)]
+    pub final_answer: Option<String>,
+}
+
+/// One step: the state seen, the model's output, and what executing it returned.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Step {
+    pub index: u32,
+    pub state: State,
+    pub output: ModelOutput,
+    #[serde(default)]
+    pub result: Vec<ActionResult>,
+    #[serde(default)]
+    pub timing: Option<Timing>,
+}
+
+/// The browser state the model observed before acting.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct State {
+    #[serde(default)]
+    pub url: String,
+    #[serde(default)]
+    pub title: String,
+    #[serde(default)]
+    pub tabs: Vec<Tab>,
+    #[serde(default)]
+    pub elements: Vec<Element>,
+    /// The serialized element list the model saw.
+    #[serde(default)]
+    pub dom_text: String,
+    /// Screenshot path relative to the dataset root.
+    #[serde(default)]
+    pub screenshot: Option<String>,
+    /// Agent memory text before this step's action.
+    #[serde(default)]
+    pub memory: String,
+    /// `index / (len - 1)`, in 0..=1.
+    #[serde(default)]
+    pub progress: f64,
+}
+
+impl State {
+    /// The element with the given highlight index, if the page had one.
+    pub fn element(&self, index: i64) -> Option<&Element> {
+        self.elements.iter().find(|e| i64::from(e.index) == index)
+    }
+}
+
+/// A browser tab.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Tab {
+    pub id: String,
+    #[serde(default)]
+    pub url: String,
+    #[serde(default)]
+    pub title: String,
+}
+
+/// An interactive element of the page, with the index the model refers to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Element {
+    pub index: u32,
+    #[serde(default)]
+    pub tag: String,
+    #[serde(default)]
+    pub role: String,
+    #[serde(default)]
+    pub text: String,
+    #[serde(default)]
+    pub attrs: BTreeMap<String, String>,
+    /// `[x, y, width, height]` in CSS pixels.
+    #[serde(default)]
+    pub bbox: [f64; 4],
+}
+
+/// The model's structured output for a step (Browser Use's agent output).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct ModelOutput {
+    #[serde(default)]
+    pub thinking: String,
+    #[serde(default)]
+    pub evaluation_previous_goal: String,
+    #[serde(default)]
+    pub memory: String,
+    #[serde(default)]
+    pub next_goal: String,
+    #[serde(default)]
+    pub actions: Vec<Action>,
+}
+
+/// What executing one action returned.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct ActionResult {
+    #[serde(default)]
+    pub is_done: bool,
+    #[serde(default)]
+    pub success: Option<bool>,
+    #[serde(default)]
+    pub error: Option<String>,
+    #[serde(default)]
+    pub extracted_content: Option<String>,
+}
+
+/// Wall-clock bounds of a step, in seconds since the epoch (or since the run began).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub struct Timing {
+    pub start: f64,
+    pub end: f64,
+}
+
+impl Trajectory {
+    /// Sets `state.progress` of every step to `index / (len - 1)`.
+    pub fn fill_progress(&mut self) {
+        let n = self.steps.len();
+        for (i, s) in self.steps.iter_mut().enumerate() {
+            s.state.progress = if n > 1 {
+                i as f64 / (n - 1) as f64
+            } else {
+                0.0
+            };
+        }
+    }
+
+    /// The first action of each step, in order (steps without actions are skipped).
+    pub fn first_actions(&self) -> impl Iterator<Item = &Action> {
+        self.steps.iter().filter_map(|s| s.output.actions.first())
+    }
+}

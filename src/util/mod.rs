@@ -1,0 +1,3 @@
+//! Small helpers shared by every stage.
+
+pub mod sanitize;
