@@ -1,5 +1,9 @@
 //! `rmsweb validate`, `rmsweb stats`, `rmsweb show`.
 
+use anyhow::{Context, bail};
+use rmsweb::trajectory::validate::{ValidateOptions, validate as run_validate};
+use rmsweb::trajectory::{Dataset, stats};
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 /// Arguments of `rmsweb validate`.
@@ -7,6 +11,12 @@ use std::path::{Path, PathBuf};
 pub struct ValidateArgs {
     /// Dataset folder.
     pub dataset: PathBuf,
+    /// Also decode every screenshot's header to check it is a real image.
+    #[arg(long)]
+    pub images: bool,
+    /// Print one JSON object.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Arguments of `rmsweb stats`.
@@ -26,14 +36,47 @@ pub struct ShowArgs {
     pub dataset: PathBuf,
     /// Trajectory id.
     pub trajectory: String,
-    /// Step number (default 0).
+    /// Step number (0-based).
     #[arg(long, default_value_t = 0)]
     pub step: usize,
+    /// Do not draw the screenshot.
+    #[arg(long)]
+    pub no_image: bool,
+    /// Width of the drawn screenshot in terminal columns.
+    #[arg(long, default_value_t = 80)]
+    pub width: u32,
 }
 
-/// Runs `validate`.
-pub fn validate(_a: ValidateArgs) -> anyhow::Result<()> {
-    anyhow::bail!("not built yet")
+/// Runs `validate`: exits non-zero when any error is found.
+pub fn validate(a: ValidateArgs) -> anyhow::Result<()> {
+    let ds = Dataset::open(&a.dataset)?;
+    let report = run_validate(
+        &ds,
+        ValidateOptions {
+            decode_images: a.images,
+        },
+    );
+    if a.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        for f in &report.findings {
+            println!("{}", rmsweb::util::sanitize::clean_line(&f.to_string()));
+        }
+        println!(
+            "{}: {} tasks, {} trajectories, {} steps, {} screenshots: {} errors, {} warnings",
+            a.dataset.display(),
+            report.tasks,
+            report.trajectories,
+            report.steps,
+            report.screenshots,
+            report.errors(),
+            report.warnings()
+        );
+    }
+    if report.errors() > 0 {
+        bail!("{} errors in {}", report.errors(), a.dataset.display());
+    }
+    Ok(())
 }
 
 /// Runs `stats`.
@@ -41,14 +84,53 @@ pub fn stats(a: StatsArgs) -> anyhow::Result<()> {
     print_stats(&a.dataset, a.json)
 }
 
-/// Prints a dataset's statistics.
-pub fn print_stats(dataset: &Path, _json: bool) -> anyhow::Result<()> {
-    let ds = rmsweb::trajectory::Dataset::open(dataset)?;
-    println!("{}: {} tasks, {} trajectories", dataset.display(), ds.task_count(), ds.trajectory_count());
+/// Prints a dataset's statistics, as text or one JSON object.
+pub fn print_stats(dataset: &Path, json: bool) -> anyhow::Result<()> {
+    let ds = Dataset::open(dataset)?;
+    let st = stats::compute(&ds)?;
+    if json {
+        println!("{}", serde_json::to_string(&st)?);
+    } else {
+        print!("{}", st.render());
+    }
     Ok(())
 }
 
-/// Runs `show`.
-pub fn show(_a: ShowArgs) -> anyhow::Result<()> {
-    anyhow::bail!("not built yet")
+/// Runs `show`: prints the step and draws its screenshot with viuer.
+pub fn show(a: ShowArgs) -> anyhow::Result<()> {
+    let ds = Dataset::open(&a.dataset)?;
+    let Some(t) = ds.trajectory_by_id(&a.trajectory)? else {
+        bail!(
+            "{}: no trajectory with id `{}`",
+            a.dataset.display(),
+            a.trajectory
+        );
+    };
+    let task = ds.tasks()?.into_iter().find(|x| x.task_id == t.task_id);
+    print!(
+        "{}",
+        rmsweb::trajectory::show::render_step(&t, task.as_ref(), a.step)?
+    );
+    let step = &t.steps[a.step];
+    if let Some(rel) = &step.state.screenshot
+        && !a.no_image
+    {
+        let path = ds.resolve(rel)?;
+        if std::io::stdout().is_terminal() {
+            let conf = viuer::Config {
+                width: Some(a.width),
+                absolute_offset: false,
+                ..Default::default()
+            };
+            let img = image::ImageReader::open(&path)
+                .with_context(|| format!("opening {}", path.display()))?
+                .with_guessed_format()?
+                .decode()
+                .with_context(|| format!("decoding {}", path.display()))?;
+            viuer::print(&img, &conf).with_context(|| format!("drawing {}", path.display()))?;
+        } else {
+            println!("screenshot: {}", path.display());
+        }
+    }
+    Ok(())
 }

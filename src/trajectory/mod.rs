@@ -2,7 +2,10 @@
 
 pub mod jsonl;
 pub mod model;
+pub mod show;
+pub mod stats;
 pub mod store;
+pub mod validate;
 
 pub use model::*;
 pub use store::{Dataset, DatasetMeta, TrajectorySummary};
