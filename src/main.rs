@@ -36,6 +36,8 @@ enum Command {
     Miniwob(cli::miniwob::Args),
     /// Evaluate a policy on live tasks: pass@1, pass@k, steps on solved tasks.
     Eval(cli::eval::Args),
+    /// RL tools: gate decisions, advantages and salvage counts for reward groups.
+    Rl(cli::rl::Args),
     /// Train a policy (SFT, RL) into a run folder.
     Train(cli::train::Args),
 }
@@ -60,6 +62,7 @@ fn main() -> ExitCode {
         Some(Command::Annotate(a)) => cli::annotate::run(a),
         Some(Command::Miniwob(a)) => cli::miniwob::run(a),
         Some(Command::Eval(a)) => cli::eval::run(a),
+        Some(Command::Rl(a)) => cli::rl::run(a),
         Some(Command::Train(a)) => cli::train::run(a),
     };
     match result {

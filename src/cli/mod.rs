@@ -7,6 +7,7 @@ pub mod import;
 pub mod mine;
 pub mod miniwob;
 pub mod reward;
+pub mod rl;
 pub mod train;
 pub mod workbench;
 

@@ -1,1 +1,3 @@
 //! Run config and registry, metrics sink, SFT trainer and Salvage-DS RL.
+
+pub mod rl;

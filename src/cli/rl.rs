@@ -1,0 +1,136 @@
+//! `rmsweb rl groups`: gate decisions, advantages and the salvage count for given
+//! reward groups (FORMATS.md, "Command-line JSON interfaces").
+
+use anyhow::Context;
+use rmsweb::train::rl::groups::{
+    GateConfig, GateDecision, GroupStats, Mode, advantages, decide, salvage_count,
+};
+use serde_json::{Value, json};
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+
+/// Arguments of `rmsweb rl`.
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(clap::Subcommand)]
+enum Command {
+    /// Read `{"group": id, "rewards": [..]}` lines; print one decision line per group,
+    /// then a summary line with the salvage count S.
+    Groups(GroupsArgs),
+}
+
+#[derive(clap::Args)]
+struct GroupsArgs {
+    /// JSON Lines file of reward groups (`-` for standard input).
+    file: PathBuf,
+    /// ε_σ: groups with population std ≤ this are rejected (no contrast).
+    #[arg(long, default_value_t = 0.10)]
+    eps_sigma: f64,
+    /// r_comp: groups whose best reward is below this are rejected (no competent rollout).
+    #[arg(long, default_value_t = 0.55)]
+    r_comp: f64,
+    /// Which variant's filtering to apply.
+    #[arg(long, value_enum, default_value = "salvage-ds")]
+    mode: Mode,
+}
+
+/// Runs the subcommand.
+pub fn run(args: Args) -> anyhow::Result<()> {
+    match args.command {
+        Command::Groups(a) => groups(a),
+    }
+}
+
+fn groups(a: GroupsArgs) -> anyhow::Result<()> {
+    let cfg = GateConfig {
+        eps_sigma: a.eps_sigma,
+        r_comp: a.r_comp,
+        mode: a.mode,
+    };
+    let reader: Box<dyn BufRead> = if a.file.as_os_str() == "-" {
+        Box::new(std::io::stdin().lock())
+    } else {
+        Box::new(std::io::BufReader::new(
+            std::fs::File::open(&a.file)
+                .with_context(|| format!("opening {}", a.file.display()))?,
+        ))
+    };
+    let mut out = std::io::stdout().lock();
+    let (mut total, mut accepted, mut std_gate, mut comp_gate, mut failed) = (0, 0, 0, 0, 0);
+    for (i, line) in reader.lines().enumerate() {
+        let n = i + 1;
+        let line = line.with_context(|| format!("{}:{n}: reading", a.file.display()))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        match parse_group(&line) {
+            Err(e) => {
+                failed += 1;
+                writeln!(out, "{}", json!({"line": n, "error": e}))?;
+            }
+            Ok((id, rewards)) => {
+                let Some(st) = GroupStats::of(&rewards) else {
+                    failed += 1;
+                    let e = "field `rewards`: needs at least one finite number";
+                    writeln!(out, "{}", json!({"line": n, "error": e}))?;
+                    continue;
+                };
+                total += 1;
+                let d = decide(&st, &cfg);
+                let mut rec = json!({"group": id, "mean": st.mean, "std": st.std, "max": st.max,
+                    "decision": d});
+                match d {
+                    GateDecision::Accepted => {
+                        accepted += 1;
+                        rec["advantages"] = json!(advantages(&rewards, &st));
+                    }
+                    GateDecision::StdGate => std_gate += 1,
+                    GateDecision::CompetenceGate => comp_gate += 1,
+                }
+                writeln!(out, "{rec}")?;
+            }
+        }
+    }
+    let salvage = if cfg.mode.salvages() {
+        salvage_count(std_gate + comp_gate)
+    } else {
+        0
+    };
+    writeln!(
+        out,
+        "{}",
+        json!({"summary": {"groups": total, "accepted": accepted, "std_gate": std_gate,
+            "competence_gate": comp_gate, "salvage": salvage}})
+    )?;
+    if failed > 0 {
+        let name = if a.file.as_os_str() == "-" {
+            "standard input".to_string()
+        } else {
+            a.file.display().to_string()
+        };
+        anyhow::bail!("{failed} lines of {name} could not be read");
+    }
+    Ok(())
+}
+
+fn parse_group(line: &str) -> Result<(Value, Vec<f64>), String> {
+    let v: Value = serde_json::from_str(line).map_err(|e| format!("not JSON: {e}"))?;
+    let id = v.get("group").cloned().ok_or("missing field `group`")?;
+    let rewards = v
+        .get("rewards")
+        .and_then(Value::as_array)
+        .ok_or("field `rewards`: expected a list of numbers")?;
+    rewards
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            r.as_f64()
+                .ok_or_else(|| format!("field `rewards[{i}]`: expected a number, found {r}"))
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(|r| (id, r))
+}

@@ -1,0 +1,214 @@
+//! Salvage-DS group gating (ALGORITHMS.md §5): the std and competence gates, GRPO
+//! advantages of accepted groups, and the salvage count and mix of rejected groups.
+
+use serde::{Deserialize, Serialize};
+
+/// The RL variants that share everything but group filtering and the anchor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// Both gates, refill, and the salvage anchor on rejected groups.
+    SalvageDs,
+    /// Both gates and refill, salvage weight 0.
+    AnchorFree,
+    /// Keep groups with any reward spread; no competence gate, no salvage.
+    Dapo,
+    /// No filtering at all.
+    Grpo,
+}
+
+impl Mode {
+    /// Whether rejected groups feed the salvage NLL with non-zero weight.
+    pub fn salvages(self) -> bool {
+        self == Mode::SalvageDs
+    }
+}
+
+/// Gate thresholds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct GateConfig {
+    /// ε_σ: groups whose population std is at most this carry no contrast.
+    pub eps_sigma: f64,
+    /// r_comp: groups whose best reward is below this have no competent rollout.
+    pub r_comp: f64,
+    pub mode: Mode,
+}
+
+impl Default for GateConfig {
+    fn default() -> Self {
+        GateConfig {
+            eps_sigma: 0.10,
+            r_comp: 0.55,
+            mode: Mode::SalvageDs,
+        }
+    }
+}
+
+/// What happened to a group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GateDecision {
+    Accepted,
+    StdGate,
+    CompetenceGate,
+}
+
+/// Moments of a group's rewards.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct GroupStats {
+    pub mean: f64,
+    /// Population std (divides by n): what the std gate reads.
+    pub std: f64,
+    /// Unbiased std (divides by n − 1): what GRPO advantages divide by.
+    pub std_unbiased: f64,
+    pub max: f64,
+}
+
+impl GroupStats {
+    /// Moments of `r`; `None` for an empty group or a non-finite reward.
+    pub fn of(r: &[f64]) -> Option<Self> {
+        if r.is_empty() || r.iter().any(|x| !x.is_finite()) {
+            return None;
+        }
+        let n = r.len() as f64;
+        let mean = r.iter().sum::<f64>() / n;
+        let ss: f64 = r.iter().map(|x| (x - mean).powi(2)).sum();
+        Some(GroupStats {
+            mean,
+            std: (ss / n).sqrt(),
+            std_unbiased: if r.len() > 1 {
+                (ss / (n - 1.0)).sqrt()
+            } else {
+                0.0
+            },
+            max: r.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        })
+    }
+}
+
+/// Spread below this counts as none at all (DAPO keeps std > 0).
+const NO_SPREAD: f64 = 1e-12;
+
+/// The gate decision for a group under `cfg`.
+pub fn decide(stats: &GroupStats, cfg: &GateConfig) -> GateDecision {
+    match cfg.mode {
+        Mode::Grpo => GateDecision::Accepted,
+        Mode::Dapo if stats.std <= NO_SPREAD => GateDecision::StdGate,
+        Mode::Dapo => GateDecision::Accepted,
+        Mode::SalvageDs | Mode::AnchorFree => {
+            if stats.std <= cfg.eps_sigma {
+                GateDecision::StdGate
+            } else if stats.max < cfg.r_comp {
+                GateDecision::CompetenceGate
+            } else {
+                GateDecision::Accepted
+            }
+        }
+    }
+}
+
+/// GRPO advantages as verl computes them: `(r − mean) / (std_unbiased + 1e-6)`.
+pub fn advantages(r: &[f64], stats: &GroupStats) -> Vec<f64> {
+    r.iter()
+        .map(|x| (x - stats.mean) / (stats.std_unbiased + 1e-6))
+        .collect()
+}
+
+/// The salvage rule: of `rejected` groups retain `S = 16·⌊min(D, 64)/16⌋`.
+pub fn salvage_count(rejected: usize) -> usize {
+    16 * (rejected.min(64) / 16)
+}
+
+/// Picks `salvage_count(hard + mastered)` groups, hard (competence-rejected) and
+/// mastered (std-rejected) in proportion, in the order given. Returns indices into
+/// `hard` and into `mastered`.
+pub fn salvage_mix(hard: usize, mastered: usize) -> (usize, usize) {
+    let d = hard + mastered;
+    let s = salvage_count(d);
+    if s == 0 {
+        return (0, 0);
+    }
+    let h = ((s * hard) as f64 / d as f64).round() as usize;
+    let h = h.min(hard).max(s.saturating_sub(mastered));
+    (h, s - h)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn close(a: f64, b: f64) {
+        assert!((a - b).abs() < 1e-9, "{a} != {b}");
+    }
+
+    #[test]
+    fn population_and_unbiased_std_by_hand() {
+        // rewards 1, 0, 0, 0: mean .25, ss = .5625 + 3·.0625 = .75
+        let s = GroupStats::of(&[1.0, 0.0, 0.0, 0.0]).unwrap();
+        close(s.mean, 0.25);
+        close(s.std, (0.75f64 / 4.0).sqrt());
+        close(s.std_unbiased, (0.75f64 / 3.0).sqrt());
+        let a = advantages(&[1.0, 0.0, 0.0, 0.0], &s);
+        close(a[0], 0.75 / (0.5 + 1e-6));
+        close(a[1], -0.25 / (0.5 + 1e-6));
+        assert!(GroupStats::of(&[]).is_none());
+        assert!(GroupStats::of(&[f64::NAN]).is_none());
+    }
+
+    #[test]
+    fn gates_read_population_std_and_max() {
+        let cfg = GateConfig::default();
+        // pop std of [0.3, 0.3, 0.3, 0.7] = 0.1732 > 0.1 but max 0.7 ≥ 0.55
+        let d = |r: &[f64]| decide(&GroupStats::of(r).unwrap(), &cfg);
+        assert_eq!(d(&[0.3, 0.3, 0.3, 0.7]), GateDecision::Accepted);
+        // all equal → std gate, even when competent
+        assert_eq!(d(&[1.0; 8]), GateDecision::StdGate);
+        // pop std of [0.0, 0.2] is exactly 0.1: the gate is "≤ ε", so rejected
+        assert_eq!(d(&[0.0, 0.2]), GateDecision::StdGate);
+        // spread but nobody competent
+        assert_eq!(d(&[0.0, 0.3, 0.0, 0.3]), GateDecision::CompetenceGate);
+        let dapo = GateConfig {
+            mode: Mode::Dapo,
+            ..cfg
+        };
+        assert_eq!(
+            decide(&GroupStats::of(&[0.0, 0.3]).unwrap(), &dapo),
+            GateDecision::Accepted
+        );
+        assert_eq!(
+            decide(&GroupStats::of(&[0.3, 0.3]).unwrap(), &dapo),
+            GateDecision::StdGate
+        );
+        let grpo = GateConfig {
+            mode: Mode::Grpo,
+            ..cfg
+        };
+        assert_eq!(
+            decide(&GroupStats::of(&[0.3, 0.3]).unwrap(), &grpo),
+            GateDecision::Accepted
+        );
+    }
+
+    #[test]
+    fn salvage_rule_rounds_down_to_sixteen_and_caps_at_sixty_four() {
+        let cases = [
+            (0, 0),
+            (15, 0),
+            (16, 16),
+            (31, 16),
+            (47, 32),
+            (63, 48),
+            (64, 64),
+            (500, 64),
+        ];
+        for (d, s) in cases {
+            assert_eq!(salvage_count(d), s, "D = {d}");
+        }
+        assert_eq!(salvage_mix(24, 8), (24, 8));
+        assert_eq!(salvage_mix(30, 10), (24, 8));
+        assert_eq!(salvage_mix(0, 40), (0, 32));
+        assert_eq!(salvage_mix(100, 1), (63, 1));
+        let (h, m) = salvage_mix(3, 60);
+        assert_eq!((h + m, h <= 3), (48, true));
+    }
+}

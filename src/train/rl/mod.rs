@@ -1,0 +1,3 @@
+//! Salvage-DS offline RL (ALGORITHMS.md §5).
+
+pub mod groups;
