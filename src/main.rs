@@ -26,6 +26,8 @@ enum Command {
     Stats(cli::dataset::StatsArgs),
     /// Print one step of a trajectory in the plain terminal, screenshot included.
     Show(cli::dataset::ShowArgs),
+    /// Quality filter over a dataset's trajectories.
+    Curate(cli::curate::Args),
     /// Score candidate actions with the polarized action-semantic rubric.
     Reward(cli::reward::Args),
     /// Mine critical steps from contrasting executions of the same task.
@@ -57,6 +59,7 @@ fn main() -> ExitCode {
         Some(Command::Validate(a)) => cli::dataset::validate(a),
         Some(Command::Stats(a)) => cli::dataset::stats(a),
         Some(Command::Show(a)) => cli::dataset::show(a),
+        Some(Command::Curate(a)) => cli::curate::run(a),
         Some(Command::Reward(a)) => cli::reward::run(a),
         Some(Command::Mine(a)) => cli::mine::run(a),
         Some(Command::Annotate(a)) => cli::annotate::run(a),

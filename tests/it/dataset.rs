@@ -283,3 +283,41 @@ fn a_folder_without_dataset_toml_opens_as_schema_one() {
     assert_eq!(ds.meta().schema, 1);
     assert_eq!(ds.trajectory_count(), 3);
 }
+
+#[test]
+fn curate_filter_writes_every_rejection_with_its_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut ds = sample(dir.path());
+    let mut stalled = traj("a-3", "a", true, &[click(0), click(0), click(0), click(1)]);
+    for s in &mut stalled.steps[..3] {
+        s.state.url = "https://shop.test/cart".into();
+        s.state.title = "cart".into();
+    }
+    ds.append_trajectories(&[stalled]).unwrap();
+    let out = bin()
+        .args(["curate", "filter", "--json"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["trajectories"], 4);
+    assert_eq!(r["kept"][0]["id"], "a-1");
+    assert_eq!(r["kept"].as_array().unwrap().len(), 1);
+    assert_eq!(r["counts"]["not_success"], 1);
+    assert_eq!(r["counts"]["too_short"], 1);
+    assert_eq!(r["counts"]["repeated_action"], 1);
+    let stall = &r["rejected"].as_array().unwrap()[2];
+    assert_eq!(
+        (stall["id"].as_str(), stall["line"].as_u64()),
+        (Some("a-3"), Some(4))
+    );
+    let saved: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("sft/filter.json")).unwrap())
+            .unwrap();
+    assert_eq!(saved["kept"], r["kept"]);
+}
