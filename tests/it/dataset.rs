@@ -321,3 +321,28 @@ fn curate_filter_writes_every_rejection_with_its_reason() {
             .unwrap();
     assert_eq!(saved["kept"], r["kept"]);
 }
+
+#[test]
+fn a_record_of_hundreds_of_megabytes_is_refused_with_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    sample(dir.path());
+    let path = dir.path().join("trajectories.jsonl");
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap();
+    use std::io::Write;
+    f.write_all(b"{\"id\":\"huge\",\"pad\":\"").unwrap();
+    let chunk = vec![b'a'; 1 << 20];
+    for _ in 0..65 {
+        f.write_all(&chunk).unwrap();
+    }
+    f.write_all(b"\"}\n").unwrap();
+    drop(f);
+    let ds = Dataset::open(dir.path()).unwrap();
+    let err = ds.trajectory(3).unwrap_err();
+    assert_eq!(err.line, 4);
+    assert!(err.message.contains("over the 64 MiB limit"), "{err}");
+    // the records before it are unaffected
+    assert_eq!(ds.trajectory(2).unwrap().id, "b-1");
+}
