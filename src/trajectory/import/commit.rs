@@ -1,0 +1,111 @@
+//! All-or-nothing writes into a dataset: every change made is remembered so that a
+//! failure part-way can put the folder back exactly as it was.
+
+use crate::trajectory::jsonl;
+use anyhow::{Context, Result};
+use serde::Serialize;
+use std::fs::OpenOptions;
+use std::path::{Path, PathBuf};
+
+/// The changes made so far; [`Journal::undo`] reverts them in reverse order.
+#[derive(Debug, Default)]
+pub struct Journal {
+    undo: Vec<Undo>,
+}
+
+#[derive(Debug)]
+enum Undo {
+    /// A folder or file this import created: removed.
+    Created(PathBuf),
+    /// A JSON Lines file that had this length: cut back to it.
+    Appended(PathBuf, u64),
+    /// A folder renamed into place: removed.
+    Renamed(PathBuf),
+}
+
+impl Journal {
+    /// Creates `dir` (and missing parents up to an existing one), remembering what
+    /// it created.
+    pub fn create_dir_all(&mut self, dir: &Path) -> Result<()> {
+        let mut missing = Vec::new();
+        let mut cur = Some(dir);
+        while let Some(d) = cur {
+            if d.as_os_str().is_empty() || d.exists() {
+                break;
+            }
+            missing.push(d.to_path_buf());
+            cur = d.parent();
+        }
+        for d in missing.into_iter().rev() {
+            std::fs::create_dir(&d).with_context(|| format!("creating {}", d.display()))?;
+            self.undo.push(Undo::Created(d));
+        }
+        Ok(())
+    }
+
+    /// Notes that `path` is about to be created by someone else (e.g. `dataset.toml`
+    /// by `Dataset::create`) if it does not exist yet.
+    pub fn will_create(&mut self, path: &Path) {
+        if !path.exists() {
+            self.undo.push(Undo::Created(path.to_path_buf()));
+        }
+    }
+
+    /// Appends records to a JSON Lines file (one locked, fsynced write).
+    pub fn append<T: Serialize>(&mut self, path: &Path, records: &[T]) -> Result<()> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        match std::fs::metadata(path) {
+            Ok(m) => self.undo.push(Undo::Appended(path.to_path_buf(), m.len())),
+            Err(_) => self.undo.push(Undo::Created(path.to_path_buf())),
+        }
+        jsonl::append(path, records)?;
+        Ok(())
+    }
+
+    /// Renames a staged folder into place; refuses to replace anything.
+    pub fn rename_dir(&mut self, from: &Path, to: &Path) -> Result<()> {
+        if to.exists() {
+            anyhow::bail!("{} already exists; refusing to overwrite it", to.display());
+        }
+        std::fs::rename(from, to)
+            .with_context(|| format!("moving {} to {}", from.display(), to.display()))?;
+        self.undo.push(Undo::Renamed(to.to_path_buf()));
+        Ok(())
+    }
+
+    /// Reverts every change, newest first. Errors are collected, not stopped at.
+    pub fn undo(self) -> Vec<String> {
+        let mut problems = Vec::new();
+        for u in self.undo.into_iter().rev() {
+            let r = match &u {
+                Undo::Created(p) | Undo::Renamed(p) => remove_any(p),
+                Undo::Appended(p, len) => OpenOptions::new()
+                    .write(true)
+                    .open(p)
+                    .and_then(|f| f.set_len(*len).and_then(|()| f.sync_all())),
+            };
+            if let Err(e) = r {
+                problems.push(format!("undoing {u:?}: {e}"));
+            }
+        }
+        problems
+    }
+}
+
+fn remove_any(p: &Path) -> std::io::Result<()> {
+    match std::fs::symlink_metadata(p) {
+        Ok(m) if m.is_dir() => std::fs::remove_dir_all(p),
+        Ok(_) => std::fs::remove_file(p),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Fsyncs a folder so renames into it survive a crash (best effort).
+pub fn sync_dir(dir: &Path) {
+    if let Ok(d) = std::fs::File::open(dir) {
+        d.sync_all().ok();
+    }
+}
