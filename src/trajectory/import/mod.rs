@@ -167,6 +167,9 @@ pub struct Sidecar {
     pub teacher: Option<String>,
     #[serde(default)]
     pub source: Option<String>,
+    /// The task's own `source` (where the task came from); default `browser-use`.
+    #[serde(default)]
+    pub task_source: Option<String>,
     /// Settings for single history files, keyed by file name.
     #[serde(default)]
     pub files: HashMap<String, FileSettings>,
@@ -407,7 +410,10 @@ fn make_task(side: &Sidecar, opts: &BrowserUseOptions, file: &Path) -> Result<Ta
             .unwrap_or_default(),
         website,
         instruction,
-        source: "browser-use".into(),
+        source: side
+            .task_source
+            .clone()
+            .unwrap_or_else(|| "browser-use".into()),
     })
 }
 
