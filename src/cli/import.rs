@@ -17,7 +17,7 @@ pub enum What {
     /// Import Browser Use agent histories (any version's layout) as trajectories of
     /// one task. A folder with a task.json imports each *.json in it as one attempt.
     /// All or nothing: on any error the dataset is left as it was.
-    BrowserUse(BrowserUseArgs),
+    BrowserUse(Box<BrowserUseArgs>),
     /// Import a public task list (WebVoyager, Online-Mind2Web) into tasks.jsonl.
     Tasks(TasksArgs),
 }
@@ -88,7 +88,7 @@ pub struct TasksArgs {
 /// Runs the subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {
     match args.what {
-        What::BrowserUse(a) => browser_use(a),
+        What::BrowserUse(a) => browser_use(*a),
         What::Tasks(a) => tasks(a),
     }
 }
@@ -146,8 +146,12 @@ fn browser_use(a: BrowserUseArgs) -> anyhow::Result<()> {
 }
 
 fn tasks(a: TasksArgs) -> anyhow::Result<()> {
-    let report =
-        import::tasks::import_tasks(&a.dataset, &a.file, a.format, import::MAX_FILE_BYTES)?;
+    let report = import::tasks::import_tasks(
+        &a.dataset,
+        &a.file,
+        a.format,
+        import::tasks::Limits::default(),
+    )?;
     println!(
         "imported {} tasks into {} ({} already present)",
         report.added.len(),

@@ -8,6 +8,24 @@
 
 use super::commit::Journal;
 use super::{ImportError, ImportErrors, read_input};
+
+/// Size limits of a task-list import.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Files over this many bytes are refused before they are read.
+    pub file_bytes: u64,
+    /// Lines (JSON Lines records) over this many bytes are refused.
+    pub line_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            file_bytes: super::MAX_FILE_BYTES,
+            line_bytes: MAX_RECORD_BYTES,
+        }
+    }
+}
 use crate::trajectory::jsonl::MAX_RECORD_BYTES;
 use crate::trajectory::{Dataset, Task};
 use anyhow::Result;
@@ -59,10 +77,10 @@ pub struct TaskImportReport {
 pub fn parse_task_file(
     path: &Path,
     format: TaskFormat,
-    max_bytes: u64,
+    limits: Limits,
 ) -> Result<Vec<(usize, Task)>, Vec<ImportError>> {
-    let bytes = read_input(path, max_bytes).map_err(|e| vec![e])?;
-    let records = split_records(&bytes, path).map_err(|e| vec![e])?;
+    let bytes = read_input(path, limits.file_bytes).map_err(|e| vec![e])?;
+    let records = split_records(&bytes, path, limits.line_bytes).map_err(|e| vec![e])?;
     let mut out = Vec::new();
     let mut errors = Vec::new();
     let mut first_line: HashMap<String, usize> = HashMap::new();
@@ -132,7 +150,11 @@ fn parse_one<T: DeserializeOwned>(raw: &[u8], path: &Path, line: usize) -> Resul
 }
 
 /// Splits a JSON array or JSON Lines file into records with their 1-based line.
-fn split_records<'a>(bytes: &'a [u8], path: &Path) -> Result<Vec<(usize, &'a [u8])>, ImportError> {
+fn split_records<'a>(
+    bytes: &'a [u8],
+    path: &Path,
+    max_line: usize,
+) -> Result<Vec<(usize, &'a [u8])>, ImportError> {
     let start = bytes.iter().position(|b| !b.is_ascii_whitespace());
     let line_of = |off: usize| 1 + memchr::memchr_iter(b'\n', &bytes[..off]).count();
     match start {
@@ -144,15 +166,14 @@ fn split_records<'a>(bytes: &'a [u8], path: &Path) -> Result<Vec<(usize, &'a [u8
                 if line.iter().all(u8::is_ascii_whitespace) {
                     continue;
                 }
-                if line.len() > MAX_RECORD_BYTES {
+                if line.len() > max_line {
                     return Err(ImportError {
                         file: path.to_path_buf(),
                         location: format!("line {}", i + 1),
                         field: "(record)".into(),
                         message: format!(
-                            "line is {} bytes, over the {} MiB limit",
-                            line.len(),
-                            MAX_RECORD_BYTES >> 20
+                            "line is {} bytes, over the {max_line}-byte limit",
+                            line.len()
                         ),
                     });
                 }
@@ -224,9 +245,9 @@ pub fn import_tasks(
     dataset: &Path,
     file: &Path,
     format: TaskFormat,
-    max_bytes: u64,
+    limits: Limits,
 ) -> Result<TaskImportReport> {
-    let parsed = parse_task_file(file, format, max_bytes).map_err(ImportErrors)?;
+    let parsed = parse_task_file(file, format, limits).map_err(ImportErrors)?;
     let mut present: HashMap<String, (usize, Task)> = HashMap::new();
     if dataset.join("tasks.jsonl").exists() {
         let ds = Dataset::open(dataset)?;
@@ -363,10 +384,10 @@ mod tests {
     #[test]
     fn array_elements_get_their_lines() {
         let bytes = b"[\n {\"a\": 1},\n {\"a\": [2,\n 3]}\n]\n";
-        let recs = split_records(bytes, Path::new("x.json")).unwrap();
+        let recs = split_records(bytes, Path::new("x.json"), 1 << 20).unwrap();
         assert_eq!(recs.iter().map(|r| r.0).collect::<Vec<_>>(), vec![2, 3]);
-        assert!(split_records(b"[{\"a\":1} {\"a\":2}]", Path::new("x")).is_err());
-        assert!(split_records(b"[{\"a\":1},", Path::new("x")).is_err());
-        assert!(split_records(b"[]", Path::new("x")).unwrap().is_empty());
+        assert!(split_records(b"[{\"a\":1} {\"a\":2}]", Path::new("x"), 99).is_err());
+        assert!(split_records(b"[{\"a\":1},", Path::new("x"), 99).is_err());
+        assert!(split_records(b"[]", Path::new("x"), 99).unwrap().is_empty());
     }
 }
