@@ -449,6 +449,47 @@ fn attempts_continue_and_task_ids_are_checked() {
 }
 
 #[test]
+fn concurrent_imports_get_distinct_attempts() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = dir.path().join("ds");
+    let o = BrowserUseOptions {
+        task_id: Some("paris".into()),
+        ..opts("Paris forecast")
+    };
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| {
+                for _ in 0..2 {
+                    import(&ds, &[data("v05/history.json")], &o);
+                }
+            });
+        }
+    });
+    let mut attempts: Vec<u32> = trajectories(&ds).iter().map(|t| t.attempt).collect();
+    attempts.sort();
+    assert_eq!(attempts, (1..=8).collect::<Vec<_>>());
+    assert_eq!(Dataset::open(&ds).unwrap().task_count(), 1);
+}
+
+#[test]
+fn error_text_from_the_input_is_safe_for_a_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = v01();
+    h["history"][0]["model_output"]["action"] = json!([{"\u{1b}]0;pwned\u{7}click\u{1b}[2J": 5}]);
+    let f = write_history(dir.path(), "evil.json", &h);
+    let err = import_browser_use(&dir.path().join("ds"), &[f], &opts("t")).unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("evil.json: history[0]: model_output.action[0]."),
+        "{text}"
+    );
+    assert!(
+        !text.chars().any(|c| c.is_control() && c != '\n'),
+        "{text:?}"
+    );
+}
+
+#[test]
 fn jpeg_screenshots_are_stored_as_png() {
     let dir = tempfile::tempdir().unwrap();
     let mut jpg = std::io::Cursor::new(Vec::new());

@@ -103,6 +103,16 @@ fn remove_any(p: &Path) -> std::io::Result<()> {
     }
 }
 
+/// Takes an exclusive lock on the dataset folder itself (no lock file is left
+/// behind), so that two imports into one dataset run one after the other and never
+/// hand out the same attempt number. Released when the returned handle drops.
+pub fn lock_dataset(dir: &Path) -> Result<std::fs::File> {
+    let f = std::fs::File::open(dir).with_context(|| format!("opening {}", dir.display()))?;
+    f.lock()
+        .with_context(|| format!("locking {}", dir.display()))?;
+    Ok(f)
+}
+
 /// Fsyncs a folder so renames into it survive a crash (best effort).
 pub fn sync_dir(dir: &Path) {
     if let Ok(d) = std::fs::File::open(dir) {

@@ -14,6 +14,7 @@ pub mod screenshot;
 pub mod tasks;
 
 use crate::trajectory::{Dataset, Outcome, Task, Trajectory};
+use crate::util::sanitize::clean_line;
 use anyhow::{Context, Result, bail};
 use browser_use::{DoneInfo, ParsedHistory};
 use commit::Journal;
@@ -26,9 +27,11 @@ use std::path::{Path, PathBuf};
 pub const MAX_FILE_BYTES: u64 = 512 << 20;
 
 /// A problem with one input, naming the file, the place in it (`history[3]`,
-/// `line 7`) and the field.
+/// `line 7`) and the field. Its text is safe for a terminal: parts that come from
+/// the input (field names, values quoted in messages) are cleaned of control
+/// characters.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{}: {location}: {field}: {message}", file.display())]
+#[error("{}: {}: {}: {}", clean_line(&file.display().to_string()), clean_line(location), clean_line(field), clean_line(message))]
 pub struct ImportError {
     pub file: PathBuf,
     /// `history[3]` (0-based item), `line 7`, `(top level)`, `(file)`, ...
@@ -215,10 +218,14 @@ pub fn import_browser_use(
     }
     let units = plan_units(inputs, opts).map_err(ImportErrors)?;
     let mut journal = Journal::default();
+    let mut lock = None;
     let result = (|| {
         journal.create_dir_all(dataset)?;
+        lock = Some(commit::lock_dataset(dataset)?);
         stage_and_commit(dataset, &units, opts, &mut journal)
     })();
+    // The lock is held until the dataset is restored.
+    let _lock = lock;
     match result {
         Ok(report) => Ok(report),
         Err(e) => {

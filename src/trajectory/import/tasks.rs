@@ -248,6 +248,23 @@ pub fn import_tasks(
     limits: Limits,
 ) -> Result<TaskImportReport> {
     let parsed = parse_task_file(file, format, limits).map_err(ImportErrors)?;
+    let mut journal = Journal::default();
+    journal.create_dir_all(dataset)?;
+    let lock = super::commit::lock_dataset(dataset);
+    let result = lock.and_then(|_lock| add_tasks(dataset, file, format, parsed, &mut journal));
+    if result.is_err() {
+        journal.undo();
+    }
+    result
+}
+
+fn add_tasks(
+    dataset: &Path,
+    file: &Path,
+    format: TaskFormat,
+    parsed: Vec<(usize, Task)>,
+    journal: &mut Journal,
+) -> Result<TaskImportReport> {
     let mut present: HashMap<String, (usize, Task)> = HashMap::new();
     if dataset.join("tasks.jsonl").exists() {
         let ds = Dataset::open(dataset)?;
@@ -278,20 +295,12 @@ pub fn import_tasks(
     if !errors.is_empty() {
         return Err(ImportErrors(errors).into());
     }
-    let mut journal = Journal::default();
-    let r = (|| -> Result<()> {
-        journal.create_dir_all(dataset)?;
-        journal.will_create(&dataset.join("dataset.toml"));
-        let name = dataset
-            .file_name()
-            .map_or_else(|| "dataset".into(), |n| n.to_string_lossy().into_owned());
-        Dataset::create(dataset, &name, "created by rmsweb import tasks")?;
-        journal.append(&dataset.join("tasks.jsonl"), &report.added)
-    })();
-    if let Err(e) = r {
-        journal.undo();
-        return Err(e);
-    }
+    journal.will_create(&dataset.join("dataset.toml"));
+    let name = dataset
+        .file_name()
+        .map_or_else(|| "dataset".into(), |n| n.to_string_lossy().into_owned());
+    Dataset::create(dataset, &name, "created by rmsweb import tasks")?;
+    journal.append(&dataset.join("tasks.jsonl"), &report.added)?;
     Ok(report)
 }
 
