@@ -15,7 +15,10 @@ pub struct Journal {
 
 #[derive(Debug)]
 enum Undo {
-    /// A folder or file this import created: removed.
+    /// A folder this import created: removed if empty (what the import put in it is
+    /// undone first; anything else found there is left alone and reported).
+    CreatedDir(PathBuf),
+    /// A file this import created: removed.
     Created(PathBuf),
     /// A JSON Lines file that had this length: cut back to it.
     Appended(PathBuf, u64),
@@ -38,7 +41,7 @@ impl Journal {
         }
         for d in missing.into_iter().rev() {
             std::fs::create_dir(&d).with_context(|| format!("creating {}", d.display()))?;
-            self.undo.push(Undo::Created(d));
+            self.undo.push(Undo::CreatedDir(d));
         }
         Ok(())
     }
@@ -80,6 +83,10 @@ impl Journal {
         let mut problems = Vec::new();
         for u in self.undo.into_iter().rev() {
             let r = match &u {
+                Undo::CreatedDir(p) => match std::fs::remove_dir(p) {
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                    r => r,
+                },
                 Undo::Created(p) | Undo::Renamed(p) => remove_any(p),
                 Undo::Appended(p, len) => OpenOptions::new()
                     .write(true)
