@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Rebuilds fixtures/ from the sources in this folder:
 #   1. gen.py writes mock HTML pages of six sites,
-#   2. headless Chromium screenshots them (640x400),
+#   2. headless Chromium screenshots them (640x400) and reads back element boxes,
 #   3. gen.py writes Browser Use histories (three layouts) that use those screenshots,
 #   4. `rmsweb import browser-use` imports each task folder into fixtures/.
 # Needs python3 and chromium (apt-get install -y chromium fonts-dejavu-core).
@@ -23,7 +23,11 @@ for html in "$work"/pages/*.html; do
     --disable-component-update --disable-sync --hide-scrollbars --user-data-dir="$profile" \
     --screenshot="$png" --window-size=640,400 "file://$html" >/dev/null 2>&1
   [ -s "$png" ] || { echo "no screenshot for $html" >&2; exit 1; }
+  "$chrome" --headless --no-sandbox --disable-gpu --no-first-run --disable-background-networking \
+    --disable-component-update --disable-sync --hide-scrollbars --user-data-dir="$profile" \
+    --dump-dom --window-size=640,400 "file://$html" >"${html%.html}.dom" 2>/dev/null
 done
+python3 "$here/gen.py" bboxes "$work"
 # Smaller PNGs when an optimizer is installed (optional).
 if command -v pngquant >/dev/null; then
   pngquant --force --skip-if-larger --ext .png --quality 70-95 "$work"/pages/*.png || true

@@ -189,7 +189,7 @@ footer{{padding:4px 14px;color:#777;font-size:11px;display:flex;gap:12px}}
                 inner = f"{html.escape(txt)} <select><option>{html.escape(cur)}</option></select>"
             else:
                 inner = html.escape(txt)
-            return f"<span class=hl>{inner}{label}</span>"
+            return f"<span class=hl data-i={e['index']}>{inner}{label}</span>"
 
         n_head = 1 + len(s["nav"]) + (2 if s["search"] else 0)
         head, body, foot = self.items[:n_head], self.items[n_head:-3], self.items[-3:]
@@ -211,7 +211,16 @@ footer{{padding:4px 14px;color:#777;font-size:11px;display:flex;gap:12px}}
             parts.append("<main>" + "".join(main[:-2]) + "</main><div class=overlay>" + "".join(main[-2:]) + "</div>")
         else:
             parts.append("<main>" + "".join(main) + "</main>")
-        parts.append("<footer>" + "".join(render(*i) for i in foot) + "</footer></body></html>")
+        parts.append("<footer>" + "".join(render(*i) for i in foot) + "</footer>")
+        # Element boxes, read back with `chromium --dump-dom` (nothing is drawn).
+        parts.append("""<script id=bbox type=application/json></script><script>
+const boxes = {};
+for (const s of document.querySelectorAll('.hl')) {
+  const r = (s.firstElementChild && s.firstElementChild.tagName !== 'I' ? s.firstElementChild : s).getBoundingClientRect();
+  boxes[s.dataset.i] = [r.x, r.y, r.width, r.height].map(v => Math.round(v * 10) / 10);
+}
+document.getElementById('bbox').textContent = JSON.stringify(boxes);
+</script></body></html>""")
         return "".join(parts)
 
 
@@ -830,6 +839,15 @@ def state_message(t, step_no, step, prev, layout, tab_id):
             f"Interactive elements:\n{elements}\n</browser_state>")
 
 
+def bboxes(out_dir, st):
+    """Element boxes of a screen, from `pages/<screen>.bbox.json` (written by build.sh)."""
+    path = os.path.join(out_dir, "..", "..", "pages", screen_name(st) + ".bbox.json")
+    if not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        return {int(k): v for k, v in json.load(f).items()}
+
+
 def history(t, attempt, shots_dir, out_dir):
     layout = t["layout"]
     items = []
@@ -850,12 +868,21 @@ def history(t, attempt, shots_dir, out_dir):
             if p is not None and "index" in params and name in ("click", "input", "select_dropdown"):
                 e = next(e for e in p.elements if e["index"] == params["index"])
                 attrs = {k: v for k, v in e["attrs"].items() if k != "options"}
+                box = bboxes(out_dir, st).get(e["index"])
                 el = {"tag_name": e["tag"], "xpath": f"html/body/*[{e['index']}]", "highlight_index": e["index"],
                       "attributes": attrs}
+                if box and layout != "v08":
+                    x, y, w, h = box
+                    el["viewport_coordinates"] = {
+                        "top_left": {"x": x, "y": y}, "top_right": {"x": x + w, "y": y},
+                        "bottom_left": {"x": x, "y": y + h}, "bottom_right": {"x": x + w, "y": y + h},
+                        "center": {"x": x + w / 2, "y": y + h / 2}, "width": w, "height": h}
                 if layout == "v08":
                     el = {"node_id": 100 + e["index"], "backend_node_id": 200 + e["index"], "frame_id": None,
                           "node_type": 1, "node_value": "", "node_name": e["tag"].upper(), "attributes": attrs,
                           "x_path": el["xpath"], "element_hash": 10**12 + e["index"], "highlight_index": e["index"]}
+                    if box:
+                        el["bounds"] = {"x": box[0], "y": box[1], "width": box[2], "height": box[3]}
             interacted.append(el)
             extra = st.results[len("extract:"):] if isinstance(st.results, str) and st.results.startswith("extract:") else None
             r = result_for(name, params, p, extra, layout)
@@ -926,6 +953,19 @@ def write_pages(out):
             f.write(doc)
 
 
+def read_bboxes(out):
+    """Turns each `pages/<screen>.dom` (from `chromium --dump-dom`) into `<screen>.bbox.json`."""
+    import re
+    for name in screens():
+        dom_path = os.path.join(out, "pages", name + ".dom")
+        with open(dom_path) as f:
+            m = re.search(r'<script id="bbox" type="application/json">(.*?)</script>', f.read(), re.S)
+        if not m or not m.group(1).strip():
+            sys.exit(f"no element boxes in {dom_path}")
+        with open(os.path.join(out, "pages", name + ".bbox.json"), "w") as f:
+            f.write(html.unescape(m.group(1)))
+
+
 def write_histories(out):
     import shutil
     for t in TASKS:
@@ -963,6 +1003,6 @@ def write_histories(out):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] not in ("pages", "histories"):
+    if len(sys.argv) != 3 or sys.argv[1] not in ("pages", "histories", "bboxes"):
         sys.exit(__doc__)
-    {"pages": write_pages, "histories": write_histories}[sys.argv[1]](sys.argv[2])
+    {"pages": write_pages, "histories": write_histories, "bboxes": read_bboxes}[sys.argv[1]](sys.argv[2])

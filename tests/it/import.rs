@@ -131,6 +131,7 @@ fn imports_the_nested_inline_base64_layout() {
         ("input", "searchbox")
     );
     assert_eq!(input.attrs["name"], "q");
+    assert_eq!(input.bbox, [220.5, 12.0, 240.0, 28.0]);
     // Screenshots: inline base64 (with and without a data: prefix) copied as PNG.
     assert_eq!(
         s1.state.screenshot.as_deref(),

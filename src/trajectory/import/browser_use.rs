@@ -452,14 +452,7 @@ impl Item<'_> {
                         .collect()
                 })
                 .unwrap_or_default();
-            let bbox = ["absolute_position", "bounds"]
-                .iter()
-                .find_map(|k| e.get(*k).and_then(Value::as_object))
-                .map(|r| {
-                    let g = |k: &str| r.get(k).and_then(Value::as_f64).unwrap_or(0.0);
-                    [g("x"), g("y"), g("width"), g("height")]
-                })
-                .unwrap_or([0.0; 4]);
+            let bbox = rect_of(e);
             if let Some(existing) = elements.iter_mut().find(|x| x.index == index) {
                 if existing.bbox == [0.0; 4] {
                     existing.bbox = bbox;
@@ -480,6 +473,28 @@ impl Item<'_> {
         }
         elements.sort_by_key(|e| e.index);
     }
+}
+
+/// The box of an interacted element: `absolute_position` / `bounds` (`{x, y, width,
+/// height}`, 0.6+) or `viewport_coordinates` / `page_coordinates` (`{top_left: {x,
+/// y}, width, height}`, older versions); zeros when it has none.
+fn rect_of(e: &Map<String, Value>) -> [f64; 4] {
+    let num = |o: &Map<String, Value>, k: &str| o.get(k).and_then(Value::as_f64).unwrap_or(0.0);
+    for k in ["absolute_position", "bounds"] {
+        if let Some(r) = e.get(k).and_then(Value::as_object) {
+            return [num(r, "x"), num(r, "y"), num(r, "width"), num(r, "height")];
+        }
+    }
+    for k in ["viewport_coordinates", "page_coordinates"] {
+        if let Some(c) = e.get(k).and_then(Value::as_object) {
+            let (x, y) = c
+                .get("top_left")
+                .and_then(Value::as_object)
+                .map_or((0.0, 0.0), |tl| (num(tl, "x"), num(tl, "y")));
+            return [x, y, num(c, "width"), num(c, "height")];
+        }
+    }
+    [0.0; 4]
 }
 
 /// Decodes inline screenshot base64 (an optional `data:image/...;base64,` prefix and
