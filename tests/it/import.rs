@@ -1366,11 +1366,17 @@ fn fixtures_are_a_complete_small_dataset() {
             for a in &s.output.actions {
                 assert!(a.is_known(), "{}: {}", t.id, a.name);
                 if let Some(i) = a.target_index() {
+                    let e = s.state.element(i);
+                    let e =
+                        e.unwrap_or_else(|| panic!("{} step {}: no element {i}", t.id, s.index));
+                    // Targets carry their on-screen box (from the interacted element).
+                    let [x, y, w, h] = e.bbox;
                     assert!(
-                        s.state.element(i).is_some(),
-                        "{} step {}: no element {i}",
+                        w > 0.0 && h > 0.0 && x + w <= 640.0 && y + h <= 400.0,
+                        "{} step {}: {:?}",
                         t.id,
-                        s.index
+                        s.index,
+                        e.bbox
                     );
                 }
             }
