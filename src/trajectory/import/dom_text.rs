@@ -55,6 +55,9 @@ pub fn parse_elements(text: &str) -> Vec<Element> {
             }
             continue;
         }
+        if is_structural(line) {
+            continue;
+        }
         if let Some(&(_, pos)) = open.last() {
             let text = &mut elements[pos].text;
             if !text.is_empty() {
@@ -64,6 +67,25 @@ pub fn parse_elements(text: &str) -> Vec<Element> {
         }
     }
     elements
+}
+
+/// A tag line without an index (`<div />`, `|SCROLL|<div />`, `</button>`): page
+/// structure, not text.
+fn is_structural(line: &str) -> bool {
+    let mut rest = line.trim_start_matches('*');
+    while let Some(r) = rest
+        .strip_prefix('|')
+        .and_then(|r| r.split_once('|'))
+        .map(|(_, r)| r)
+    {
+        rest = r;
+    }
+    let mut chars = rest.chars();
+    chars.next() == Some('<')
+        && chars
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '/')
+        && rest.ends_with('>')
 }
 
 /// Indentation depth (a tab or two spaces count as one level) and the rest, trimmed.
@@ -258,7 +280,7 @@ mod tests {
 
     #[test]
     fn nesting_new_markers_and_unquoted_values_with_spaces() {
-        let text = "Page text at top\n[1]<div role=navigation />\n\t*[2]<a aria-label=Go to cart href=/cart />\n\t\tCart (2)\n\tMenu\n|SCROLL|[3]<div />\n[4]<input type=checkbox checked=true />";
+        let text = "Page text at top\n[1]<div role=navigation />\n\t*[2]<a aria-label=Go to cart href=/cart />\n\t\tCart (2)\n\t|SCROLL|<div />\n\tMenu\n|SCROLL|[3]<div />\n[4]<input type=checkbox checked=true />";
         let els = parse_elements(text);
         let idx: Vec<u32> = els.iter().map(|e| e.index).collect();
         assert_eq!(idx, vec![1, 2, 3, 4]);
