@@ -58,6 +58,9 @@ pub struct BrowserUseArgs {
     /// Producer and version, e.g. `browser-use@0.8.1` (default `browser-use`).
     #[arg(long)]
     pub source: Option<String>,
+    /// Where the task came from, for its record (`webvoyager:Allrecipes--0`, ...).
+    #[arg(long)]
+    pub task_source: Option<String>,
     /// Attempt number (one history only; default: the next free number).
     #[arg(long)]
     pub attempt: Option<u32>,
@@ -107,6 +110,7 @@ fn browser_use(a: BrowserUseArgs) -> anyhow::Result<()> {
         },
         teacher: a.teacher,
         source: a.source,
+        task_source: a.task_source,
         attempt: a.attempt,
         round: a.round,
         reflection: a.reflection,

@@ -491,6 +491,37 @@ fn error_text_from_the_input_is_safe_for_a_terminal() {
 }
 
 #[test]
+fn derived_task_ids_are_stable_file_names() {
+    use rmsweb::trajectory::import::derived_task_id;
+    let a = derived_task_id("https://www.allrecipes.com/", "Find a lasagna");
+    assert_eq!(
+        a,
+        derived_task_id("https://www.allrecipes.com/", "Find a lasagna")
+    );
+    assert_ne!(
+        a,
+        derived_task_id("https://www.allrecipes.com/", "Find a pizza")
+    );
+    assert!(a.starts_with("allrecipes-"), "{a}");
+    let dir = tempfile::tempdir().unwrap();
+    // A non-ASCII site name and no site at all both give usable ids.
+    for (site, want) in [("Bücher Café", "b-cher-caf-"), ("", "task-")] {
+        let o = BrowserUseOptions {
+            website: Some(site.into()),
+            task_source: Some("seed-query".into()),
+            ..opts("Find a book")
+        };
+        let r = import(&dir.path().join("ds"), &[data("v05/history.json")], &o);
+        assert!(
+            r.tasks_added[0].task_id.starts_with(want),
+            "{:?}",
+            r.tasks_added[0]
+        );
+        assert_eq!(r.tasks_added[0].source, "seed-query");
+    }
+}
+
+#[test]
 fn jpeg_screenshots_are_stored_as_png() {
     let dir = tempfile::tempdir().unwrap();
     let mut jpg = std::io::Cursor::new(Vec::new());

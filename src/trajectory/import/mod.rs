@@ -98,6 +98,8 @@ pub struct BrowserUseOptions {
     pub teacher: Option<String>,
     /// `browser-use@0.8.1`, ...
     pub source: Option<String>,
+    /// The task record's `source` (where the task came from); default `browser-use`.
+    pub task_source: Option<String>,
     /// Attempt number of a single imported file (default: next free one).
     pub attempt: Option<u32>,
     pub round: Option<u32>,
@@ -120,6 +122,7 @@ impl Default for BrowserUseOptions {
             success: None,
             teacher: None,
             source: None,
+            task_source: None,
             attempt: None,
             round: None,
             reflection: None,
@@ -299,7 +302,10 @@ fn plan_units(inputs: &[PathBuf], opts: &BrowserUseOptions) -> Result<Vec<Unit>,
     }
 }
 
-/// The histories of a folder with a `task.json`, in file-name order.
+/// The histories of a folder with a `task.json`, in file-name order. The task itself
+/// (text, id, website, domain, category) comes from the sidecar first; per-attempt
+/// settings (success, round, reflection, teacher, source) given on the command line
+/// win over the sidecar's, which win over the defaults.
 fn folder_units(dir: &Path, opts: &BrowserUseOptions) -> Result<Vec<Unit>, ImportError> {
     let side_path = dir.join("task.json");
     let sidecar: Sidecar = if side_path.is_file() {
@@ -361,7 +367,7 @@ fn folder_units(dir: &Path, opts: &BrowserUseOptions) -> Result<Vec<Unit>, Impor
                 success: opts.success.or(fs.success).or(sidecar.success),
                 attempt: None,
                 round: opts.round.or(fs.round).unwrap_or(1),
-                reflection: fs.reflection.or_else(|| opts.reflection.clone()),
+                reflection: opts.reflection.clone().or(fs.reflection),
                 teacher: opts
                     .teacher
                     .clone()
@@ -420,6 +426,7 @@ fn make_task(side: &Sidecar, opts: &BrowserUseOptions, file: &Path) -> Result<Ta
         source: side
             .task_source
             .clone()
+            .or_else(|| opts.task_source.clone())
             .unwrap_or_else(|| "browser-use".into()),
     })
 }

@@ -347,8 +347,8 @@ pub fn site_name(website: &str) -> String {
 fn slug(s: &str) -> String {
     let mut out = String::new();
     for c in s.trim().chars() {
-        if c.is_alphanumeric() {
-            out.extend(c.to_lowercase());
+        if c.is_ascii_alphanumeric() {
+            out.push(c.to_ascii_lowercase());
         } else if !out.ends_with('-') && !out.is_empty() {
             out.push('-');
         }
