@@ -376,6 +376,33 @@ fn success_and_failure_flags_override_the_done() {
 }
 
 #[test]
+fn a_judge_verdict_in_the_history_decides_the_outcome() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h: Value =
+        serde_json::from_slice(&std::fs::read(data("v05/history.json")).unwrap()).unwrap();
+    // The agent said it failed; the judge saw the answer was right.
+    h["history"][4]["result"][0]["judgement"] = json!({
+        "reasoning": "The forecast shown is for tomorrow; the answer is correct.",
+        "verdict": true, "failure_reason": "", "impossible_task": false, "reached_captcha": false
+    });
+    // Screenshot paths are relative to the history's folder: copy them along.
+    std::fs::create_dir_all(dir.path().join("shots")).unwrap();
+    for i in 0..4 {
+        let name = format!("shots/step_{i}.png");
+        std::fs::copy(data(&format!("v05/{name}")), dir.path().join(&name)).unwrap();
+    }
+    let f = write_history(dir.path(), "judged.json", &h);
+    import(&dir.path().join("ds"), &[f], &opts("t"));
+    let t = &trajectories(&dir.path().join("ds"))[0];
+    assert!(t.outcome.success);
+    assert_eq!(t.outcome.judge.as_deref(), Some("browser-use:judge"));
+    assert_eq!(
+        t.outcome.reason.as_deref(),
+        Some("The forecast shown is for tomorrow; the answer is correct.")
+    );
+}
+
+#[test]
 fn a_history_without_done_is_a_failure() {
     let dir = tempfile::tempdir().unwrap();
     let mut h = v01();

@@ -45,6 +45,8 @@ pub struct ParsedHistory {
     pub shots: Vec<Option<ShotSource>>,
     /// Set when the last step with actions ends in `done`.
     pub done: Option<DoneInfo>,
+    /// The judge's verdict on the run (`result[].judgement`, 0.9+), if it has one.
+    pub judgement: Option<Judgement>,
     /// Non-fatal findings (unknown action names, ...), already prefixed with their place.
     pub warnings: Vec<String>,
 }
@@ -96,6 +98,7 @@ pub fn parse_history(value: &Value, file: &Path) -> Result<ParsedHistory, Import
         steps: Vec::with_capacity(items.len()),
         shots: Vec::with_capacity(items.len()),
         done: None,
+        judgement: None,
         warnings: Vec::new(),
     };
     let mut prev_memory = String::new();
@@ -108,7 +111,36 @@ pub fn parse_history(value: &Value, file: &Path) -> Result<ParsedHistory, Import
         out.shots.push(shot);
     }
     out.done = final_done(&out.steps);
+    out.judgement = items.last().and_then(judgement_of);
     Ok(out)
+}
+
+/// An LLM judge's verdict on a whole run, stored by Browser Use in the final result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Judgement {
+    pub verdict: bool,
+    /// `failure_reason`, else `reasoning`.
+    pub reason: Option<String>,
+}
+
+/// The last `judgement` with a boolean `verdict` among an item's results (lenient:
+/// anything else is ignored).
+fn judgement_of(item: &Value) -> Option<Judgement> {
+    let results = item.get("result")?.as_array()?;
+    results.iter().rev().find_map(|r| {
+        let j = r.get("judgement")?.as_object()?;
+        let verdict = j.get("verdict")?.as_bool()?;
+        let text = |k: &str| {
+            j.get(k)
+                .and_then(Value::as_str)
+                .filter(|s| !s.trim().is_empty())
+                .map(str::to_owned)
+        };
+        Some(Judgement {
+            verdict,
+            reason: text("failure_reason").or_else(|| text("reasoning")),
+        })
+    })
 }
 
 /// The `done` of the last step that has actions, with `success` taken from its params

@@ -599,6 +599,7 @@ fn stage_one(
         mut steps,
         shots,
         done,
+        judgement,
         mut warnings,
     } = parsed;
     let base_dir = unit
@@ -637,7 +638,7 @@ fn stage_one(
         step.state.screenshot = Some(format!("screenshots/{id}/{}.png", step.index));
         written += 1;
     }
-    let outcome = outcome(unit, done.as_ref(), &mut warnings);
+    let outcome = outcome(unit, done.as_ref(), judgement.as_ref(), &mut warnings);
     let mut t = Trajectory {
         id: id.to_string(),
         task_id: unit.task.task_id.clone(),
@@ -653,7 +654,14 @@ fn stage_one(
     Ok((t, warnings, written))
 }
 
-fn outcome(unit: &Unit, done: Option<&DoneInfo>, warnings: &mut Vec<String>) -> Outcome {
+/// The outcome: the command line or sidecar first, then the judge's verdict stored
+/// in the history, then the final `done` (no `done` at all is a failure).
+fn outcome(
+    unit: &Unit,
+    done: Option<&DoneInfo>,
+    judgement: Option<&browser_use::Judgement>,
+    warnings: &mut Vec<String>,
+) -> Outcome {
     let final_answer = done.and_then(|d| d.text.clone());
     if let Some(success) = unit.success {
         return Outcome {
@@ -663,6 +671,15 @@ fn outcome(unit: &Unit, done: Option<&DoneInfo>, warnings: &mut Vec<String>) -> 
                 "marked {} at import",
                 if success { "successful" } else { "failed" }
             )),
+            final_answer,
+            score: None,
+        };
+    }
+    if let Some(j) = judgement {
+        return Outcome {
+            success: j.verdict,
+            judge: Some("browser-use:judge".into()),
+            reason: j.reason.clone(),
             final_answer,
             score: None,
         };
