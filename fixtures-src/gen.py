@@ -880,7 +880,8 @@ def history(t, attempt, shots_dir, out_dir):
                 if layout == "v08":
                     el = {"node_id": 100 + e["index"], "backend_node_id": 200 + e["index"], "frame_id": None,
                           "node_type": 1, "node_value": "", "node_name": e["tag"].upper(), "attributes": attrs,
-                          "x_path": el["xpath"], "element_hash": 10**12 + e["index"], "highlight_index": e["index"]}
+                          "x_path": el["xpath"], "element_hash": 10**12 + e["index"],
+                          "stable_hash": 2 * 10**12 + e["index"], "ax_name": e["text"] or attrs.get("placeholder")}
                     if box:
                         el["bounds"] = {"x": box[0], "y": box[1], "width": box[2], "height": box[3]}
             interacted.append(el)

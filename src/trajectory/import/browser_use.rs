@@ -12,7 +12,7 @@
 
 use super::ImportError;
 use super::dom_text;
-use crate::action::canonicalize;
+use crate::action::{Action, canonicalize};
 use crate::trajectory::{ActionResult, Element, ModelOutput, State, Step, Tab, Timing};
 use base64::Engine;
 use serde_json::{Map, Value};
@@ -277,7 +277,7 @@ impl Item<'_> {
             state.elements = dom_text::parse_elements(section);
             state.dom_text = section.to_string();
         }
-        self.add_interacted(state_obj, &mut state.elements);
+        add_interacted(state_obj, &output.actions, &mut state.elements);
         let timing = match obj.get("metadata") {
             None | Some(Value::Null) => None,
             Some(Value::Object(m)) => {
@@ -448,63 +448,79 @@ impl Item<'_> {
                 .unwrap_or_default(),
         })
     }
+}
 
-    /// Adds the elements this step's actions touched (`state.interacted_element`,
-    /// one entry or null per action) that the element list does not already have.
-    /// Malformed entries are skipped: they only enrich the record.
-    fn add_interacted(&self, m: &Map<String, Value>, elements: &mut Vec<Element>) {
-        let Some(Value::Array(list)) = m.get("interacted_element") else {
-            return;
+/// Adds the elements this step's actions touched (`state.interacted_element`, one
+/// entry or null per action) that the element list does not already have, and fills
+/// the box of those it has. The index is the entry's `highlight_index` (<=0.7) or,
+/// since 0.8 entries carry none, the index its action targeted. Malformed entries
+/// are skipped: they only enrich the record.
+fn add_interacted(m: &Map<String, Value>, actions: &[Action], elements: &mut Vec<Element>) {
+    let Some(Value::Array(list)) = m.get("interacted_element") else {
+        return;
+    };
+    for (j, e) in list.iter().enumerate() {
+        let Some(e) = e.as_object() else { continue };
+        let own = ["highlight_index", "index"]
+            .iter()
+            .find_map(|k| e.get(*k).and_then(Value::as_u64));
+        let from_action = actions.get(j).and_then(Action::target_index);
+        let Some(index) = own
+            .and_then(|i| u32::try_from(i).ok())
+            .or_else(|| from_action.and_then(|i| u32::try_from(i).ok()))
+        else {
+            continue;
         };
-        for e in list.iter().filter_map(Value::as_object) {
-            let Some(index) = ["highlight_index", "index"]
-                .iter()
-                .find_map(|k| e.get(*k).and_then(Value::as_u64))
-                .and_then(|i| u32::try_from(i).ok())
-            else {
-                continue;
-            };
-            let tag = e
-                .get("tag_name")
-                .or_else(|| e.get("node_name"))
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_ascii_lowercase();
-            let attrs: BTreeMap<String, String> = e
-                .get("attributes")
-                .and_then(Value::as_object)
-                .map(|a| {
-                    a.iter()
-                        .map(|(k, v)| {
-                            (
-                                k.clone(),
-                                v.as_str().map_or_else(|| v.to_string(), str::to_owned),
-                            )
-                        })
-                        .collect()
-                })
-                .unwrap_or_default();
-            let bbox = rect_of(e);
-            if let Some(existing) = elements.iter_mut().find(|x| x.index == index) {
-                if existing.bbox == [0.0; 4] {
-                    existing.bbox = bbox;
-                }
-                continue;
+        let tag = e
+            .get("tag_name")
+            .or_else(|| e.get("node_name"))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        let attrs: BTreeMap<String, String> = e
+            .get("attributes")
+            .and_then(Value::as_object)
+            .map(|a| {
+                a.iter()
+                    .map(|(k, v)| {
+                        (
+                            k.clone(),
+                            v.as_str().map_or_else(|| v.to_string(), str::to_owned),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let bbox = rect_of(e);
+        if let Some(existing) = elements.iter_mut().find(|x| x.index == index) {
+            if existing.bbox == [0.0; 4] {
+                existing.bbox = bbox;
             }
-            let role = attrs.get("role").cloned().unwrap_or_else(|| {
-                dom_text::implicit_role(&tag, attrs.get("type").map(String::as_str)).into()
-            });
-            elements.push(Element {
-                index,
-                tag,
-                role,
-                text: String::new(),
-                attrs,
-                bbox,
-            });
+            continue;
         }
-        elements.sort_by_key(|e| e.index);
+        let role = attrs.get("role").cloned().unwrap_or_else(|| {
+            dom_text::implicit_role(&tag, attrs.get("type").map(String::as_str)).into()
+        });
+        let text = ["ax_name", "node_value"]
+            .iter()
+            .find_map(|k| {
+                e.get(*k)
+                    .and_then(Value::as_str)
+                    .filter(|s| !s.trim().is_empty())
+            })
+            .unwrap_or_default()
+            .trim()
+            .to_string();
+        elements.push(Element {
+            index,
+            tag,
+            role,
+            text,
+            attrs,
+            bbox,
+        });
     }
+    elements.sort_by_key(|e| e.index);
 }
 
 /// The box of an interacted element: `absolute_position` / `bounds` (`{x, y, width,
@@ -604,6 +620,25 @@ mod tests {
         assert_eq!(e.field, "state.screenshot");
         let e = parse(json!({"history": [{"model_output": null, "state": {}}]})).unwrap_err();
         assert_eq!(e.field, "result");
+    }
+
+    #[test]
+    fn interacted_elements_take_the_action_index_when_they_have_none() {
+        let h = parse(json!({"history": [{
+            "model_output": {"action": [{"navigate": {"url": "https://a.test"}}, {"click": {"index": 9}}]},
+            "result": [],
+            "state": {"url": "https://a.test", "interacted_element": [null, {
+                "node_id": 5, "backend_node_id": 6, "frame_id": null, "node_type": 1, "node_value": "",
+                "node_name": "BUTTON", "attributes": {"type": "submit"}, "x_path": "html/body/button",
+                "element_hash": 1, "ax_name": "Log in", "bounds": {"x": 1.0, "y": 2.0, "width": 3.0, "height": 4.0}}]}
+        }]}))
+        .unwrap();
+        let e = h.steps[0].state.element(9).unwrap();
+        assert_eq!(
+            (e.tag.as_str(), e.role.as_str(), e.text.as_str()),
+            ("button", "button", "Log in")
+        );
+        assert_eq!(e.bbox, [1.0, 2.0, 3.0, 4.0]);
     }
 
     #[test]
