@@ -612,31 +612,45 @@ fn stage_one(
         root: opts.screenshot_root.as_deref(),
         max_bytes: opts.max_file_bytes,
     };
+    // Screenshots are checked (decoded) in parallel, a bounded batch at a time, and
+    // written in step order; the first bad one (in step order) is reported.
+    use rayon::prelude::*;
+    let jobs: Vec<(usize, browser_use::ShotSource)> = shots
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, s)| s.map(|s| (i, s)))
+        .collect();
+    let dir = stage.join(id);
     let mut written = 0;
-    for (step, shot) in steps.iter_mut().zip(shots) {
-        let Some(src) = shot else { continue };
-        let field = match src {
-            browser_use::ShotSource::Inline(_) => "state.screenshot",
-            browser_use::ShotSource::Path(_) => "state.screenshot_path",
-        };
-        let png = screenshot::load_png(&src, &policy).map_err(|message| ImportError {
-            file: unit.file.clone(),
-            location: format!("history[{}]", step.index),
-            field: field.into(),
-            message,
-        })?;
-        let dir = stage.join(id);
-        let out = dir.join(format!("{}.png", step.index));
-        std::fs::create_dir_all(&dir)
-            .and_then(|()| std::fs::write(&out, &png))
-            .map_err(|e| {
-                ImportError::file(
-                    &unit.file,
-                    format!("staging screenshot {}: {e}", out.display()),
-                )
+    for batch in jobs.chunks(32) {
+        let pngs: Vec<Result<Vec<u8>, String>> = batch
+            .par_iter()
+            .map(|(_, src)| screenshot::load_png(src, &policy))
+            .collect();
+        for ((i, src), png) in batch.iter().zip(pngs) {
+            let step = &mut steps[*i];
+            let png = png.map_err(|message| ImportError {
+                file: unit.file.clone(),
+                location: format!("history[{}]", step.index),
+                field: match src {
+                    browser_use::ShotSource::Inline(_) => "state.screenshot",
+                    browser_use::ShotSource::Path(_) => "state.screenshot_path",
+                }
+                .into(),
+                message,
             })?;
-        step.state.screenshot = Some(format!("screenshots/{id}/{}.png", step.index));
-        written += 1;
+            let out = dir.join(format!("{}.png", step.index));
+            std::fs::create_dir_all(&dir)
+                .and_then(|()| std::fs::write(&out, &png))
+                .map_err(|e| {
+                    ImportError::file(
+                        &unit.file,
+                        format!("staging screenshot {}: {e}", out.display()),
+                    )
+                })?;
+            step.state.screenshot = Some(format!("screenshots/{id}/{}.png", step.index));
+            written += 1;
+        }
     }
     let outcome = outcome(unit, done.as_ref(), judgement.as_ref(), &mut warnings);
     let mut t = Trajectory {
