@@ -1378,13 +1378,16 @@ fn cli_imports_and_reports_errors_with_exit_status() {
 // ------------------------------------------------------------------ fixtures
 
 #[test]
+/// The contract other stages rely on. Exact sizes (10-30 elements, 640x400) are a
+/// property of the current generator, not checked, so regenerated fixtures (MiniWoB
+/// runs) can differ there.
 fn fixtures_are_a_complete_small_dataset() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
     let d = Dataset::open(&root).unwrap();
     let tasks = d.tasks().unwrap();
     assert!(tasks.len() >= 6);
     let domains: std::collections::HashSet<_> = tasks.iter().map(|t| t.domain.as_str()).collect();
-    assert_eq!(domains.len(), tasks.len(), "one site per task");
+    assert!(domains.len() >= 3, "tasks from several sites: {domains:?}");
     let ts = trajectories(&root);
     let mut reflections = 0;
     let mut extractions = 0;
@@ -1414,13 +1417,15 @@ fn fixtures_are_a_complete_small_dataset() {
         );
         reflections += usize::from(t.reflection.is_some() && t.round == 2);
         for s in &t.steps {
-            assert!(
-                (10..=30).contains(&s.state.elements.len()),
-                "{} step {}",
-                t.id,
-                s.index
-            );
+            assert!(!s.state.elements.is_empty(), "{} step {}", t.id, s.index);
             assert!(!s.state.dom_text.is_empty() && !s.output.next_goal.is_empty());
+            let shot = d.resolve(s.state.screenshot.as_ref().unwrap()).unwrap();
+            let bytes = std::fs::read(&shot).unwrap();
+            assert_eq!(
+                image::guess_format(&bytes).unwrap(),
+                image::ImageFormat::Png
+            );
+            let (sw, sh) = image::image_dimensions(&shot).unwrap();
             for a in &s.output.actions {
                 assert!(a.is_known(), "{}: {}", t.id, a.name);
                 if let Some(i) = a.target_index() {
@@ -1430,7 +1435,7 @@ fn fixtures_are_a_complete_small_dataset() {
                     // Targets carry their on-screen box (from the interacted element).
                     let [x, y, w, h] = e.bbox;
                     assert!(
-                        w > 0.0 && h > 0.0 && x + w <= 640.0 && y + h <= 400.0,
+                        w > 0.0 && h > 0.0 && x + w <= f64::from(sw) && y + h <= f64::from(sh),
                         "{} step {}: {:?}",
                         t.id,
                         s.index,
@@ -1448,9 +1453,6 @@ fn fixtures_are_a_complete_small_dataset() {
                 })
                 .count();
             errors += s.result.iter().filter(|r| r.error.is_some()).count();
-            let shot = d.resolve(s.state.screenshot.as_ref().unwrap()).unwrap();
-            let (w, h) = image::image_dimensions(&shot).unwrap();
-            assert_eq!((w, h), (640, 400));
         }
         // A failure shares its start with a success of the same task.
         if !t.outcome.success {
