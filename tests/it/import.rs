@@ -269,6 +269,8 @@ fn imports_a_folder_with_a_sidecar_and_state_messages() {
     // |SCROLL| markers, inline text.
     let list = &ts[0].steps[2].state;
     assert_eq!(list.tabs[0].id, "7A1C9E0B2D4F6A8C0E1B3D5F7A9C1E3B");
+    // Serialized with the `tab_id` alias (last four characters) in the other history.
+    assert_eq!(ts[1].steps[0].state.tabs[0].id, "1E3B");
     assert_eq!(list.elements.len(), 9);
     let e7 = list.element(7).unwrap();
     assert_eq!(e7.tag, "a");
