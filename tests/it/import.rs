@@ -1052,6 +1052,25 @@ fn a_failure_while_writing_restores_the_dataset() {
     assert_eq!((d.task_count(), d.trajectory_count()), (1, 1));
 }
 
+#[test]
+fn a_torn_last_line_is_put_back_when_an_import_is_undone() {
+    let (_dir, ds) = seeded();
+    // A crash left half a record at the end of both files.
+    for f in ["tasks.jsonl", "trajectories.jsonl"] {
+        use std::io::Write;
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(ds.join(f))
+            .unwrap();
+        file.write_all(b"{\"id\":\"half-writ").unwrap();
+    }
+    std::fs::remove_dir_all(ds.join("screenshots")).unwrap();
+    std::fs::write(ds.join("screenshots"), b"not a folder").unwrap();
+    let before = snapshot(&ds);
+    import_browser_use(&ds, &[data("v01_nested_inline.json")], &opts("A new task")).unwrap_err();
+    assert_eq!(snapshot(&ds), before);
+}
+
 // ------------------------------------------------------------------ tasks
 
 fn write(dir: &Path, name: &str, text: &str) -> PathBuf {

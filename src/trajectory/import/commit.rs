@@ -20,8 +20,13 @@ enum Undo {
     CreatedDir(PathBuf),
     /// A file this import created: removed.
     Created(PathBuf),
-    /// A JSON Lines file that had this length: cut back to it.
-    Appended(PathBuf, u64),
+    /// A JSON Lines file: cut back to its complete lines (this length), then its
+    /// torn last line (which the append removed, see [`jsonl::append`]) put back.
+    Appended {
+        path: PathBuf,
+        complete: u64,
+        torn_tail: Vec<u8>,
+    },
     /// A folder renamed into place: removed.
     Renamed(PathBuf),
 }
@@ -59,9 +64,16 @@ impl Journal {
         if records.is_empty() {
             return Ok(());
         }
-        match std::fs::metadata(path) {
-            Ok(m) => self.undo.push(Undo::Appended(path.to_path_buf(), m.len())),
-            Err(_) => self.undo.push(Undo::Created(path.to_path_buf())),
+        if path.exists() {
+            let (complete, torn_tail) =
+                torn_tail_of(path).with_context(|| format!("reading {}", path.display()))?;
+            self.undo.push(Undo::Appended {
+                path: path.to_path_buf(),
+                complete,
+                torn_tail,
+            });
+        } else {
+            self.undo.push(Undo::Created(path.to_path_buf()));
         }
         jsonl::append(path, records)?;
         Ok(())
@@ -88,10 +100,17 @@ impl Journal {
                     r => r,
                 },
                 Undo::Created(p) | Undo::Renamed(p) => remove_any(p),
-                Undo::Appended(p, len) => OpenOptions::new()
-                    .write(true)
-                    .open(p)
-                    .and_then(|f| f.set_len(*len).and_then(|()| f.sync_all())),
+                Undo::Appended {
+                    path,
+                    complete,
+                    torn_tail,
+                } => OpenOptions::new().write(true).open(path).and_then(|mut f| {
+                    use std::io::{Seek, SeekFrom, Write};
+                    f.set_len(*complete)?;
+                    f.seek(SeekFrom::End(0))?;
+                    f.write_all(torn_tail)?;
+                    f.sync_all()
+                }),
             };
             if let Err(e) = r {
                 problems.push(format!("undoing {u:?}: {e}"));
@@ -99,6 +118,31 @@ impl Journal {
         }
         problems
     }
+}
+
+/// The length of a file's complete lines and the bytes after its last newline,
+/// read backwards from the end (the file may be large; the tail is small).
+fn torn_tail_of(path: &Path) -> std::io::Result<(u64, Vec<u8>)> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(path)?;
+    let len = f.metadata()?.len();
+    let mut end = len;
+    let mut chunk = vec![0u8; 64 * 1024];
+    while end > 0 {
+        let start = end.saturating_sub(chunk.len() as u64);
+        let n = (end - start) as usize;
+        f.seek(SeekFrom::Start(start))?;
+        f.read_exact(&mut chunk[..n])?;
+        if let Some(i) = memchr::memrchr(b'\n', &chunk[..n]) {
+            end = start + i as u64 + 1;
+            break;
+        }
+        end = start;
+    }
+    let mut tail = Vec::with_capacity((len - end) as usize);
+    f.seek(SeekFrom::Start(end))?;
+    f.take(len - end).read_to_end(&mut tail)?;
+    Ok((end, tail))
 }
 
 fn remove_any(p: &Path) -> std::io::Result<()> {
