@@ -1558,8 +1558,90 @@ fn arb_json() -> impl Strategy<Value = Value> {
     })
 }
 
+/// History items of the right overall shape whose parts are arbitrary: they get past
+/// the first checks and exercise actions, tabs, interacted elements, state messages
+/// and screenshots (base64 of arbitrary bytes, or of a real PNG cut or corrupted).
+fn arb_item() -> impl Strategy<Value = Value> {
+    let action = prop::collection::btree_map(
+        prop::sample::select(vec![
+            "click",
+            "click_element",
+            "input_text",
+            "done",
+            "switch_tab",
+            "go_to_url",
+            "scroll_down",
+            "zoom",
+        ])
+        .prop_map(str::to_string),
+        prop_oneof![
+            arb_json(),
+            Just(json!({"index": 3, "text": "x", "success": true}))
+        ],
+        1..3,
+    )
+    .prop_map(|m| Value::Object(m.into_iter().collect()));
+    let model_output = prop_oneof![
+        Just(Value::Null),
+        (
+            prop::collection::vec(action, 0..3),
+            arb_json(),
+            any::<bool>()
+        )
+            .prop_map(|(actions, memory, nested)| {
+                let brain =
+                    json!({"memory": memory, "next_goal": "g", "evaluation_previous_goal": "e"});
+                if nested {
+                    json!({"current_state": brain, "action": actions})
+                } else {
+                    let mut o = brain;
+                    o["action"] = json!(actions);
+                    o["thinking"] = json!("t");
+                    o
+                }
+            }),
+    ];
+    let png = png(6, 4, [1, 2, 3]);
+    let screenshot = prop_oneof![
+        Just(Value::Null),
+        prop::collection::vec(any::<u8>(), 0..64).prop_map(|b| json!(b64(&b))),
+        (0..png.len(), any::<u8>()).prop_map(move |(i, x)| {
+            let mut p = png.clone();
+            p[i] ^= x;
+            json!(b64(&p[..p.len() - i / 2]))
+        }),
+        arb_json(),
+    ];
+    let element = prop_oneof![
+        Just(Value::Null),
+        (arb_json(), arb_json(), arb_json()).prop_map(|(i, b, a)| json!({"highlight_index": i, "bounds": b, "attributes": a, "node_name": "A"})),
+    ];
+    let state = (
+        arb_json(),
+        prop::collection::vec(arb_json(), 0..3),
+        screenshot,
+        prop::collection::vec(element, 0..3),
+    )
+        .prop_map(|(url, tabs, shot, els)| json!({"url": url, "tabs": tabs, "screenshot": shot, "interacted_element": els}));
+    let message = prop_oneof![
+        Just(Value::Null),
+        r"(<browser_state>)?(\t{0,3}\*?(\|SCROLL\|)?\[[0-9]{1,4}\]<[a-z]{1,5}( [a-z-]{1,6}=[^>\n]{0,8}){0,3} ?/?>[^\n]{0,12}\n|\t{0,3}[a-zA-Z ]{0,12}\n){0,8}(</browser_state>)?"
+            .prop_map(Value::String),
+    ];
+    (model_output, prop::collection::vec(arb_json(), 0..3), state, arb_json(), message).prop_map(
+        |(mo, result, state, metadata, msg)| {
+            json!({"model_output": mo, "result": result, "state": state, "metadata": metadata, "state_message": msg})
+        },
+    )
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn the_history_parser_never_panics_on_history_shaped_json(items in prop::collection::vec(arb_item(), 1..4)) {
+        let _ = browser_use::parse_history(&json!({"history": items}), Path::new("p.json"));
+    }
 
     #[test]
     fn the_history_parser_never_panics_on_any_json(v in arb_json(), items in prop::collection::vec(arb_json(), 0..4)) {
@@ -1587,7 +1669,7 @@ proptest! {
     /// The whole import (staging, screenshots, commit or undo) on arbitrary items:
     /// never a panic, and a refusal leaves no dataset behind.
     #[test]
-    fn a_whole_import_never_panics(items in prop::collection::vec(arb_json(), 1..4)) {
+    fn a_whole_import_never_panics(items in prop::collection::vec(prop_oneof![arb_json(), arb_item()], 1..4)) {
         let dir = tempfile::tempdir().unwrap();
         let f = write_history(dir.path(), "h.json", &json!({"history": items}));
         let ds = dir.path().join("ds");
