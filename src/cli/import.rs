@@ -73,6 +73,10 @@ pub struct BrowserUseArgs {
     /// Allow absolute screenshot_path values that lie inside this folder.
     #[arg(long)]
     pub screenshot_root: Option<PathBuf>,
+    /// Import steps whose screenshot file no longer exists without a screenshot
+    /// (with a warning) instead of refusing the history.
+    #[arg(long)]
+    pub allow_missing_screenshots: bool,
 }
 
 /// Arguments of `rmsweb import tasks`.
@@ -115,6 +119,7 @@ fn browser_use(a: BrowserUseArgs) -> anyhow::Result<()> {
         round: a.round,
         reflection: a.reflection,
         screenshot_root: a.screenshot_root,
+        allow_missing_screenshots: a.allow_missing_screenshots,
         ..BrowserUseOptions::default()
     };
     let report = import::import_browser_use(&a.dataset, &a.inputs, &opts)?;

@@ -889,12 +889,34 @@ fn screenshot_paths_must_stay_inside_their_folder() {
     let f3 = write_history(&hist, "gone.json", &with_path("missing.png"));
     refused(
         &ds,
-        &[f3],
+        std::slice::from_ref(&f3),
         &opts("t"),
         "gone.json",
         "history[1]",
         "state.screenshot_path",
     );
+    // Unless missing files are allowed: then the step has no screenshot, with a
+    // warning. Refused paths stay refused.
+    let lenient = BrowserUseOptions {
+        allow_missing_screenshots: true,
+        ..opts("t")
+    };
+    let up = write_history(&hist, "up2.json", &with_path("../outside/gone.png"));
+    refused(
+        &ds,
+        &[up],
+        &lenient,
+        "up2.json",
+        "history[1]",
+        "state.screenshot_path",
+    );
+    let r = import(&ds, &[f3], &lenient);
+    assert_eq!(r.warnings.len(), 1, "{:?}", r.warnings);
+    assert!(
+        r.warnings[0]
+            .contains("gone.json: history[1]: state.screenshot_path: `missing.png` not found")
+    );
+    assert_eq!(r.trajectories[0].screenshots, 2);
     #[cfg(unix)]
     {
         std::os::unix::fs::symlink(outside.join("a.png"), hist.join("link.png")).unwrap();

@@ -109,6 +109,10 @@ pub struct BrowserUseOptions {
     pub screenshot_root: Option<PathBuf>,
     /// Inputs (histories, sidecars, screenshots) over this size are refused.
     pub max_file_bytes: u64,
+    /// A `screenshot_path` that is allowed but not there (its folder was cleaned
+    /// up) leaves the step without a screenshot, with a warning, instead of
+    /// refusing the history.
+    pub allow_missing_screenshots: bool,
 }
 
 impl Default for BrowserUseOptions {
@@ -128,6 +132,7 @@ impl Default for BrowserUseOptions {
             reflection: None,
             screenshot_root: None,
             max_file_bytes: MAX_FILE_BYTES,
+            allow_missing_screenshots: false,
         }
     }
 }

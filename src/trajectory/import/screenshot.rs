@@ -61,6 +61,25 @@ pub fn resolve_shot_path(p: &str, policy: &ShotPolicy) -> Result<PathBuf, String
     Ok(resolved)
 }
 
+/// True when `p` is a path the policy accepts but no file is there (a history whose
+/// screenshot folder was cleaned up). Refused paths are never "missing".
+pub fn is_missing(p: &str, policy: &ShotPolicy) -> bool {
+    let path = Path::new(p);
+    if path.is_absolute() {
+        let inside = policy
+            .root
+            .and_then(|r| r.canonicalize().ok())
+            .is_some_and(|root| {
+                path.starts_with(&root)
+                    && path
+                        .components()
+                        .all(|c| !matches!(c, std::path::Component::ParentDir))
+            });
+        return inside && !path.exists();
+    }
+    resolve_inside(policy.base_dir, p).is_ok_and(|r| !r.exists())
+}
+
 fn read_limited(path: &Path, max: u64) -> Result<Vec<u8>, String> {
     let f = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let len = f.metadata().map_err(|e| e.to_string())?.len();

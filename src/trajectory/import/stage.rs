@@ -200,11 +200,21 @@ fn stage_one(
     // Screenshots are checked (decoded) in parallel, a bounded batch at a time, and
     // written in step order; the first bad one (in step order) is reported.
     use rayon::prelude::*;
-    let jobs: Vec<(usize, browser_use::ShotSource)> = shots
-        .into_iter()
-        .enumerate()
-        .filter_map(|(i, s)| s.map(|s| (i, s)))
-        .collect();
+    let mut jobs: Vec<(usize, browser_use::ShotSource)> = Vec::new();
+    for (i, shot) in shots.into_iter().enumerate() {
+        match shot {
+            Some(browser_use::ShotSource::Path(p))
+                if opts.allow_missing_screenshots && screenshot::is_missing(&p, &policy) =>
+            {
+                warnings.push(format!(
+                    "{}: history[{i}]: state.screenshot_path: `{p}` not found; the step is imported without a screenshot",
+                    unit.file.display()
+                ));
+            }
+            Some(s) => jobs.push((i, s)),
+            None => {}
+        }
+    }
     let dir = stage.join(id);
     let mut written = 0;
     for batch in jobs.chunks(32) {
