@@ -1,5 +1,6 @@
 //! The data model, the dataset store and its importers.
 
+pub mod import;
 pub mod jsonl;
 pub mod model;
 pub mod show;

@@ -1,0 +1,321 @@
+//! Running an import: reading and checking every history, staging screenshots
+//! inside the dataset, then committing everything at once (or undoing it all).
+
+use super::browser_use::{self, DoneInfo, ParsedHistory};
+use super::commit::{self, Journal};
+use super::plan::{Unit, plan_units};
+use super::{
+    BrowserUseOptions, ImportError, ImportErrors, ImportReport, ImportedTrajectory, read_input,
+    screenshot,
+};
+use crate::trajectory::{Dataset, Outcome, Task, Trajectory};
+use anyhow::{Context, Result, bail};
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+/// Imports Browser Use histories (files, or folders with a `task.json`) into the
+/// dataset at `dataset`, creating it if missing. All or nothing: on any error the
+/// dataset is left as it was and the error lists every bad input.
+pub fn import_browser_use(
+    dataset: &Path,
+    inputs: &[PathBuf],
+    opts: &BrowserUseOptions,
+) -> Result<ImportReport> {
+    if inputs.is_empty() {
+        bail!("no history files given");
+    }
+    let units = plan_units(inputs, opts).map_err(ImportErrors)?;
+    let mut journal = Journal::default();
+    let mut lock = None;
+    let result = (|| {
+        journal.create_dir_all(dataset)?;
+        lock = Some(commit::lock_dataset(dataset)?);
+        stage_and_commit(dataset, &units, opts, &mut journal)
+    })();
+    // The lock is held until the dataset is restored.
+    let _lock = lock;
+    match result {
+        Ok(report) => Ok(report),
+        Err(e) => {
+            let problems = journal.undo();
+            if problems.is_empty() {
+                Err(e)
+            } else {
+                Err(e.context(format!(
+                    "and restoring the dataset failed: {}",
+                    problems.join("; ")
+                )))
+            }
+        }
+    }
+}
+
+/// What the dataset already holds that an import must not clash with.
+struct Existing {
+    tasks: HashMap<String, Task>,
+    ids: HashSet<String>,
+    max_attempt: HashMap<String, u32>,
+}
+
+fn existing(dataset: &Path) -> Result<Existing> {
+    let mut ex = Existing {
+        tasks: HashMap::new(),
+        ids: HashSet::new(),
+        max_attempt: HashMap::new(),
+    };
+    if !dataset.join("tasks.jsonl").exists() && !dataset.join("trajectories.jsonl").exists() {
+        return Ok(ex);
+    }
+    let ds = Dataset::open(dataset)?;
+    for t in ds
+        .tasks()
+        .context("the dataset's tasks.jsonl has a bad record; fix it before importing")?
+    {
+        ex.tasks.insert(t.task_id.clone(), t);
+    }
+    for s in ds.summaries() {
+        let s = s.context(
+            "the dataset's trajectories.jsonl has a bad record; fix it before importing",
+        )?;
+        let m = ex.max_attempt.entry(s.task_id.clone()).or_insert(0);
+        *m = (*m).max(s.attempt);
+        ex.ids.insert(s.id);
+    }
+    Ok(ex)
+}
+
+fn stage_and_commit(
+    dataset: &Path,
+    units: &[Unit],
+    opts: &BrowserUseOptions,
+    journal: &mut Journal,
+) -> Result<ImportReport> {
+    let mut ex = existing(dataset)?;
+    let stage = tempfile::Builder::new()
+        .prefix(".import-")
+        .tempdir_in(dataset)
+        .with_context(|| format!("staging folder in {}", dataset.display()))?;
+    let mut report = ImportReport::default();
+    let mut trajectories = Vec::new();
+    let mut errors = Vec::new();
+    for unit in units {
+        if let Some(old) = ex.tasks.get(&unit.task.task_id) {
+            if old.instruction != unit.task.instruction {
+                errors.push(ImportError {
+                    file: unit.file.clone(),
+                    location: "(task)".into(),
+                    field: "task_id".into(),
+                    message: format!(
+                        "task id `{}` already names a different task in the dataset",
+                        unit.task.task_id
+                    ),
+                });
+                continue;
+            }
+        } else {
+            ex.tasks
+                .insert(unit.task.task_id.clone(), unit.task.clone());
+            report.tasks_added.push(unit.task.clone());
+        }
+        let next = ex.max_attempt.entry(unit.task.task_id.clone()).or_insert(0);
+        let attempt = unit.attempt.unwrap_or(*next + 1);
+        *next = (*next).max(attempt);
+        let id = format!("{}-a{attempt}", unit.task.task_id);
+        if !ex.ids.insert(id.clone()) {
+            errors.push(ImportError::file(
+                &unit.file,
+                format!("trajectory id `{id}` is already in the dataset"),
+            ));
+            continue;
+        }
+        match stage_one(unit, &id, attempt, stage.path(), opts) {
+            Ok((t, mut warnings, shots)) => {
+                report.trajectories.push(ImportedTrajectory {
+                    file: unit.file.clone(),
+                    id: id.clone(),
+                    task_id: t.task_id.clone(),
+                    attempt,
+                    steps: t.steps.len(),
+                    screenshots: shots,
+                    success: t.outcome.success,
+                });
+                report.warnings.append(&mut warnings);
+                trajectories.push(t);
+            }
+            Err(e) => errors.push(e),
+        }
+    }
+    if !errors.is_empty() {
+        return Err(ImportErrors(errors).into());
+    }
+    let name = dataset
+        .canonicalize()
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| "dataset".into());
+    journal.will_create(&dataset.join("dataset.toml"));
+    Dataset::create(dataset, &name, "created by rmsweb import")?;
+    journal.append(&dataset.join("tasks.jsonl"), &report.tasks_added)?;
+    let shots_dir = dataset.join("screenshots");
+    journal.create_dir_all(&shots_dir)?;
+    for t in &trajectories {
+        let staged = stage.path().join(&t.id);
+        if staged.exists() {
+            journal.rename_dir(&staged, &shots_dir.join(&t.id))?;
+        }
+    }
+    commit::sync_dir(&shots_dir);
+    journal.append(&dataset.join("trajectories.jsonl"), &trajectories)?;
+    Ok(report)
+}
+
+/// Reads one history, writes its screenshots to `stage/<id>/`, builds the record.
+fn stage_one(
+    unit: &Unit,
+    id: &str,
+    attempt: u32,
+    stage: &Path,
+    opts: &BrowserUseOptions,
+) -> Result<(Trajectory, Vec<String>, usize), ImportError> {
+    let bytes = read_input(&unit.file, opts.max_file_bytes)?;
+    let parsed: ParsedHistory = browser_use::parse_history_bytes(&bytes, &unit.file)?;
+    drop(bytes);
+    let ParsedHistory {
+        mut steps,
+        shots,
+        done,
+        judgement,
+        mut warnings,
+    } = parsed;
+    let base_dir = unit
+        .file
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let policy = screenshot::ShotPolicy {
+        base_dir,
+        root: opts.screenshot_root.as_deref(),
+        max_bytes: opts.max_file_bytes,
+    };
+    // Screenshots are checked (decoded) in parallel, a bounded batch at a time, and
+    // written in step order; the first bad one (in step order) is reported.
+    use rayon::prelude::*;
+    let mut jobs: Vec<(usize, browser_use::ShotSource)> = Vec::new();
+    for (i, shot) in shots.into_iter().enumerate() {
+        match shot {
+            Some(browser_use::ShotSource::Path(p))
+                if opts.allow_missing_screenshots && screenshot::is_missing(&p, &policy) =>
+            {
+                warnings.push(format!(
+                    "{}: history[{i}]: state.screenshot_path: `{p}` not found; the step is imported without a screenshot",
+                    unit.file.display()
+                ));
+            }
+            Some(s) => jobs.push((i, s)),
+            None => {}
+        }
+    }
+    let dir = stage.join(id);
+    let mut written = 0;
+    for batch in jobs.chunks(32) {
+        let pngs: Vec<Result<Vec<u8>, String>> = batch
+            .par_iter()
+            .map(|(_, src)| screenshot::load_png(src, &policy))
+            .collect();
+        for ((i, src), png) in batch.iter().zip(pngs) {
+            let step = &mut steps[*i];
+            let png = png.map_err(|message| ImportError {
+                file: unit.file.clone(),
+                location: format!("history[{}]", step.index),
+                field: match src {
+                    browser_use::ShotSource::Inline(_) => "state.screenshot",
+                    browser_use::ShotSource::Path(_) => "state.screenshot_path",
+                }
+                .into(),
+                message,
+            })?;
+            let out = dir.join(format!("{}.png", step.index));
+            std::fs::create_dir_all(&dir)
+                .and_then(|()| std::fs::write(&out, &png))
+                .map_err(|e| {
+                    ImportError::file(
+                        &unit.file,
+                        format!("staging screenshot {}: {e}", out.display()),
+                    )
+                })?;
+            step.state.screenshot = Some(format!("screenshots/{id}/{}.png", step.index));
+            written += 1;
+        }
+    }
+    let outcome = outcome(unit, done.as_ref(), judgement.as_ref(), &mut warnings);
+    let mut t = Trajectory {
+        id: id.to_string(),
+        task_id: unit.task.task_id.clone(),
+        attempt,
+        round: unit.round,
+        reflection: unit.reflection.clone(),
+        source: unit.source.clone(),
+        teacher: unit.teacher.clone(),
+        outcome,
+        steps,
+    };
+    t.fill_progress();
+    Ok((t, warnings, written))
+}
+
+/// The outcome: the command line or sidecar first, then the judge's verdict stored
+/// in the history, then the final `done` (no `done` at all is a failure).
+fn outcome(
+    unit: &Unit,
+    done: Option<&DoneInfo>,
+    judgement: Option<&browser_use::Judgement>,
+    warnings: &mut Vec<String>,
+) -> Outcome {
+    let final_answer = done.and_then(|d| d.text.clone());
+    if let Some(success) = unit.success {
+        return Outcome {
+            success,
+            judge: Some("import".into()),
+            reason: Some(format!(
+                "marked {} at import",
+                if success { "successful" } else { "failed" }
+            )),
+            final_answer,
+            score: None,
+        };
+    }
+    if let Some(j) = judgement {
+        return Outcome {
+            success: j.verdict,
+            judge: Some("browser-use:judge".into()),
+            reason: j.reason.clone(),
+            final_answer,
+            score: None,
+        };
+    }
+    match done {
+        Some(d) => {
+            let success = d.success.unwrap_or_else(|| {
+                warnings.push(format!(
+                    "{}: the final done action does not say whether it succeeded; counted as a success (use --failure to say otherwise)",
+                    unit.file.display()
+                ));
+                true
+            });
+            Outcome {
+                success,
+                judge: Some("browser-use:done".into()),
+                reason: Some(format!("the final done action reported success={success}")),
+                final_answer,
+                score: None,
+            }
+        }
+        None => Outcome {
+            success: false,
+            judge: Some("browser-use:done".into()),
+            reason: Some("the history ends without a done action".into()),
+            final_answer: None,
+            score: None,
+        },
+    }
+}
