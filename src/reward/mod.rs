@@ -20,6 +20,9 @@ pub mod normalize;
 pub mod rules;
 pub mod url_norm;
 
+#[cfg(test)]
+mod tests;
+
 pub use config::RewardConfig;
 
 use crate::action::parse::parse_response;
