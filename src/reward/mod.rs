@@ -13,6 +13,7 @@
 //!   several actions (or the candidate does), an exact first action whose remaining
 //!   actions differ scores 0.7 (`multi.rest_differs`).
 
+pub mod batch;
 pub mod config;
 pub mod elements;
 pub mod key_tokens;
