@@ -154,10 +154,26 @@ struct RawOutput {
     params: Option<Value>,
 }
 
-fn text_field(top: &Option<Value>, nested: Option<&Value>) -> Option<String> {
+fn text_field(top: Option<Value>, nested: Option<&Value>) -> Option<String> {
     match top {
-        Some(Value::String(s)) => Some(s.clone()),
+        Some(Value::String(s)) => Some(s),
         _ => nested.and_then(Value::as_str).map(str::to_owned),
+    }
+}
+
+/// An action from a name and its params, without copying the params when the name
+/// is already canonical.
+fn make_action(name: String, params: Value) -> super::Canonicalized {
+    match params {
+        Value::Object(map)
+            if name != "scroll" && super::CANONICAL_NAMES.contains(&name.as_str()) =>
+        {
+            super::Canonicalized {
+                action: Action { name, params: map },
+                warning: None,
+            }
+        }
+        params => canonicalize(&name, &params),
     }
 }
 
@@ -176,24 +192,24 @@ fn parse_object(text: &str, span: Range<usize>) -> Candidate {
     let state = raw.current_state.as_ref();
     let nested = |k: &str| state.and_then(|s| s.get(k));
     let mut parsed = Parsed {
-        thinking: text_field(&raw.thinking, nested("thinking")),
+        thinking: text_field(raw.thinking, nested("thinking")),
         evaluation_previous_goal: text_field(
-            &raw.evaluation_previous_goal,
+            raw.evaluation_previous_goal,
             nested("evaluation_previous_goal"),
         ),
-        memory: text_field(&raw.memory, nested("memory")),
-        next_goal: text_field(&raw.next_goal, nested("next_goal")),
+        memory: text_field(raw.memory, nested("memory")),
+        next_goal: text_field(raw.next_goal, nested("next_goal")),
         object_span: span.clone(),
         ..Parsed::default()
     };
-    let (list, key, form) = match (&raw.action, &raw.actions) {
+    let (list, key, form) = match (raw.action, raw.actions) {
         (Some(l), _) => (l, "action", ResponseForm::BrowserUse),
         (None, Some(l)) => (l, "actions", ResponseForm::Canonical),
         (None, None) => {
             // A lone canonical action object.
-            return match (&raw.name, &raw.params) {
+            return match (raw.name, raw.params) {
                 (Some(Value::String(name)), params) => {
-                    let c = canonicalize(name, params.as_ref().unwrap_or(&Value::Null));
+                    let c = make_action(name, params.unwrap_or(Value::Null));
                     parsed.warnings.extend(c.warning);
                     parsed.actions.push(c.action);
                     parsed.action_span = span;
@@ -204,20 +220,21 @@ fn parse_object(text: &str, span: Range<usize>) -> Candidate {
             };
         }
     };
-    let members = object_members(text, span.clone());
-    let list_span = members
-        .iter()
+    let list_span = object_members(text, span.clone())
+        .into_iter()
         .find(|m| key_is(text, &m.key, key))
-        .map(|m| m.value.clone())
-        .unwrap_or(span.clone());
-    let Value::Array(items) = list else {
-        return Candidate::Broken(ParseError::at(
-            list_span.start,
-            format!(
-                "`{key}` must be a list such as [{{\"click\": {{\"index\": 12}}}}], found {}",
-                kind_of(list)
-            ),
-        ));
+        .map_or(span.clone(), |m| m.value);
+    let items = match list {
+        Value::Array(items) => items,
+        other => {
+            return Candidate::Broken(ParseError::at(
+                list_span.start,
+                format!(
+                    "`{key}` must be a list such as [{{\"click\": {{\"index\": 12}}}}], found {}",
+                    kind_of(&other)
+                ),
+            ));
+        }
     };
     if items.is_empty() {
         return Candidate::Broken(ParseError::at(
@@ -225,9 +242,8 @@ fn parse_object(text: &str, span: Range<usize>) -> Candidate {
             format!("the `{key}` list is empty"),
         ));
     }
-    let item_spans = array_items(text, list_span.clone());
-    for (n, item) in items.iter().enumerate() {
-        let at = item_spans.get(n).map_or(list_span.start, |r| r.start);
+    parsed.actions.reserve(items.len());
+    for (n, item) in items.into_iter().enumerate() {
         match action_from_item(item) {
             Ok((c, item_form)) => {
                 parsed.warnings.extend(c.warning);
@@ -237,6 +253,9 @@ fn parse_object(text: &str, span: Range<usize>) -> Candidate {
                 }
             }
             Err(msg) => {
+                let at = array_items(text, list_span.clone())
+                    .get(n)
+                    .map_or(list_span.start, |r| r.start);
                 return Candidate::Broken(ParseError::at(
                     at,
                     format!("`{key}` item {}: {msg}", n + 1),
@@ -263,47 +282,54 @@ fn kind_of(v: &Value) -> &'static str {
 }
 
 /// One item of an action list: `{"click": {...}}` or `{"name": "click", "params": {...}}`.
-fn action_from_item(item: &Value) -> Result<(super::Canonicalized, ResponseForm), String> {
-    let Value::Object(obj) = item else {
+fn action_from_item(item: Value) -> Result<(super::Canonicalized, ResponseForm), String> {
+    let Value::Object(mut obj) = item else {
         return Err(format!(
             "expected an object such as {{\"click\": {{\"index\": 12}}}}, found {}",
-            kind_of(item)
+            kind_of(&item)
         ));
     };
-    if let Some(Value::String(name)) = obj.get("name") {
-        let params = obj.get("params").unwrap_or(&Value::Null);
+    if let Some(Value::String(_)) = obj.get("name") {
+        let Some(Value::String(name)) = obj.remove("name") else {
+            return Err("no action name".into());
+        };
+        let params = obj.remove("params").unwrap_or(Value::Null);
         if !matches!(params, Value::Object(_) | Value::Null) {
             return Err(format!(
                 "`params` of `{name}` must be an object, found {}",
-                kind_of(params)
+                kind_of(&params)
             ));
         }
-        return Ok((canonicalize(name, params), ResponseForm::Canonical));
+        return Ok((make_action(name, params), ResponseForm::Canonical));
     }
     // Browser Use writes one key per item; some models add the others as null.
-    let mut set = obj.iter().filter(|(_, v)| !v.is_null());
-    let first = set.next();
-    let extra: Vec<&str> = set.map(|(k, _)| k.as_str()).collect();
-    match (first, extra.is_empty()) {
-        (None, _) => match obj.keys().next() {
+    let set: Vec<&str> = obj
+        .iter()
+        .filter(|(_, v)| !v.is_null())
+        .map(|(k, _)| k.as_str())
+        .collect();
+    match set.as_slice() {
+        [] => match obj.into_iter().next() {
             // `{"go_back": null}` is a parameterless action.
-            Some(k) => Ok((canonicalize(k, &Value::Null), ResponseForm::BrowserUse)),
+            Some((k, _)) => Ok((canonicalize(&k, &Value::Null), ResponseForm::BrowserUse)),
             None => Err("empty object: no action name".into()),
         },
-        (Some((name, params)), true) => {
+        [one] => {
+            let name = one.to_string();
+            let params = obj.remove(&name).unwrap_or(Value::Null);
             let c = match params {
-                Value::Object(_) => canonicalize(name, params),
-                scalar => canonicalize(
-                    name,
-                    &positional_object(name, std::slice::from_ref(scalar))
-                        .map_err(|e| format!("`{name}`: {e}"))?,
-                ),
+                Value::Object(_) => make_action(name, params),
+                scalar => {
+                    let p = positional_object(&name, std::slice::from_ref(&scalar))
+                        .map_err(|e| format!("`{name}`: {e}"))?;
+                    canonicalize(&name, &p)
+                }
             };
             Ok((c, ResponseForm::BrowserUse))
         }
-        (Some((name, _)), false) => Err(format!(
-            "holds several actions ({name}, {}); write one action per item",
-            extra.join(", ")
+        [first, rest @ ..] => Err(format!(
+            "holds several actions ({first}, {}); write one action per item",
+            rest.join(", ")
         )),
     }
 }

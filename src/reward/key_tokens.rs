@@ -11,7 +11,6 @@
 //! Two-digit years are 20YY.
 
 use regex::Regex;
-use std::ops::Range;
 use std::sync::LazyLock;
 
 const MONTHS: &str = "(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)";
@@ -21,25 +20,59 @@ fn re(p: &str) -> Regex {
     Regex::new(p).unwrap_or_else(|e| panic!("key token pattern {p}: {e}"))
 }
 
-static ISO_DATE: LazyLock<Regex> = LazyLock::new(|| re(r"\b(\d{4})[-/.](\d{1,2})[-/.](\d{1,2})\b"));
-static NUM_DATE: LazyLock<Regex> =
-    LazyLock::new(|| re(r"\b(\d{1,2})([-/.])(\d{1,2})[-/.](\d{4}|\d{2})\b"));
-static MONTH_DAY_YEAR: LazyLock<Regex> = LazyLock::new(|| {
-    re(&format!(
-        r"(?i)\b{MONTHS}\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?\b(?:,?\s+(\d{{4}})\b)?"
-    ))
+// ASCII word boundaries and digits: the text is NFKC-normalized first (full-width
+// digits become ASCII), and ASCII assertions keep the regex on its fast DFA path.
+const B: &str = r"(?-u:\b)";
+const D: &str = "[0-9]";
+
+fn pat(p: &str) -> String {
+    p.replace(r"\b", B).replace(r"\d", D)
+}
+
+const ISO_P: &str = r"\b(\d{4})[-/.](\d{1,2})[-/.](\d{1,2})\b";
+const NUM_DATE_P: &str = r"\b(\d{1,2})([-/.])(\d{1,2})[-/.](\d{4}|\d{2})\b";
+const TIME_P: &str = r"\b(\d{1,2}):(\d{2})(?::\d{2})?(?:\s*([aApP])\.?[mM]\b\.?)?";
+const NUMBER_P: &str = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?";
+
+fn month_day_year_p() -> String {
+    format!(r"(?i)\b{MONTHS}\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?\b(?:,?\s+(\d{{4}})\b)?")
+}
+fn day_month_year_p() -> String {
+    format!(r"(?i)\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?{MONTHS}\b\.?(?:,?\s+(\d{{4}})\b)?")
+}
+fn month_year_p() -> String {
+    format!(r"(?i)\b{MONTHS}\.?,?\s+(\d{{4}})\b")
+}
+
+/// Anchored versions, to classify one match of [`ANY`].
+fn anchored(p: &str) -> Regex {
+    re(&format!("^(?:{})$", pat(p)))
+}
+
+static ISO_DATE: LazyLock<Regex> = LazyLock::new(|| anchored(ISO_P));
+static NUM_DATE: LazyLock<Regex> = LazyLock::new(|| anchored(NUM_DATE_P));
+static MONTH_DAY_YEAR: LazyLock<Regex> = LazyLock::new(|| anchored(&month_day_year_p()));
+static DAY_MONTH_YEAR: LazyLock<Regex> = LazyLock::new(|| anchored(&day_month_year_p()));
+static MONTH_YEAR: LazyLock<Regex> = LazyLock::new(|| anchored(&month_year_p()));
+static TIME: LazyLock<Regex> = LazyLock::new(|| anchored(TIME_P));
+static NUMBER: LazyLock<Regex> = LazyLock::new(|| re(&pat(NUMBER_P)));
+
+/// Every key token candidate in one left-to-right pass; at one position the
+/// alternatives are tried in this order, so dates win over bare numbers.
+static ANY: LazyLock<Regex> = LazyLock::new(|| {
+    let strip = |p: String| p.replacen("(?i)", "", 1);
+    let alts = [
+        pat(ISO_P),
+        pat(NUM_DATE_P),
+        strip(pat(&month_day_year_p())),
+        strip(pat(&day_month_year_p())),
+        strip(pat(&month_year_p())),
+        pat(TIME_P),
+        pat(NUMBER_P),
+    ];
+    let joined: Vec<String> = alts.iter().map(|a| format!("(?:{a})")).collect();
+    re(&format!("(?i){}", joined.join("|")))
 });
-static DAY_MONTH_YEAR: LazyLock<Regex> = LazyLock::new(|| {
-    re(&format!(
-        r"(?i)\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?{MONTHS}\b\.?(?:,?\s+(\d{{4}})\b)?"
-    ))
-});
-static MONTH_YEAR: LazyLock<Regex> =
-    LazyLock::new(|| re(&format!(r"(?i)\b{MONTHS}\.?,?\s+(\d{{4}})\b")));
-static TIME: LazyLock<Regex> =
-    LazyLock::new(|| re(r"(?i)\b(\d{1,2}):(\d{2})(?::\d{2})?(?:\s*([ap])\.?m\b\.?)?"));
-static NUMBER: LazyLock<Regex> =
-    LazyLock::new(|| re(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"));
 
 fn month_number(name: &str) -> u32 {
     match name.get(..3).map(str::to_ascii_lowercase).as_deref() {
@@ -75,10 +108,6 @@ fn date(y: Option<u32>, m: u32, d: Option<u32>) -> Option<String> {
     })
 }
 
-fn overlaps(taken: &[Range<usize>], r: &Range<usize>) -> bool {
-    taken.iter().any(|t| t.start < r.end && r.start < t.end)
-}
-
 fn canonical_number(s: &str) -> String {
     let mut n: String = s.chars().filter(|&c| c != ',').collect();
     if n.contains('.') {
@@ -92,94 +121,65 @@ fn canonical_number(s: &str) -> String {
     n
 }
 
-/// The key tokens of `text`, canonical, sorted and without duplicates.
-pub fn key_tokens(text: &str) -> Vec<String> {
-    if !text.bytes().any(|b| b.is_ascii_digit()) && text.is_ascii() {
-        return Vec::new();
-    }
-    let text = super::normalize::nfkc(text);
-    let text = text.as_ref();
-    let mut out = Vec::new();
-    let mut taken: Vec<Range<usize>> = Vec::new();
-    let mut take = |r: Range<usize>, tok: Option<String>, taken: &mut Vec<Range<usize>>| {
-        if let Some(t) = tok
-            && !overlaps(taken, &r)
-        {
-            taken.push(r);
-            out.push(t);
-        }
-    };
+/// The canonical date or time of one match, if it is a valid one.
+fn classify(m: &str) -> Option<String> {
     let num = |c: Option<regex::Match>| c.and_then(|m| m.as_str().parse::<u32>().ok());
-    for c in ISO_DATE.captures_iter(text) {
-        let (Some(y), Some(m), d) = (num(c.get(1)), num(c.get(2)), num(c.get(3))) else {
-            continue;
-        };
-        take(
-            c.get(0).map_or(0..0, |m| m.range()),
-            date(Some(y), m, d),
-            &mut taken,
-        );
+    if let Some(c) = ISO_DATE.captures(m) {
+        return date(num(c.get(1)), num(c.get(2))?, num(c.get(3)));
     }
-    for c in NUM_DATE.captures_iter(text) {
-        let (Some(a), Some(b)) = (num(c.get(1)), num(c.get(3))) else {
-            continue;
-        };
+    if let Some(c) = NUM_DATE.captures(m) {
+        let (a, b) = (num(c.get(1))?, num(c.get(3))?);
         let y = c.get(4).and_then(|m| year(m.as_str()));
         let day_first = if c.get(2).is_some_and(|s| s.as_str() == ".") {
             b <= 12
         } else {
             a > 12
         };
-        let (m, d) = if day_first { (b, a) } else { (a, b) };
-        take(
-            c.get(0).map_or(0..0, |m| m.range()),
-            date(y, m, Some(d)),
-            &mut taken,
-        );
+        let (mo, d) = if day_first { (b, a) } else { (a, b) };
+        return date(y, mo, Some(d));
     }
-    for c in MONTH_DAY_YEAR.captures_iter(text) {
-        let m = month_number(c.get(1).map_or("", |m| m.as_str()));
+    if let Some(c) = MONTH_DAY_YEAR.captures(m) {
+        let mo = month_number(c.get(1).map_or("", |m| m.as_str()));
         let y = c.get(3).and_then(|m| year(m.as_str()));
-        take(
-            c.get(0).map_or(0..0, |m| m.range()),
-            date(y, m, num(c.get(2))),
-            &mut taken,
-        );
+        return date(y, mo, num(c.get(2)));
     }
-    for c in DAY_MONTH_YEAR.captures_iter(text) {
-        let m = month_number(c.get(2).map_or("", |m| m.as_str()));
+    if let Some(c) = DAY_MONTH_YEAR.captures(m) {
+        let mo = month_number(c.get(2).map_or("", |m| m.as_str()));
         let y = c.get(3).and_then(|m| year(m.as_str()));
-        take(
-            c.get(0).map_or(0..0, |m| m.range()),
-            date(y, m, num(c.get(1))),
-            &mut taken,
-        );
+        return date(y, mo, num(c.get(1)));
     }
-    for c in MONTH_YEAR.captures_iter(text) {
-        let m = month_number(c.get(1).map_or("", |m| m.as_str()));
+    if let Some(c) = MONTH_YEAR.captures(m) {
+        let mo = month_number(c.get(1).map_or("", |m| m.as_str()));
         let y = c.get(2).and_then(|m| year(m.as_str()));
-        take(
-            c.get(0).map_or(0..0, |m| m.range()),
-            date(y, m, None),
-            &mut taken,
-        );
+        return date(y, mo, None);
     }
-    for c in TIME.captures_iter(text) {
-        let (Some(mut h), Some(mi)) = (num(c.get(1)), num(c.get(2))) else {
-            continue;
-        };
+    if let Some(c) = TIME.captures(m) {
+        let (mut h, mi) = (num(c.get(1))?, num(c.get(2))?);
         match c.get(3).map(|m| m.as_str().to_ascii_lowercase()).as_deref() {
             Some("p") if h < 12 => h += 12,
             Some("a") if h == 12 => h = 0,
             _ => {}
         }
-        let tok = (h < 24 && mi < 60).then(|| format!("{h:02}:{mi:02}"));
-        take(c.get(0).map_or(0..0, |m| m.range()), tok, &mut taken);
+        return (h < 24 && mi < 60).then(|| format!("{h:02}:{mi:02}"));
     }
-    for m in NUMBER.find_iter(text) {
-        let r = m.range();
-        if !overlaps(&taken, &r) {
-            out.push(canonical_number(m.as_str()));
+    None
+}
+
+/// The key tokens of `text`, canonical, sorted and without duplicates.
+pub fn key_tokens(text: &str) -> Vec<String> {
+    if !text.bytes().any(|b| b.is_ascii_digit()) && text.is_ascii() {
+        return Vec::new();
+    }
+    let text = super::normalize::nfkc(text);
+    let mut out = Vec::new();
+    for m in ANY.find_iter(&text) {
+        let s = m.as_str();
+        // A bare number is its own token; anything else is a date or time, or (when
+        // it is not a valid one, e.g. month 13) the numbers in it.
+        let digits_only = s.bytes().all(|b| b.is_ascii_digit());
+        match (!digits_only).then(|| classify(s)).flatten() {
+            Some(tok) => out.push(tok),
+            None => out.extend(NUMBER.find_iter(s).map(|n| canonical_number(n.as_str()))),
         }
     }
     out.sort_unstable();
