@@ -120,6 +120,23 @@ fn bench(c: &mut Criterion) {
         })
     });
     g.finish();
+    if std::env::var_os("REWARD_BENCH_CASES").is_some() {
+        let mut g = c.benchmark_group("case");
+        for (i, (resp, target)) in cases.iter().enumerate() {
+            let parsed = parse_response(resp).unwrap();
+            g.bench_function(format!("{i}_{}", target.name), |b| {
+                b.iter(|| {
+                    black_box(rmsweb::reward::score_action(
+                        &parsed.actions[0],
+                        target,
+                        &elements,
+                        &cfg,
+                    ))
+                })
+            });
+        }
+        g.finish();
+    }
 }
 
 criterion_group!(benches, bench);

@@ -81,22 +81,12 @@ pub fn parse_response(text: &str) -> Result<Parsed, ParseError> {
     let mut pos = 0;
     while let Some(i) = memchr::memchr(b'{', &bytes[pos..]) {
         let start = pos + i;
-        let Some(end) = balanced_end(bytes, start) else {
-            if json_error.is_none() && mentions_action(&text[start..]) {
-                json_error = Some(ParseError::at(
-                    start,
-                    "the JSON object opened here is never closed (missing `}`)",
-                ));
-            }
-            pos = start + 1;
-            continue;
-        };
-        match parse_object(text, start..end) {
+        match parse_object(text, start) {
             Candidate::Found(p) => return Ok(p),
             Candidate::Broken(e) => return Err(e),
-            Candidate::NoActions => pos = end,
+            Candidate::NoActions(end) => pos = end,
             Candidate::NotJson(e) => {
-                if json_error.is_none() && mentions_action(&text[start..end]) {
+                if json_error.is_none() && mentions_action(&text[start..]) {
                     json_error = Some(e);
                 }
                 pos = start + 1;
@@ -125,8 +115,8 @@ enum Candidate {
     Found(Parsed),
     /// An object with an action list that is malformed: a definite error.
     Broken(ParseError),
-    /// Valid JSON without actions: skip it.
-    NoActions,
+    /// Valid JSON without actions, ending at this byte: skip it.
+    NoActions(usize),
     /// Not valid JSON (may be prose in braces).
     NotJson(ParseError),
 }
@@ -177,18 +167,28 @@ fn make_action(name: String, params: Value) -> super::Canonicalized {
     }
 }
 
-fn parse_object(text: &str, span: Range<usize>) -> Candidate {
-    let slice = &text[span.clone()];
-    let raw: RawOutput = match serde_json::from_str(slice) {
-        Ok(r) => r,
-        Err(e) => {
-            let off = span.start + line_col_to_offset(slice, e.line(), e.column());
+/// Reads the JSON object that starts at `start` (a `{`); text after it is left alone.
+fn parse_object(text: &str, start: usize) -> Candidate {
+    let rest = &text[start..];
+    let mut stream = serde_json::Deserializer::from_str(rest).into_iter::<RawOutput>();
+    let raw = match stream.next() {
+        Some(Ok(r)) => r,
+        Some(Err(e)) if e.is_eof() => {
+            return Candidate::NotJson(ParseError::at(
+                start,
+                "the JSON object opened here is never closed (missing `}`)",
+            ));
+        }
+        Some(Err(e)) => {
+            let off = start + line_col_to_offset(rest, e.line(), e.column());
             let msg = e.to_string();
             // serde_json appends " at line L column C"; the byte offset replaces it.
             let msg = msg.split(" at line ").next().unwrap_or(&msg).to_string();
             return Candidate::NotJson(ParseError::at(off, format!("invalid JSON: {msg}")));
         }
+        None => return Candidate::NoActions(text.len()),
     };
+    let span = start..start + stream.byte_offset();
     let state = raw.current_state.as_ref();
     let nested = |k: &str| state.and_then(|s| s.get(k));
     let mut parsed = Parsed {
@@ -216,7 +216,7 @@ fn parse_object(text: &str, span: Range<usize>) -> Candidate {
                     parsed.form = ResponseForm::Canonical;
                     Candidate::Found(parsed)
                 }
-                _ => Candidate::NoActions,
+                _ => Candidate::NoActions(span.end),
             };
         }
     };

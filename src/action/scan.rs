@@ -12,11 +12,11 @@ use std::ops::Range;
 pub fn string_end(bytes: &[u8], start: usize) -> Option<usize> {
     let mut i = start + 1;
     while i < bytes.len() {
-        match bytes[i] {
-            b'\\' => i += 2,
-            b'"' => return Some(i + 1),
-            _ => i += 1,
+        let j = i + memchr::memchr2(b'"', b'\\', &bytes[i..])?;
+        if bytes[j] == b'"' {
+            return Some(j + 1);
         }
+        i = j + 2;
     }
     None
 }

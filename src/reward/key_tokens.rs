@@ -16,18 +16,14 @@ use std::sync::LazyLock;
 const MONTHS: &str = "(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)";
 
 fn re(p: &str) -> Regex {
+    let p = format!("(?-u){p}");
     // The patterns are constants of this file; a typo is caught by the unit tests.
-    Regex::new(p).unwrap_or_else(|e| panic!("key token pattern {p}: {e}"))
+    Regex::new(&p).unwrap_or_else(|e| panic!("key token pattern {p}: {e}"))
 }
 
-// ASCII word boundaries and digits: the text is NFKC-normalized first (full-width
-// digits become ASCII), and ASCII assertions keep the regex on its fast DFA path.
-const B: &str = r"(?-u:\b)";
-const D: &str = "[0-9]";
-
-fn pat(p: &str) -> String {
-    p.replace(r"\b", B).replace(r"\d", D)
-}
+// ASCII mode (`(?-u)`: ASCII `\b`, `\d`, `\s` and case folding): the text is
+// NFKC-normalized first (full-width digits and no-break spaces become ASCII), and
+// ASCII assertions keep the regexes on their fast DFA path.
 
 const ISO_P: &str = r"\b(\d{4})[-/.](\d{1,2})[-/.](\d{1,2})\b";
 const NUM_DATE_P: &str = r"\b(\d{1,2})([-/.])(\d{1,2})[-/.](\d{4}|\d{2})\b";
@@ -46,7 +42,7 @@ fn month_year_p() -> String {
 
 /// Anchored versions, to classify one match of [`ANY`].
 fn anchored(p: &str) -> Regex {
-    re(&format!("^(?:{})$", pat(p)))
+    re(&format!("^(?:{p})$"))
 }
 
 static ISO_DATE: LazyLock<Regex> = LazyLock::new(|| anchored(ISO_P));
@@ -55,20 +51,20 @@ static MONTH_DAY_YEAR: LazyLock<Regex> = LazyLock::new(|| anchored(&month_day_ye
 static DAY_MONTH_YEAR: LazyLock<Regex> = LazyLock::new(|| anchored(&day_month_year_p()));
 static MONTH_YEAR: LazyLock<Regex> = LazyLock::new(|| anchored(&month_year_p()));
 static TIME: LazyLock<Regex> = LazyLock::new(|| anchored(TIME_P));
-static NUMBER: LazyLock<Regex> = LazyLock::new(|| re(&pat(NUMBER_P)));
+static NUMBER: LazyLock<Regex> = LazyLock::new(|| re(NUMBER_P));
 
 /// Every key token candidate in one left-to-right pass; at one position the
 /// alternatives are tried in this order, so dates win over bare numbers.
 static ANY: LazyLock<Regex> = LazyLock::new(|| {
     let strip = |p: String| p.replacen("(?i)", "", 1);
     let alts = [
-        pat(ISO_P),
-        pat(NUM_DATE_P),
-        strip(pat(&month_day_year_p())),
-        strip(pat(&day_month_year_p())),
-        strip(pat(&month_year_p())),
-        pat(TIME_P),
-        pat(NUMBER_P),
+        ISO_P.to_string(),
+        NUM_DATE_P.to_string(),
+        strip(month_day_year_p()),
+        strip(day_month_year_p()),
+        strip(month_year_p()),
+        TIME_P.to_string(),
+        NUMBER_P.to_string(),
     ];
     let joined: Vec<String> = alts.iter().map(|a| format!("(?:{a})")).collect();
     re(&format!("(?i){}", joined.join("|")))

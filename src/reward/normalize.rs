@@ -7,11 +7,11 @@
 //! mapped compatibility forms (full-width letters, ligatures, `ſ`).
 
 use std::borrow::Cow;
-use unicode_normalization::UnicodeNormalization;
+use unicode_normalization::{IsNormalized, UnicodeNormalization, is_nfkc_quick};
 
-/// NFKC of `s` (borrowed when `s` is ASCII, which NFKC leaves unchanged).
+/// NFKC of `s` (borrowed when `s` is already in NFKC, as ASCII and most web text is).
 pub fn nfkc(s: &str) -> Cow<'_, str> {
-    if s.is_ascii() {
+    if s.is_ascii() || is_nfkc_quick(s.chars()) == IsNormalized::Yes {
         Cow::Borrowed(s)
     } else {
         Cow::Owned(s.nfkc().collect())
@@ -75,7 +75,12 @@ pub fn normalize_text(s: &str) -> String {
 /// The normalized words of `s`, each with its surrounding punctuation stripped
 /// (inner punctuation such as in `3.5` or `e-mail` is kept); empty words dropped.
 pub fn tokens(s: &str) -> Vec<String> {
-    normalize_text(s)
+    tokens_of_normalized(&normalize_text(s))
+}
+
+/// [`tokens`] of a text already passed through [`normalize_text`].
+pub fn tokens_of_normalized(normalized: &str) -> Vec<String> {
+    normalized
         .split(' ')
         .map(|w| w.trim_matches(is_punct))
         .filter(|w| !w.is_empty())

@@ -6,7 +6,9 @@
 use super::config::RewardConfig;
 use super::elements::{describe, equivalent, find};
 use super::key_tokens::{all_present, key_tokens, show};
-use super::normalize::{jaccard, normalize_text, same_token_set, token_f1, tokens};
+use super::normalize::{
+    jaccard, normalize_text, same_token_set, token_f1, tokens, tokens_of_normalized,
+};
 use super::url_norm::{first_difference, normalize_url};
 use super::{Decision, Level};
 use crate::action::Action;
@@ -330,7 +332,8 @@ pub fn query(
     if let Some(m) = key_token_mismatch(ctx, &cq, &tq) {
         return m;
     }
-    if normalize_text(&cq) == normalize_text(&tq) {
+    let (nc, nt) = (normalize_text(&cq), normalize_text(&tq));
+    if nc == nt {
         return d(
             Level::Core,
             &format!("{ty}.normalized_{key}"),
@@ -341,7 +344,7 @@ pub fn query(
             ),
         );
     }
-    let (ct, tt) = (tokens(&cq), tokens(&tq));
+    let (ct, tt) = (tokens_of_normalized(&nc), tokens_of_normalized(&nt));
     if threshold.is_some() && same_token_set(&ct, &tt) {
         return d(
             Level::Core,
