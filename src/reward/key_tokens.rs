@@ -13,61 +13,40 @@
 use regex::Regex;
 use std::sync::LazyLock;
 
-const MONTHS: &str = "(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)";
+const MONTHS: &str = "(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)";
 
-fn re(p: &str) -> Regex {
-    let p = format!("(?-u){p}");
-    // The patterns are constants of this file; a typo is caught by the unit tests.
-    Regex::new(&p).unwrap_or_else(|e| panic!("key token pattern {p}: {e}"))
-}
-
-// ASCII mode (`(?-u)`: ASCII `\b`, `\d`, `\s` and case folding): the text is
-// NFKC-normalized first (full-width digits and no-break spaces become ASCII), and
-// ASCII assertions keep the regexes on their fast DFA path.
-
-const ISO_P: &str = r"\b(\d{4})[-/.](\d{1,2})[-/.](\d{1,2})\b";
-const NUM_DATE_P: &str = r"\b(\d{1,2})([-/.])(\d{1,2})[-/.](\d{4}|\d{2})\b";
-const TIME_P: &str = r"\b(\d{1,2}):(\d{2})(?::\d{2})?(?:\s*([aApP])\.?[mM]\b\.?)?";
-const NUMBER_P: &str = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?";
-
-fn month_day_year_p() -> String {
-    format!(r"(?i)\b{MONTHS}\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?\b(?:,?\s+(\d{{4}})\b)?")
-}
-fn day_month_year_p() -> String {
-    format!(r"(?i)\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?{MONTHS}\b\.?(?:,?\s+(\d{{4}})\b)?")
-}
-fn month_year_p() -> String {
-    format!(r"(?i)\b{MONTHS}\.?,?\s+(\d{{4}})\b")
-}
-
-/// Anchored versions, to classify one match of [`ANY`].
-fn anchored(p: &str) -> Regex {
-    re(&format!("^(?:{p})$"))
-}
-
-static ISO_DATE: LazyLock<Regex> = LazyLock::new(|| anchored(ISO_P));
-static NUM_DATE: LazyLock<Regex> = LazyLock::new(|| anchored(NUM_DATE_P));
-static MONTH_DAY_YEAR: LazyLock<Regex> = LazyLock::new(|| anchored(&month_day_year_p()));
-static DAY_MONTH_YEAR: LazyLock<Regex> = LazyLock::new(|| anchored(&day_month_year_p()));
-static MONTH_YEAR: LazyLock<Regex> = LazyLock::new(|| anchored(&month_year_p()));
-static TIME: LazyLock<Regex> = LazyLock::new(|| anchored(TIME_P));
-static NUMBER: LazyLock<Regex> = LazyLock::new(|| re(NUMBER_P));
-
-/// Every key token candidate in one left-to-right pass; at one position the
-/// alternatives are tried in this order, so dates win over bare numbers.
+/// Every key token in one left-to-right pass. At one position the alternatives are
+/// tried in this order, so dates win over bare numbers; the named groups say which
+/// alternative matched.
+///
+/// ASCII mode (`(?-u)`: ASCII `\b`, `\d`, `\s` and case folding) is right because the
+/// text is NFKC-normalized first (full-width digits and no-break spaces become
+/// ASCII), and it keeps the regex on its fast DFA path.
 static ANY: LazyLock<Regex> = LazyLock::new(|| {
-    let strip = |p: String| p.replacen("(?i)", "", 1);
     let alts = [
-        ISO_P.to_string(),
-        NUM_DATE_P.to_string(),
-        strip(month_day_year_p()),
-        strip(day_month_year_p()),
-        strip(month_year_p()),
-        TIME_P.to_string(),
-        NUMBER_P.to_string(),
+        // 2024-05-01
+        r"\b(?P<iy>\d{4})[-/.](?P<im>\d{1,2})[-/.](?P<id>\d{1,2})\b".to_string(),
+        // 05/01/2024, 1.5.2024, 5-1-24
+        r"\b(?P<na>\d{1,2})(?P<ns>[-/.])(?P<nb>\d{1,2})[-/.](?P<ny>\d{4}|\d{2})\b".to_string(),
+        // May 1, 2024 / May 1st
+        format!(
+            r"\b(?P<m1>{MONTHS})\.?\s+(?P<d1>\d{{1,2}})(?:st|nd|rd|th)?\b(?:,?\s+(?P<y1>\d{{4}})\b)?"
+        ),
+        // 1 May 2024 / 1st of May
+        format!(
+            r"\b(?P<d2>\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?(?P<m2>{MONTHS})\b\.?(?:,?\s+(?P<y2>\d{{4}})\b)?"
+        ),
+        // May 2024
+        format!(r"\b(?P<m3>{MONTHS})\.?,?\s+(?P<y3>\d{{4}})\b"),
+        // 7:30 pm
+        r"\b(?P<th>\d{1,2}):(?P<tm>\d{2})(?::\d{2})?(?:\s*(?P<ap>[ap])\.?m\b\.?)?".to_string(),
+        // 1,299.00
+        r"(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)".to_string(),
     ];
     let joined: Vec<String> = alts.iter().map(|a| format!("(?:{a})")).collect();
-    re(&format!("(?i){}", joined.join("|")))
+    let p = format!("(?i-u){}", joined.join("|"));
+    // The pattern is a constant of this file; a typo is caught by the unit tests.
+    Regex::new(&p).unwrap_or_else(|e| panic!("key token pattern: {e}"))
 });
 
 fn month_number(name: &str) -> u32 {
@@ -117,48 +96,57 @@ fn canonical_number(s: &str) -> String {
     n
 }
 
-/// The canonical date or time of one match, if it is a valid one.
-fn classify(m: &str) -> Option<String> {
-    let num = |c: Option<regex::Match>| c.and_then(|m| m.as_str().parse::<u32>().ok());
-    if let Some(c) = ISO_DATE.captures(m) {
-        return date(num(c.get(1)), num(c.get(2))?, num(c.get(3)));
+/// The canonical token of one match: a date, time or number; `None` for a date or
+/// time that is not valid (month 13), whose numbers are then taken one by one.
+fn classify(c: &regex::Captures) -> Option<String> {
+    let num = |k: &str| c.name(k).and_then(|m| m.as_str().parse::<u32>().ok());
+    let text = |k: &str| c.name(k).map_or("", |m| m.as_str());
+    if let Some(n) = c.name("num") {
+        return Some(canonical_number(n.as_str()));
     }
-    if let Some(c) = NUM_DATE.captures(m) {
-        let (a, b) = (num(c.get(1))?, num(c.get(3))?);
-        let y = c.get(4).and_then(|m| year(m.as_str()));
-        let day_first = if c.get(2).is_some_and(|s| s.as_str() == ".") {
-            b <= 12
-        } else {
-            a > 12
-        };
+    if c.name("iy").is_some() {
+        return date(num("iy"), num("im")?, num("id"));
+    }
+    if c.name("na").is_some() {
+        let (a, b) = (num("na")?, num("nb")?);
+        let y = c.name("ny").and_then(|m| year(m.as_str()));
+        let day_first = if text("ns") == "." { b <= 12 } else { a > 12 };
         let (mo, d) = if day_first { (b, a) } else { (a, b) };
         return date(y, mo, Some(d));
     }
-    if let Some(c) = MONTH_DAY_YEAR.captures(m) {
-        let mo = month_number(c.get(1).map_or("", |m| m.as_str()));
-        let y = c.get(3).and_then(|m| year(m.as_str()));
-        return date(y, mo, num(c.get(2)));
+    if c.name("m1").is_some() {
+        let y = c.name("y1").and_then(|m| year(m.as_str()));
+        return date(y, month_number(text("m1")), num("d1"));
     }
-    if let Some(c) = DAY_MONTH_YEAR.captures(m) {
-        let mo = month_number(c.get(2).map_or("", |m| m.as_str()));
-        let y = c.get(3).and_then(|m| year(m.as_str()));
-        return date(y, mo, num(c.get(1)));
+    if c.name("m2").is_some() {
+        let y = c.name("y2").and_then(|m| year(m.as_str()));
+        return date(y, month_number(text("m2")), num("d2"));
     }
-    if let Some(c) = MONTH_YEAR.captures(m) {
-        let mo = month_number(c.get(1).map_or("", |m| m.as_str()));
-        let y = c.get(2).and_then(|m| year(m.as_str()));
-        return date(y, mo, None);
+    if c.name("m3").is_some() {
+        let y = c.name("y3").and_then(|m| year(m.as_str()));
+        return date(y, month_number(text("m3")), None);
     }
-    if let Some(c) = TIME.captures(m) {
-        let (mut h, mi) = (num(c.get(1))?, num(c.get(2))?);
-        match c.get(3).map(|m| m.as_str().to_ascii_lowercase()).as_deref() {
-            Some("p") if h < 12 => h += 12,
-            Some("a") if h == 12 => h = 0,
-            _ => {}
+    let (mut h, mi) = (num("th")?, num("tm")?);
+    match text("ap").to_ascii_lowercase().as_str() {
+        "p" if h < 12 => h += 12,
+        "a" if h == 12 => h = 0,
+        _ => {}
+    }
+    (h < 24 && mi < 60).then(|| format!("{h:02}:{mi:02}"))
+}
+
+/// The numbers inside a text (for a date-like match that is no valid date).
+fn numbers_in(s: &str, out: &mut Vec<String>) {
+    for part in s.split(|c: char| !c.is_ascii_digit() && c != '.' && c != ',') {
+        let part = part.trim_matches(|c| c == '.' || c == ',');
+        if !part.is_empty() {
+            out.extend(
+                part.split(['.', ','])
+                    .filter(|p| !p.is_empty())
+                    .map(str::to_owned),
+            );
         }
-        return (h < 24 && mi < 60).then(|| format!("{h:02}:{mi:02}"));
     }
-    None
 }
 
 /// The key tokens of `text`, canonical, sorted and without duplicates.
@@ -168,14 +156,10 @@ pub fn key_tokens(text: &str) -> Vec<String> {
     }
     let text = super::normalize::nfkc(text);
     let mut out = Vec::new();
-    for m in ANY.find_iter(&text) {
-        let s = m.as_str();
-        // A bare number is its own token; anything else is a date or time, or (when
-        // it is not a valid one, e.g. month 13) the numbers in it.
-        let digits_only = s.bytes().all(|b| b.is_ascii_digit());
-        match (!digits_only).then(|| classify(s)).flatten() {
+    for c in ANY.captures_iter(&text) {
+        match classify(&c) {
             Some(tok) => out.push(tok),
-            None => out.extend(NUMBER.find_iter(s).map(|n| canonical_number(n.as_str()))),
+            None => numbers_in(c.get(0).map_or("", |m| m.as_str()), &mut out),
         }
     }
     out.sort_unstable();
