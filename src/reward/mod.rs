@@ -194,9 +194,9 @@ pub fn score_action(
             Level::Wrong,
             "type.other",
             format!(
-                "candidate is {}, target is {}",
-                clean_line(&c.name),
-                clean_line(&t.name)
+                "candidate {} is another action type than target {}",
+                rules::quote(&c.short()),
+                rules::quote(&t.short())
             ),
         );
     }
