@@ -73,8 +73,22 @@ impl ParseError {
     }
 }
 
+/// Longest response the parser reads (model outputs are a few KiB; this bound keeps
+/// the scan's worst case small on adversarial input).
+pub const MAX_RESPONSE_BYTES: usize = 1 << 20;
+
 /// Parses a model response into actions (see the module documentation for the forms).
 pub fn parse_response(text: &str) -> Result<Parsed, ParseError> {
+    if text.len() > MAX_RESPONSE_BYTES {
+        return Err(ParseError {
+            message: format!(
+                "the response is {} bytes, over the {} KiB limit",
+                text.len(),
+                MAX_RESPONSE_BYTES >> 10
+            ),
+            offset: Some(MAX_RESPONSE_BYTES),
+        });
+    }
     let bytes = text.as_bytes();
     // The first problem seen in an object that looked like it meant to hold actions.
     let mut json_error: Option<ParseError> = None;
@@ -833,6 +847,9 @@ mod tests {
         let e = err("click(1, 2)");
         assert!(e.message.contains("at most 1"), "{}", e.message);
         assert_eq!(e.offset, Some(0));
+
+        let huge = format!("click(1){}", " ".repeat(MAX_RESPONSE_BYTES));
+        assert!(err(&huge).message.contains("over the 1024 KiB limit"));
 
         let e = err("I have no idea what to do.");
         assert_eq!(e.offset, None);

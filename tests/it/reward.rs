@@ -183,6 +183,39 @@ fn score_prints_a_readable_decision_and_json() {
 }
 
 #[test]
+fn score_reads_the_candidate_from_stdin_and_never_prints_control_characters() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rmsweb"))
+        .args([
+            "reward",
+            "score",
+            "--target",
+            r#"{"name": "input", "params": {"index": 1, "text": "ok"}}"#,
+            "--candidate",
+            "-",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all("reasoning\n```json\n{\"action\": [{\"input_text\": {\"index\": 1, \"text\": \"\\u001b]0;pwned\\u0007\\u001b[31mred\"}}]}\n```".as_bytes())
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8(o.stdout).unwrap();
+    assert!(out.contains("score  0.3 (type)"), "{out}");
+    assert!(out.contains("red"), "{out}");
+    assert!(
+        !out.chars().any(|c| c.is_control() && c != '\n'),
+        "control characters reached the terminal: {out:?}"
+    );
+}
+
+#[test]
 fn score_takes_elements_and_target_from_a_dataset_step() {
     let dir = tempfile::tempdir().unwrap();
     let mut ds = Dataset::create(dir.path(), "t", "").unwrap();
