@@ -268,7 +268,8 @@ pub fn upload(c: &Action, t: &Action, ctx: &Ctx) -> Decision {
     }
 }
 
-/// navigate: the URL, exact or after normalization.
+/// navigate: the URL, exact or after normalization (`new_tab` is not compared: the
+/// page reached is what matters).
 pub fn navigate(c: &Action, t: &Action, ctx: &Ctx) -> Decision {
     let Some(cu) = c.str_param("url") else {
         return missing(c, "candidate", "url");
@@ -308,7 +309,8 @@ pub fn navigate(c: &Action, t: &Action, ctx: &Ctx) -> Decision {
     }
 }
 
-/// search, extract, find_text: a free-text query compared by tokens.
+/// search, extract, find_text: a free-text query compared by tokens (search's
+/// `engine` is not compared).
 /// `threshold` = `None` means only normalized equality earns 0.7.
 pub fn query(
     ty: &str,
@@ -525,7 +527,7 @@ pub fn tab(ty: &str, c: &Action, t: &Action) -> Decision {
     }
 }
 
-/// done: the success flag, then the answer.
+/// done: the success flag (absent = true, Browser Use's default), then the answer.
 pub fn done(c: &Action, t: &Action, ctx: &Ctx) -> Decision {
     let flag = |a: &Action| a.bool_param("success").unwrap_or(true);
     let (cf, tf) = (flag(c), flag(t));
