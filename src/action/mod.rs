@@ -2,6 +2,8 @@
 //! from older Browser Use action names, and (in submodules) parsing from model output.
 
 pub mod parse;
+pub mod render;
+mod scan;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};

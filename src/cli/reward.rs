@@ -1,10 +1,173 @@
-//! `rmsweb reward` (not built yet: its issue is in progress).
+//! `rmsweb reward`: score candidate actions with the polarized action-semantic rubric.
+
+use anyhow::{Context, bail};
+use clap::Subcommand;
+use rmsweb::action::Action;
+use rmsweb::action::parse::parse_response;
+use rmsweb::reward::batch::{StepRef, parse_targets, run_batch};
+use rmsweb::reward::{Decision, RewardConfig, score_against};
+use rmsweb::trajectory::Element;
+use rmsweb::util::sanitize::{clean_line, clean_text};
+use std::io::{BufRead, Read};
+use std::path::{Path, PathBuf};
 
 /// Arguments of `rmsweb reward`.
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Score one model response against a target action and explain the decision.
+    Score(ScoreArgs),
+    /// Score JSON Lines cases `{"target", "candidate", "elements"?}`, one decision
+    /// per line (`{"line", "score", "level", "rule", "reason"}` or
+    /// `{"line", "error"}`); exits non-zero if any line failed. Blank lines are skipped.
+    Batch(BatchArgs),
+}
+
+#[derive(clap::Args)]
+struct ScoreArgs {
+    /// Target action as JSON: `{"name": "click", "params": {"index": 12}}`, or a list
+    /// of them for a multi-action step. Default with --state: that step's actions.
+    #[arg(long)]
+    target: Option<String>,
+    /// The model response to score (Browser Use JSON, fenced, or `click(12)`);
+    /// `-` reads it from stdin.
+    #[arg(long)]
+    candidate: String,
+    /// Take the elements (and, without --target, the target) from a dataset step:
+    /// `DATASET:TRAJECTORY_ID:STEP`.
+    #[arg(long, value_name = "D:TRAJ:STEP")]
+    state: Option<StepRef>,
+    /// Rubric thresholds (TOML); default: the documented defaults.
+    #[arg(long, value_name = "reward.toml")]
+    config: Option<PathBuf>,
+    /// Print one JSON object `{score, level, rule, reason}`.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::Args)]
+struct BatchArgs {
+    /// Cases file (JSON Lines); `-` reads stdin.
+    cases: PathBuf,
+    /// Rubric thresholds (TOML).
+    #[arg(long, value_name = "reward.toml")]
+    config: Option<PathBuf>,
+}
 
 /// Runs the subcommand.
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("`rmsweb reward` is not built yet")
+pub fn run(args: Args) -> anyhow::Result<()> {
+    match args.command {
+        Command::Score(a) => score(a),
+        Command::Batch(a) => batch(a),
+    }
+}
+
+fn config(path: Option<&Path>) -> anyhow::Result<RewardConfig> {
+    path.map_or_else(|| Ok(RewardConfig::default()), RewardConfig::load)
+}
+
+fn score(a: ScoreArgs) -> anyhow::Result<()> {
+    let cfg = config(a.config.as_deref())?;
+    let candidate = if a.candidate == "-" {
+        let mut s = String::new();
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .context("reading the candidate from stdin")?;
+        s
+    } else {
+        a.candidate
+    };
+    let step = a.state.as_ref().map(StepRef::load).transpose()?;
+    let targets: Vec<Action> = match (&a.target, &step) {
+        (Some(t), _) => {
+            let v: serde_json::Value =
+                serde_json::from_str(t).context("--target is not valid JSON")?;
+            parse_targets(v, "--target").map_err(anyhow::Error::msg)?
+        }
+        (None, Some(s)) if !s.output.actions.is_empty() => s.output.actions.clone(),
+        (None, Some(_)) => bail!("the --state step has no action; give --target"),
+        (None, None) => {
+            bail!("give --target JSON, or --state D:TRAJ:STEP to use that step's action")
+        }
+    };
+    let elements: &[Element] = step.as_ref().map_or(&[], |s| &s.state.elements);
+    let decision = score_against(&candidate, &targets, elements, &cfg);
+    if a.json {
+        println!("{}", serde_json::to_string(&decision)?);
+    } else {
+        print_decision(&decision, &candidate, &targets, elements.len());
+    }
+    Ok(())
+}
+
+fn shorts(actions: &[Action]) -> String {
+    let v: Vec<String> = actions.iter().map(Action::short).collect();
+    clean_line(&v.join("; ")).into_owned()
+}
+
+fn print_decision(d: &Decision, candidate: &str, targets: &[Action], elements: usize) {
+    println!("score  {:.1} ({})", d.score, d.level.name());
+    println!("rule   {}", clean_line(&d.rule));
+    println!("reason {}", clean_line(&d.reason));
+    match parse_response(candidate) {
+        Ok(p) => println!("candidate {}", shorts(&p.actions)),
+        Err(_) => {
+            let shown: String = candidate.chars().take(200).collect();
+            println!(
+                "candidate (unparsed) {}",
+                clean_text(&shown).replace('\n', " ⏎ ")
+            );
+        }
+    }
+    println!("target    {}", shorts(targets));
+    if elements == 0 {
+        println!("(no element list: element checks skipped)");
+    } else {
+        println!("({elements} elements in the state)");
+    }
+}
+
+fn batch(a: BatchArgs) -> anyhow::Result<()> {
+    let cfg = config(a.config.as_deref())?;
+    let input: Box<dyn BufRead> = if a.cases.as_os_str() == "-" {
+        Box::new(std::io::stdin().lock())
+    } else {
+        let f = std::fs::File::open(&a.cases)
+            .with_context(|| format!("opening {}", a.cases.display()))?;
+        Box::new(std::io::BufReader::new(f))
+    };
+    let stdout = std::io::stdout().lock();
+    let summary = run_batch(input, std::io::BufWriter::new(stdout), &cfg)?;
+    let name = if a.cases.as_os_str() == "-" {
+        "stdin".to_string()
+    } else {
+        a.cases.display().to_string()
+    };
+    if summary.failed.is_empty() {
+        eprintln!("{name}: {} lines scored", summary.scored);
+        Ok(())
+    } else {
+        let shown: Vec<String> = summary
+            .failed
+            .iter()
+            .take(20)
+            .map(usize::to_string)
+            .collect();
+        let more = if summary.failed.len() > 20 {
+            ", ..."
+        } else {
+            ""
+        };
+        bail!(
+            "{name}: {} lines scored, {} failed (line {}{more})",
+            summary.scored,
+            summary.failed.len(),
+            shown.join(", ")
+        )
+    }
 }

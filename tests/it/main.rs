@@ -2,4 +2,5 @@
 
 mod dataset;
 mod import;
+mod reward;
 mod rl_groups;
