@@ -7,7 +7,7 @@ use rmsweb::action::parse::parse_response;
 use rmsweb::reward::batch::{StepRef, parse_targets, run_batch};
 use rmsweb::reward::{Decision, RewardConfig, score_against};
 use rmsweb::trajectory::Element;
-use rmsweb::util::sanitize::{clean_line, clean_text};
+use rmsweb::util::sanitize::clean_line;
 use std::io::{BufRead, Read};
 use std::path::{Path, PathBuf};
 
@@ -22,9 +22,12 @@ pub struct Args {
 enum Command {
     /// Score one model response against a target action and explain the decision.
     Score(ScoreArgs),
-    /// Score JSON Lines cases `{"target", "candidate", "elements"?}`, one decision
-    /// per line (`{"line", "score", "level", "rule", "reason"}` or
-    /// `{"line", "error"}`); exits non-zero if any line failed. Blank lines are skipped.
+    /// Score a JSON Lines file of cases, one decision per line.
+    ///
+    /// Input lines: `{"target": Action or [Action], "candidate": "text", "elements":
+    /// [Element]?}`. Output lines, in order: `{"line", "score", "level", "rule",
+    /// "reason"}` or `{"line", "error"}`. Blank lines are skipped. Exits non-zero if
+    /// any line failed (the others are still scored).
     Batch(BatchArgs),
 }
 
@@ -116,19 +119,37 @@ fn print_decision(d: &Decision, candidate: &str, targets: &[Action], elements: u
     println!("reason {}", clean_line(&d.reason));
     match parse_response(candidate) {
         Ok(p) => println!("candidate {}", shorts(&p.actions)),
-        Err(_) => {
-            let shown: String = candidate.chars().take(200).collect();
-            println!(
-                "candidate (unparsed) {}",
-                clean_text(&shown).replace('\n', " ⏎ ")
-            );
-        }
+        Err(e) => print_error_context(candidate, e.offset),
     }
     println!("target    {}", shorts(targets));
     if elements == 0 {
         println!("(no element list: element checks skipped)");
     } else {
         println!("({elements} elements in the state)");
+    }
+}
+
+/// The unparsed candidate around the error's byte, with a caret under it.
+fn print_error_context(candidate: &str, offset: Option<usize>) {
+    const SIDE: usize = 40;
+    let at = offset.unwrap_or(0).min(candidate.len());
+    let mut from = at.saturating_sub(SIDE);
+    while !candidate.is_char_boundary(from) {
+        from -= 1;
+    }
+    let mut to = (at + SIDE).min(candidate.len());
+    while !candidate.is_char_boundary(to) {
+        to += 1;
+    }
+    let before = clean_line(&candidate[from..at]).into_owned();
+    let after = clean_line(&candidate[at..to]).into_owned();
+    let lead = if from > 0 { "…" } else { "" };
+    let tail = if to < candidate.len() { "…" } else { "" };
+    println!("candidate (unparsed) {lead}{before}{after}{tail}");
+    if offset.is_some() {
+        let pad =
+            "candidate (unparsed) ".chars().count() + lead.chars().count() + before.chars().count();
+        println!("{}^ byte {at}", " ".repeat(pad));
     }
 }
 

@@ -155,6 +155,9 @@ pub fn score_actions(
         )
     } else {
         let list = |a: &[Action]| {
+            if a.is_empty() {
+                return "(none)".to_string();
+            }
             let v: Vec<String> = a.iter().map(Action::short).collect();
             clean_line(&format!("[{}]", v.join(", "))).into_owned()
         };
