@@ -39,7 +39,10 @@ pub fn default_export_path(root: &Path) -> PathBuf {
 pub fn export_corrected(root: &Path, out: &Path) -> anyhow::Result<ExportReport> {
     let pairs_path = root.join("mined").join("pairs.jsonl");
     if !pairs_path.exists() {
-        bail!("{}: no mined pairs (run `rmsweb mine` first)", pairs_path.display());
+        bail!(
+            "{}: no mined pairs (run `rmsweb mine` first)",
+            pairs_path.display()
+        );
     }
     let pairs: Vec<MinedPair> = JsonlFile::open(&pairs_path)?.all()?;
     let log = AnnotationLog::for_dataset(root);
@@ -90,10 +93,15 @@ pub fn export_corrected(root: &Path, out: &Path) -> anyhow::Result<ExportReport>
 }
 
 /// Events per annotator and op: `{annotator: {op: n}}` (ops with no events left out).
-pub fn counts(log: &AnnotationLog) -> anyhow::Result<BTreeMap<String, BTreeMap<&'static str, usize>>> {
+pub fn counts(
+    log: &AnnotationLog,
+) -> anyhow::Result<BTreeMap<String, BTreeMap<&'static str, usize>>> {
     let mut out: BTreeMap<String, BTreeMap<&'static str, usize>> = BTreeMap::new();
     for e in log.read()? {
-        *out.entry(e.annotator).or_default().entry(e.op.as_str()).or_default() += 1;
+        *out.entry(e.annotator)
+            .or_default()
+            .entry(e.op.as_str())
+            .or_default() += 1;
     }
     Ok(out)
 }

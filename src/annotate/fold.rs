@@ -94,13 +94,19 @@ impl Folded {
     /// The latest still-active non-undo event of `annotator` on `pair`: what `undo`
     /// would revert.
     pub fn last_active(&self, pair: &str, annotator: &str) -> Option<&AnnotationEvent> {
-        self.last_active_index(pair, annotator).map(|j| &self.events[j])
+        self.last_active_index(pair, annotator)
+            .map(|j| &self.events[j])
     }
 
     fn recompute(&mut self, pair: &str) {
         let mut st = PairState::default();
         let mut decision = None;
-        for &j in self.by_pair.get(pair).map(Vec::as_slice).unwrap_or_default() {
+        for &j in self
+            .by_pair
+            .get(pair)
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+        {
             if !self.active[j] || self.events[j].op == Op::Undo {
                 continue;
             }
@@ -112,19 +118,24 @@ impl Folded {
                     _ => {
                         self.problems.insert(
                             j,
-                            format!("event {} (pair {pair}): relabel value is not a category name", j + 1),
+                            format!(
+                                "event {} (pair {pair}): relabel value is not a category name",
+                                j + 1
+                            ),
                         );
                     }
                 },
-                Op::EditTarget => match serde_json::from_value::<Action>(e.value.clone()) {
-                    Ok(a) => st.target = Some(a),
-                    Err(err) => {
-                        self.problems.insert(
+                Op::EditTarget => {
+                    match serde_json::from_value::<Action>(e.value.clone()) {
+                        Ok(a) => st.target = Some(a),
+                        Err(err) => {
+                            self.problems.insert(
                             j,
                             format!("event {} (pair {pair}): edit_target value is not an action: {err}", j + 1),
                         );
+                        }
                     }
-                },
+                }
                 Op::Note => st.notes.push(match &e.value {
                     serde_json::Value::String(s) => s.clone(),
                     other => other.to_string(),
@@ -178,7 +189,12 @@ mod tests {
             ev("ann", "p1", Op::Accept, Value::Null),
             ev("ann", "p2", Op::Reject, Value::Null),
             ev("ann", "p3", Op::Relabel, json!("premature_done")),
-            ev("ann", "p4", Op::EditTarget, json!({"name": "click", "params": {"index": 3}})),
+            ev(
+                "ann",
+                "p4",
+                Op::EditTarget,
+                json!({"name": "click", "params": {"index": 3}}),
+            ),
             ev("ann", "p4", Op::Note, json!("index 3 is the real button")),
         ]);
         assert_eq!(f.status("p1"), Status::Accepted);
@@ -209,7 +225,11 @@ mod tests {
         f.push(ev("a", "p", Op::Undo, Value::Null));
         let s = f.state("p");
         assert_eq!(s.category, None);
-        assert_eq!(s.notes, vec!["b's note".to_string()], "b's event is not a's to undo");
+        assert_eq!(
+            s.notes,
+            vec!["b's note".to_string()],
+            "b's event is not a's to undo"
+        );
         // Nothing of a's left: a further undo changes nothing.
         f.push(ev("a", "p", Op::Undo, Value::Null));
         assert_eq!(f.state("p").notes.len(), 1);

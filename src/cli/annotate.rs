@@ -56,7 +56,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 println!("no annotations yet");
             } else {
                 let ops: Vec<&str> = annotate::export::op_names().collect();
-                let w = counts.keys().map(|k| k.chars().count()).max().unwrap_or(9).max(9);
+                let w = counts
+                    .keys()
+                    .map(|k| k.chars().count())
+                    .max()
+                    .unwrap_or(9)
+                    .max(9);
                 print!("{:w$}", "annotator");
                 for op in &ops {
                     print!("  {op:>11}");
