@@ -325,7 +325,7 @@ impl Component for PairsView {
         self.refresh_rows(sh);
         let th = sh.theme.clone();
         let [left, right] =
-            Layout::horizontal([Constraint::Length(44), Constraint::Min(40)]).areas(area);
+            Layout::horizontal([Constraint::Length(48), Constraint::Min(40)]).areas(area);
         let (done, total) = sh.reviewed();
         let block = pane(format!("Queue {}/{} reviewed", done, total), true, &th);
         let inner = block.inner(left);
@@ -341,7 +341,11 @@ impl Component for PairsView {
                 status_icon(st.status),
                 trunc(&p.id, 14),
                 trunc(cat, 18),
-                p.failure_mode.confidence,
+                if st.category.is_some() {
+                    1.0
+                } else {
+                    p.failure_mode.confidence
+                },
                 p.scores.total
             );
             let style = if pos == self.list.selected {
@@ -516,7 +520,9 @@ impl PairsView {
                         .unwrap_or_default(),
                     th.dim(),
                 ),
-                Span::styled("  Category: ", th.label()),
+            ]),
+            Line::from(vec![
+                Span::styled("Category: ", th.label()),
                 Span::styled(line(&cat), th.text()),
                 Span::styled(format!(" ({src}, {conf:.2})"), th.dim()),
             ]),

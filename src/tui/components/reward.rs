@@ -211,7 +211,7 @@ impl Component for RewardView {
             return;
         };
         let [info, cand, verdict, elems] = Layout::vertical([
-            Constraint::Length(9),
+            Constraint::Length(6),
             Constraint::Length(5),
             Constraint::Length(6),
             Constraint::Min(3),

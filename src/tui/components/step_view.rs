@@ -42,13 +42,12 @@ pub fn element_lines(
 
 /// An action as highlighted pretty JSON.
 pub fn action_json(action: &Action, theme: &Theme) -> Vec<Line<'static>> {
-    let json =
-        serde_json::to_string_pretty(action).unwrap_or_else(|e| format!("(unprintable: {e})"));
+    let json = serde_json::to_string(action).unwrap_or_else(|e| format!("(unprintable: {e})"));
     json_lines(&json, &theme.syntax)
 }
 
-/// Every line of a step's detail: URL, title, actions, model output, result,
-/// memory and elements.
+/// Every line of a step's detail: URL, title, actions, result, memory, elements
+/// (the acted-on one marked), then the model output.
 pub fn step_lines(step: &Step, theme: &Theme, width: usize) -> Vec<Line<'static>> {
     let l = theme.label();
     let t = theme.text();
@@ -63,16 +62,6 @@ pub fn step_lines(step: &Step, theme: &Theme, width: usize) -> Vec<Line<'static>
     for a in &step.output.actions {
         out.extend(action_json(a, theme));
     }
-    out.push(Line::from(Span::styled("Model output", l)));
-    let o = &step.output;
-    let json = serde_json::to_string_pretty(&serde_json::json!({
-        "thinking": o.thinking,
-        "evaluation_previous_goal": o.evaluation_previous_goal,
-        "memory": o.memory,
-        "next_goal": o.next_goal,
-    }))
-    .unwrap_or_default();
-    out.extend(json_lines(&json, &theme.syntax));
     out.push(Line::from(Span::styled("Result", l)));
     if step.result.is_empty() {
         out.push(Line::from(Span::styled(
@@ -112,5 +101,15 @@ pub fn step_lines(step: &Step, theme: &Theme, width: usize) -> Vec<Line<'static>
         l,
     )));
     out.extend(element_lines(&step.state, acted, theme, width));
+    out.push(Line::from(Span::styled("Model output", l)));
+    let o = &step.output;
+    let json = serde_json::to_string_pretty(&serde_json::json!({
+        "thinking": o.thinking,
+        "evaluation_previous_goal": o.evaluation_previous_goal,
+        "memory": o.memory,
+        "next_goal": o.next_goal,
+    }))
+    .unwrap_or_default();
+    out.extend(json_lines(&json, &theme.syntax));
     out
 }

@@ -75,7 +75,7 @@ impl ImageCache {
         match self.entry(path) {
             Ok(proto) => {
                 f.render_stateful_widget(
-                    StatefulImage::default().resize(Resize::Fit(None)),
+                    StatefulImage::default().resize(Resize::Scale(None)),
                     area,
                     proto,
                 );
