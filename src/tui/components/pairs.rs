@@ -477,7 +477,7 @@ impl PairsView {
         let th = sh.theme.clone();
         let st = sh.folded.state(&pair.id);
         let [head, sides, bottom] = Layout::vertical([
-            Constraint::Length(4),
+            Constraint::Length(5),
             Constraint::Percentage(55),
             Constraint::Min(6),
         ])
