@@ -28,8 +28,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .annotator
         .filter(|a| !a.trim().is_empty())
         .unwrap_or_else(|| "anonymous".into());
-    // Fail before touching the terminal when the dataset cannot be opened.
-    rmsweb::trajectory::Dataset::open(&dataset)?;
     rmsweb::tui::run(Options {
         dataset,
         annotator,

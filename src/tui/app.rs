@@ -43,6 +43,8 @@ pub struct App {
     /// The filter prompt's text while it is open.
     pub filter_input: Option<String>,
     quit: bool,
+    /// Whether the last frame was drawn with the highlighter loaded.
+    highlighted: bool,
 }
 
 impl App {
@@ -50,6 +52,7 @@ impl App {
     /// pairs on a background thread; the first frame can be drawn at once.
     pub fn new(opts: Options) -> anyhow::Result<App> {
         let dataset = Arc::new(Dataset::open(&opts.dataset)?);
+        super::widgets::highlight::warm_up_in_background();
         let (tx, rx) = std::sync::mpsc::channel();
         let ds = Arc::clone(&dataset);
         std::thread::Builder::new()
@@ -74,17 +77,27 @@ impl App {
             help: false,
             filter_input: None,
             quit: false,
+            highlighted: false,
         })
     }
 
-    /// Blocks until the background load is done (tests, benches).
+    /// Blocks until the background load is done and the highlighter is ready
+    /// (tests, benches).
     pub fn wait_loaded(&mut self) {
         self.shared.poll_loader(true);
+        super::widgets::highlight::warm_up();
     }
 
-    /// Takes background results that arrived; true when the frame must be redrawn.
+    /// Takes background results that arrived; true when the frame must be redrawn
+    /// (new data, or the highlighter became ready since the last frame).
     pub fn tick(&mut self) -> bool {
-        self.shared.poll_loader(false)
+        let data = self.shared.poll_loader(false);
+        data || (!self.highlighted && super::widgets::highlight::ready())
+    }
+
+    /// Replaces how screenshots are drawn (once the terminal has been asked).
+    pub fn set_picker(&mut self, picker: Picker) {
+        self.shared.images = ImageCache::new(picker);
     }
 
     /// Whether the user asked to quit.
@@ -208,6 +221,7 @@ impl App {
 
     /// Draws the whole frame.
     pub fn draw(&mut self, f: &mut Frame) {
+        self.highlighted = super::widgets::highlight::ready();
         let th = self.shared.theme.clone();
         let area = f.area();
         f.render_widget(Paragraph::new("").style(th.text()), area);

@@ -27,17 +27,18 @@ impl Drop for Restore {
 }
 
 /// Opens the workbench in the terminal until the user quits. `opts.picker` is
-/// replaced by the terminal's own graphics protocol.
-pub fn run(mut opts: Options) -> anyhow::Result<()> {
+/// replaced by the terminal's own graphics protocol. A dataset that cannot be
+/// opened is reported before the terminal is touched.
+pub fn run(opts: Options) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()?;
+    let mut app = App::new(opts)?;
     // ratatui::init installs a panic hook that restores the terminal first.
     let mut terminal = ratatui::try_init()?;
     let _restore = Restore;
-    opts.picker = pick_protocol();
-    let mut app = App::new(opts)?;
+    app.set_picker(pick_protocol());
     terminal.draw(|f| app.draw(f))?;
     rt.block_on(async {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Event>();

@@ -57,7 +57,6 @@ pub fn load(ds: &Dataset) -> Loaded {
         Err(e) => errors.push(e.to_string()),
     }
     ds.position_of("");
-    super::widgets::highlight::warm_up();
     Loaded {
         tasks,
         summaries,

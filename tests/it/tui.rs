@@ -371,9 +371,15 @@ fn hostile_text_is_rendered_clean_in_every_view() {
     app.handle_key(key(KeyCode::Enter));
     typ(&mut app, "3G");
     assert_clean(&render(&mut app), "reward");
-    typ(&mut app, "1t");
-    app.tab = Tab::Reward;
-    assert_clean(&render(&mut app), "reward from trajectory");
+    typ(&mut app, "13t");
+    assert_eq!(app.tab, Tab::Reward);
+    let t = render(&mut app);
+    assert!(
+        t.backend().to_string().contains("trajectory steps"),
+        "{}",
+        t.backend()
+    );
+    assert_clean(&t, "reward from trajectory");
 }
 
 #[test]

@@ -28,11 +28,41 @@ pub fn warm_up() {
     assets();
 }
 
+/// Whether the highlighter is loaded. Until it is, [`json_lines`] returns plain
+/// lines instead of waiting (the first frame must not wait for syntect).
+pub fn ready() -> bool {
+    ASSETS.get().is_some()
+}
+
+/// Starts loading the highlighter on a background thread.
+pub fn warm_up_in_background() {
+    if !ready() {
+        let _ = std::thread::Builder::new()
+            .name("rmsweb-syntect".into())
+            .spawn(warm_up);
+    }
+}
+
 /// Highlights `json` (already serialized, so control characters are escaped) with
 /// the syntect theme `theme` (falls back to plain text when unknown). Each line is
 /// sanitized before it becomes a span.
 pub fn json_lines(json: &str, theme: &str) -> Vec<Line<'static>> {
-    let a = assets();
+    json_lines_with(json, theme, false)
+}
+
+/// Like [`json_lines`]; with `wait = false` and the highlighter still loading, the
+/// lines come back plain.
+pub fn json_lines_with(json: &str, theme: &str, wait: bool) -> Vec<Line<'static>> {
+    let a = match ASSETS.get() {
+        Some(a) => a,
+        None if wait => assets(),
+        None => {
+            return json
+                .lines()
+                .map(|l| Line::from(clean_line(l).into_owned()))
+                .collect();
+        }
+    };
     let (Some(syntax), Some(th)) = (
         a.syntaxes.find_syntax_by_extension("json"),
         a.themes.themes.get(theme),
@@ -80,7 +110,11 @@ mod tests {
 
     #[test]
     fn highlights_json_keys_and_values_in_colour_without_controls() {
-        let lines = json_lines("{\n  \"name\": \"click\\u001b[2J\"\n}", "base16-ocean.dark");
+        let lines = json_lines_with(
+            "{\n  \"name\": \"click\\u001b[2J\"\n}",
+            "base16-ocean.dark",
+            true,
+        );
         assert_eq!(lines.len(), 3);
         let text: String = lines[1].spans.iter().map(|s| s.content.as_ref()).collect();
         assert_eq!(text, "  \"name\": \"click\\u001b[2J\"");
