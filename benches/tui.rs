@@ -106,7 +106,9 @@ fn bench(c: &mut Criterion) {
     g.finish();
 
     c.bench_function("redraw_trajectories", |b| {
-        b.iter(|| term.draw(|f| app.draw(f)).unwrap())
+        b.iter(|| {
+            term.draw(|f| app.draw(f)).unwrap();
+        })
     });
 }
 

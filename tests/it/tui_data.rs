@@ -58,6 +58,7 @@ struct StepSpec<'a> {
     error: Option<&'a str>,
 }
 
+#[allow(clippy::too_many_arguments)]
 fn trajectory(
     root: &Path,
     id: &str,
@@ -148,6 +149,7 @@ fn login_page() -> Vec<Element> {
     ]
 }
 
+#[allow(clippy::too_many_arguments)]
 fn pair(
     id: &str,
     task: &str,
