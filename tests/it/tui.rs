@@ -432,3 +432,51 @@ fn two_writers_never_interleave_partial_lines() {
         }));
     }
 }
+
+#[test]
+fn workbench_reports_bad_options_before_touching_the_terminal() {
+    let d = dataset();
+    let run = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_rmsweb"))
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = run(&[
+        "--dataset",
+        d.path().to_str().unwrap(),
+        "--theme",
+        "no-such-theme",
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no theme `no-such-theme`"), "{err}");
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains('\u{1b}'),
+        "the terminal was not touched"
+    );
+    let out = run(&["--dataset", "/no/such/dataset"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/no/such/dataset"));
+    // A theme given as a file is read from that file, errors naming it.
+    let bad = d.path().join("bad.toml");
+    std::fs::write(&bad, "name = \"x\"\n").unwrap();
+    let out = run(&[
+        "--dataset",
+        d.path().to_str().unwrap(),
+        "--theme",
+        bad.to_str().unwrap(),
+    ]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("bad.toml"));
+}
+
+#[test]
+fn light_theme_renders_the_same_layout() {
+    let d = dataset();
+    let mut dark = open(d.path());
+    let mut light = open(d.path());
+    light.shared.theme = Theme::load("light").unwrap();
+    let (a, b) = (render(&mut dark), render(&mut light));
+    assert_eq!(a.backend().to_string(), b.backend().to_string());
+    assert_ne!(a.backend().buffer(), b.backend().buffer(), "colours differ");
+}
