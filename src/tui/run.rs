@@ -7,14 +7,28 @@ use ratatui::crossterm::event::{self, Event, KeyEventKind};
 use ratatui_image::picker::Picker;
 use std::time::Duration;
 
+/// How long the terminal may take to answer the graphics query before halfblocks
+/// are used (the library's default of seconds would delay the first frame in
+/// terminals that never answer, tmux among them); `RMSWEB_PICKER_TIMEOUT_MS`
+/// overrides it, for slow links.
+const QUERY_TIMEOUT_MS: u64 = 250;
+
 /// Chooses how screenshots are drawn: `RMSWEB_PICKER=halfblocks` forces halfblocks;
 /// otherwise the terminal is asked (kitty / sixel / iTerm2), with halfblocks when
-/// it does not answer.
+/// it does not answer in time.
 pub fn pick_protocol() -> Picker {
     if std::env::var("RMSWEB_PICKER").is_ok_and(|v| v == "halfblocks") {
         return Picker::halfblocks();
     }
-    Picker::from_query_stdio().unwrap_or_else(|_| Picker::halfblocks())
+    let timeout = std::env::var("RMSWEB_PICKER_TIMEOUT_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(QUERY_TIMEOUT_MS);
+    let options = ratatui_image::picker::cap_parser::QueryStdioOptions {
+        timeout: Duration::from_millis(timeout),
+        ..Default::default()
+    };
+    Picker::from_query_stdio_with_options(options).unwrap_or_else(|_| Picker::halfblocks())
 }
 
 /// Restores the terminal when dropped (normal exit, `?` error, or unwinding).
