@@ -61,11 +61,10 @@ impl App {
                 // Leave one core to the UI thread so keys stay quick while loading.
                 let threads = std::thread::available_parallelism()
                     .map_or(1, |n| n.get().saturating_sub(1).max(1));
-                let loaded = match rayon::ThreadPoolBuilder::new().num_threads(threads).build() {
-                    Ok(pool) => pool.install(|| load(&ds)),
-                    Err(_) => load(&ds),
-                };
-                let _ = tx.send(loaded);
+                match rayon::ThreadPoolBuilder::new().num_threads(threads).build() {
+                    Ok(pool) => pool.install(|| load(&ds, &tx)),
+                    Err(_) => load(&ds, &tx),
+                }
             })?;
         let shared = Shared::new(
             dataset,

@@ -10,20 +10,27 @@ use crate::trajectory::jsonl::{self, JsonlFile};
 use crate::trajectory::{Dataset, Task, Trajectory, TrajectorySummary};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, TryRecvError};
+use std::sync::mpsc::{Receiver, Sender, TryRecvError};
 
-/// What the background loader reads after the first frame.
-pub struct Loaded {
-    pub tasks: HashMap<String, Task>,
-    pub summaries: Vec<Option<TrajectorySummary>>,
-    pub pairs: Vec<MinedPair>,
-    /// Problems found, each naming file, line and field.
-    pub errors: Vec<String>,
+/// What the background loader sends, in this order.
+pub enum Loaded {
+    /// Tasks and mined pairs (small files, read first).
+    Early {
+        tasks: HashMap<String, Task>,
+        pairs: Vec<MinedPair>,
+        /// Problems found, each naming file, line and field.
+        errors: Vec<String>,
+    },
+    /// The summary of every trajectory (a pass over the whole file).
+    Summaries {
+        summaries: Vec<Option<TrajectorySummary>>,
+        errors: Vec<String>,
+    },
 }
 
-/// Reads tasks, trajectory summaries and mined pairs (in parallel where it can), and
-/// warms the id index and the highlighter. Runs on a background thread.
-pub fn load(ds: &Dataset) -> Loaded {
+/// Reads tasks and mined pairs, sends them, then reads every trajectory summary (in
+/// parallel) and sends those, then warms the id index. Runs on a background thread.
+pub fn load(ds: &Dataset, tx: &Sender<Loaded>) {
     let mut errors = Vec::new();
     let tasks = match ds.tasks() {
         Ok(t) => t.into_iter().map(|t| (t.task_id.clone(), t)).collect(),
@@ -32,11 +39,6 @@ pub fn load(ds: &Dataset) -> Loaded {
             HashMap::new()
         }
     };
-    let summaries = ds
-        .summaries()
-        .into_iter()
-        .map(|r| r.map_err(|e| errors.push(e.to_string())).ok())
-        .collect();
     let mut pairs = Vec::new();
     let pairs_path = ds.root().join("mined").join("pairs.jsonl");
     match JsonlFile::open(&pairs_path) {
@@ -56,13 +58,26 @@ pub fn load(ds: &Dataset) -> Loaded {
         }
         Err(e) => errors.push(e.to_string()),
     }
-    ds.position_of("");
-    Loaded {
-        tasks,
-        summaries,
-        pairs,
-        errors,
+    if tx
+        .send(Loaded::Early {
+            tasks,
+            pairs,
+            errors,
+        })
+        .is_err()
+    {
+        return;
     }
+    let mut errors = Vec::new();
+    let summaries = ds
+        .summaries()
+        .into_iter()
+        .map(|r| r.map_err(|e| errors.push(e.to_string())).ok())
+        .collect();
+    if tx.send(Loaded::Summaries { summaries, errors }).is_err() {
+        return;
+    }
+    ds.position_of("");
 }
 
 /// Whether the latest change reached the disk.
@@ -174,32 +189,49 @@ impl Shared {
         })
     }
 
-    /// Takes the loader's result if it is ready (never blocks unless `wait`).
+    /// Takes what the loader has sent so far (with `wait`, blocks until it is done).
     /// Returns true when data arrived.
     pub fn poll_loader(&mut self, wait: bool) -> bool {
-        let Some(rx) = &self.loader else { return false };
-        let got = if wait {
-            rx.recv().ok()
-        } else {
-            match rx.try_recv() {
-                Ok(l) => Some(l),
-                Err(TryRecvError::Empty) => return false,
-                Err(TryRecvError::Disconnected) => None,
+        let mut changed = false;
+        while let Some(rx) = &self.loader {
+            let msg = if wait {
+                rx.recv().ok()
+            } else {
+                match rx.try_recv() {
+                    Ok(m) => Some(m),
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Disconnected) => None,
+                }
+            };
+            changed = true;
+            self.version += 1;
+            match msg {
+                Some(Loaded::Early {
+                    tasks,
+                    pairs,
+                    errors,
+                }) => {
+                    self.tasks = tasks;
+                    self.pairs = pairs;
+                    self.pairs_loaded = true;
+                    self.load_errors.extend(errors);
+                }
+                Some(Loaded::Summaries { summaries, errors }) => {
+                    self.summaries = Some(summaries);
+                    self.lazy_summaries.clear();
+                    self.load_errors.extend(errors);
+                    self.loader = None;
+                }
+                None => {
+                    if self.summaries.is_none() {
+                        self.load_errors.push("background loader stopped".into());
+                    }
+                    self.pairs_loaded = true;
+                    self.loader = None;
+                }
             }
-        };
-        self.loader = None;
-        if let Some(l) = got {
-            self.tasks = l.tasks;
-            self.summaries = Some(l.summaries);
-            self.lazy_summaries.clear();
-            self.pairs = l.pairs;
-            self.load_errors.extend(l.errors);
-        } else {
-            self.load_errors.push("background loader stopped".into());
         }
-        self.pairs_loaded = true;
-        self.version += 1;
-        true
+        changed
     }
 
     /// Whether the background load is done.
