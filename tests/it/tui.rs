@@ -310,7 +310,10 @@ fn edit_saves_only_a_valid_action() {
 fn notes_and_next_pending() {
     let d = dataset();
     let mut app = open(d.path());
-    typ(&mut app, "2a]");
+    typ(&mut app, "2[");
+    assert!(screen(&mut app).contains("hostile-s0 ·"), "[ wraps to the last pending pair");
+    typ(&mut app, "g");
+    typ(&mut app, "a]");
     typ(&mut app, "nindex 7 is the red one");
     app.handle_key(key(KeyCode::Enter));
     let ev = events(d.path());
