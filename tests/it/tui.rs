@@ -311,7 +311,10 @@ fn notes_and_next_pending() {
     let d = dataset();
     let mut app = open(d.path());
     typ(&mut app, "2[");
-    assert!(screen(&mut app).contains("hostile-s0 ·"), "[ wraps to the last pending pair");
+    assert!(
+        screen(&mut app).contains("hostile-s0 ·"),
+        "[ wraps to the last pending pair"
+    );
     typ(&mut app, "g");
     typ(&mut app, "a]");
     typ(&mut app, "nindex 7 is the red one");
