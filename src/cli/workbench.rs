@@ -1,5 +1,6 @@
-//! `rmsweb` without a subcommand: the workbench (until it exists, the dataset's stats).
+//! `rmsweb` without a subcommand: the workbench.
 
+use rmsweb::tui::{Options, Theme};
 use std::path::PathBuf;
 
 /// Options of the workbench.
@@ -19,5 +20,18 @@ pub struct Args {
 /// Opens the workbench.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let dataset = args.dataset.unwrap_or_else(super::default_dataset);
-    super::dataset::print_stats(&dataset, false)
+    let theme = match &args.theme {
+        Some(t) => Theme::load(t)?,
+        None => Theme::load("dark")?,
+    };
+    let annotator = args
+        .annotator
+        .filter(|a| !a.trim().is_empty())
+        .unwrap_or_else(|| "anonymous".into());
+    rmsweb::tui::run(Options {
+        dataset,
+        annotator,
+        theme,
+        picker: ratatui_image::picker::Picker::halfblocks(),
+    })
 }

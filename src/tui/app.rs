@@ -1,0 +1,333 @@
+//! The app: owns the views and the shared state, routes keys, applies actions
+//! (`update`) and draws the frame (tab bar · view · status bar · overlays).
+
+use super::action::{Action, Tab};
+use super::components::pairs::PairsView;
+use super::components::reward::RewardView;
+use super::components::runs::RunsView;
+use super::components::trajectories::TrajectoriesView;
+use super::components::{Component, help};
+use super::shared::{SaveState, Shared, load};
+use super::theme::Theme;
+use super::widgets::screenshot::ImageCache;
+use crate::annotate::AnnotationEvent;
+use crate::trajectory::Dataset;
+use crate::tui::widgets::text::line;
+use ratatui::Frame;
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+use ratatui::layout::{Constraint, Layout};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Paragraph, Tabs};
+use ratatui_image::picker::Picker;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// How to open the workbench.
+pub struct Options {
+    pub dataset: PathBuf,
+    pub annotator: String,
+    pub theme: Theme,
+    /// How screenshots are drawn (`Picker::halfblocks()` in tests).
+    pub picker: Picker,
+}
+
+/// The workbench.
+pub struct App {
+    pub shared: Shared,
+    pub tab: Tab,
+    pub trajectories: TrajectoriesView,
+    pub pairs: PairsView,
+    pub reward: RewardView,
+    pub runs: RunsView,
+    pub help: bool,
+    /// The filter prompt's text while it is open.
+    pub filter_input: Option<String>,
+    quit: bool,
+    /// Whether the last frame was drawn with the highlighter loaded.
+    highlighted: bool,
+}
+
+impl App {
+    /// Opens the dataset (line index only) and starts reading summaries, tasks and
+    /// pairs on a background thread; the first frame can be drawn at once.
+    pub fn new(opts: Options) -> anyhow::Result<App> {
+        let dataset = Arc::new(Dataset::open(&opts.dataset)?);
+        super::widgets::highlight::warm_up_in_background();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let ds = Arc::clone(&dataset);
+        std::thread::Builder::new()
+            .name("rmsweb-loader".into())
+            .spawn(move || {
+                // Leave one core to the UI thread so keys stay quick while loading.
+                let threads = std::thread::available_parallelism()
+                    .map_or(1, |n| n.get().saturating_sub(1).max(1));
+                match rayon::ThreadPoolBuilder::new().num_threads(threads).build() {
+                    Ok(pool) => pool.install(|| load(&ds, &tx)),
+                    Err(_) => load(&ds, &tx),
+                }
+            })?;
+        let shared = Shared::new(
+            dataset,
+            opts.annotator,
+            opts.theme,
+            ImageCache::new(opts.picker),
+            rx,
+        )?;
+        Ok(App {
+            shared,
+            tab: Tab::Trajectories,
+            trajectories: TrajectoriesView::default(),
+            pairs: PairsView::default(),
+            reward: RewardView::default(),
+            runs: RunsView,
+            help: false,
+            filter_input: None,
+            quit: false,
+            highlighted: false,
+        })
+    }
+
+    /// Blocks until the background load is done and the highlighter is ready
+    /// (tests, benches).
+    pub fn wait_loaded(&mut self) {
+        self.shared.poll_loader(true);
+        super::widgets::highlight::warm_up();
+    }
+
+    /// Takes background results that arrived; true when the frame must be redrawn
+    /// (new data, or the highlighter became ready since the last frame).
+    pub fn tick(&mut self) -> bool {
+        let data = self.shared.poll_loader(false);
+        data || (!self.highlighted && super::widgets::highlight::ready())
+    }
+
+    /// Replaces how screenshots are drawn (once the terminal has been asked).
+    pub fn set_picker(&mut self, picker: Picker) {
+        self.shared.images = ImageCache::new(picker);
+    }
+
+    /// Whether the user asked to quit.
+    pub fn should_quit(&self) -> bool {
+        self.quit
+    }
+
+    fn view(&mut self) -> &mut dyn Component {
+        match self.tab {
+            Tab::Trajectories => &mut self.trajectories,
+            Tab::Pairs => &mut self.pairs,
+            Tab::Reward => &mut self.reward,
+            Tab::Runs => &mut self.runs,
+        }
+    }
+
+    /// Handles one key press.
+    pub fn handle_key(&mut self, key: KeyEvent) {
+        if key.kind != KeyEventKind::Press {
+            return;
+        }
+        self.shared.message = None;
+        if key.code == KeyCode::Char('c') && key.modifiers.contains(KeyModifiers::CONTROL) {
+            self.update(Action::Quit);
+            return;
+        }
+        if let Some(input) = &mut self.filter_input {
+            match key.code {
+                KeyCode::Enter => self.filter_input = None,
+                KeyCode::Esc => {
+                    self.filter_input = None;
+                    self.view().set_filter("");
+                }
+                KeyCode::Backspace => {
+                    input.pop();
+                    let f = input.clone();
+                    self.view().set_filter(&f);
+                }
+                KeyCode::Char(c) if !key.modifiers.contains(KeyModifiers::CONTROL) => {
+                    input.push(c);
+                    let f = input.clone();
+                    self.view().set_filter(&f);
+                }
+                _ => {}
+            }
+            return;
+        }
+        if self.help {
+            if matches!(
+                key.code,
+                KeyCode::Char('?') | KeyCode::Esc | KeyCode::Char('q')
+            ) {
+                self.help = false;
+            }
+            return;
+        }
+        let action = if self.view().captures_text() {
+            let sh = &mut self.shared;
+            match self.tab {
+                Tab::Trajectories => self.trajectories.handle_key(key, sh),
+                Tab::Pairs => self.pairs.handle_key(key, sh),
+                Tab::Reward => self.reward.handle_key(key, sh),
+                Tab::Runs => self.runs.handle_key(key, sh),
+            }
+        } else {
+            match key.code {
+                KeyCode::Char('q') => Some(Action::Quit),
+                KeyCode::Char('1') => Some(Action::SwitchTab(Tab::Trajectories)),
+                KeyCode::Char('2') => Some(Action::SwitchTab(Tab::Pairs)),
+                KeyCode::Char('3') => Some(Action::SwitchTab(Tab::Reward)),
+                KeyCode::Char('4') => Some(Action::SwitchTab(Tab::Runs)),
+                KeyCode::Char('?') => Some(Action::ToggleHelp),
+                KeyCode::Char('/') => Some(Action::StartFilter),
+                KeyCode::Tab => {
+                    self.view().cycle_focus(true);
+                    None
+                }
+                KeyCode::BackTab => {
+                    self.view().cycle_focus(false);
+                    None
+                }
+                _ => {
+                    let sh = &mut self.shared;
+                    match self.tab {
+                        Tab::Trajectories => self.trajectories.handle_key(key, sh),
+                        Tab::Pairs => self.pairs.handle_key(key, sh),
+                        Tab::Reward => self.reward.handle_key(key, sh),
+                        Tab::Runs => self.runs.handle_key(key, sh),
+                    }
+                }
+            }
+        };
+        if let Some(a) = action {
+            self.update(a);
+        }
+    }
+
+    /// Applies an action.
+    pub fn update(&mut self, action: Action) {
+        match action {
+            Action::Quit => self.quit = true,
+            Action::SwitchTab(t) => self.tab = t,
+            Action::ToggleHelp => self.help = !self.help,
+            Action::StartFilter => {
+                if self.tab != Tab::Runs {
+                    self.filter_input = Some(self.view().filter().to_string());
+                }
+            }
+            Action::Annotate {
+                pair_id,
+                op,
+                value,
+                prev,
+            } => {
+                let ev = AnnotationEvent::now(&self.shared.annotator, &pair_id, op, value, prev);
+                self.shared.annotate(ev);
+            }
+            Action::Message(m) => self.shared.message = Some(m),
+        }
+    }
+
+    /// Draws the whole frame.
+    pub fn draw(&mut self, f: &mut Frame) {
+        self.highlighted = super::widgets::highlight::ready();
+        let th = self.shared.theme.clone();
+        let area = f.area();
+        f.render_widget(Paragraph::new("").style(th.text()), area);
+        let [tabs, body, status] = Layout::vertical([
+            Constraint::Length(1),
+            Constraint::Min(3),
+            Constraint::Length(1),
+        ])
+        .areas(area);
+        let titles: Vec<Line> = Tab::ALL
+            .iter()
+            .enumerate()
+            .map(|(i, t)| Line::from(format!("{} {}", i + 1, t.title())))
+            .collect();
+        let selected = Tab::ALL.iter().position(|t| *t == self.tab).unwrap_or(0);
+        f.render_widget(
+            Tabs::new(titles)
+                .select(selected)
+                .style(th.dim())
+                .highlight_style(th.label().add_modifier(ratatui::style::Modifier::REVERSED))
+                .divider("│"),
+            tabs,
+        );
+        let sh = &mut self.shared;
+        match self.tab {
+            Tab::Trajectories => self.trajectories.draw(f, body, sh),
+            Tab::Pairs => self.pairs.draw(f, body, sh),
+            Tab::Reward => self.reward.draw(f, body, sh),
+            Tab::Runs => self.runs.draw(f, body, sh),
+        }
+        self.draw_status(f, status);
+        if self.help {
+            help::draw(f, body, &th);
+        }
+    }
+
+    fn draw_status(&mut self, f: &mut Frame, area: ratatui::layout::Rect) {
+        let sh = &self.shared;
+        let th = &sh.theme;
+        let sep = Span::styled(" │ ", th.dim());
+        if let Some(input) = &self.filter_input {
+            let l = Line::from(vec![
+                Span::styled("/", th.label()),
+                Span::styled(line(input), th.text()),
+                Span::styled("▏", th.label()),
+                Span::styled("  Enter keeps · Esc clears", th.dim()),
+            ]);
+            f.render_widget(Paragraph::new(l), area);
+            return;
+        }
+        let (done, total) = sh.reviewed();
+        let mut spans = vec![
+            Span::styled(line(&sh.dataset.meta().name), th.label()),
+            sep.clone(),
+            Span::styled(
+                format!(
+                    "{} traj · {} tasks · {}",
+                    sh.dataset.trajectory_count(),
+                    sh.dataset.task_count(),
+                    if sh.pairs_loaded {
+                        format!("{} pairs", sh.pairs.len())
+                    } else {
+                        "pairs …".into()
+                    }
+                ),
+                th.text(),
+            ),
+            sep.clone(),
+            Span::styled(format!("annotator: {}", line(&sh.annotator)), th.text()),
+            sep.clone(),
+            match &sh.saved {
+                SaveState::Idle => Span::styled("no changes", th.dim()),
+                SaveState::Saved(t) => Span::styled(format!("saved {t}"), th.good()),
+                SaveState::Failed(e) => Span::styled(format!("NOT SAVED: {}", line(e)), th.bad()),
+            },
+            sep.clone(),
+            Span::styled(format!("{done}/{total} reviewed"), th.text()),
+        ];
+        let filter = match self.tab {
+            Tab::Trajectories => self.trajectories.filter(),
+            Tab::Pairs => self.pairs.filter(),
+            _ => "",
+        };
+        if !filter.is_empty() {
+            spans.push(sep.clone());
+            spans.push(Span::styled(format!("filter: {}", line(filter)), th.warn()));
+        }
+        if !sh.load_errors.is_empty() {
+            spans.push(sep.clone());
+            spans.push(Span::styled(
+                format!("⚠ {} unreadable records", sh.load_errors.len()),
+                th.warn(),
+            ));
+        }
+        if let Some(m) = &sh.message {
+            spans.push(sep.clone());
+            spans.push(Span::styled(line(m), th.warn()));
+        }
+        spans.push(sep);
+        spans.push(Span::styled("? help", th.dim()));
+        f.render_widget(Paragraph::new(Line::from(spans)), area);
+    }
+}

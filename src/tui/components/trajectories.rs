@@ -1,0 +1,359 @@
+//! The Trajectories tab: list · step timeline · step detail with screenshot.
+
+use super::step_view::step_lines;
+use super::{Component, Cursor, filter_indices, pane};
+use crate::trajectory::TrajectorySummary;
+use crate::tui::action::Action;
+use crate::tui::shared::Shared;
+use crate::tui::widgets::text::{line, trunc};
+use ratatui::Frame;
+use ratatui::crossterm::event::{KeyCode, KeyEvent};
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Paragraph, Wrap};
+
+/// Which pane has the keyboard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Focus {
+    #[default]
+    List,
+    Steps,
+    Detail,
+}
+
+/// State of the Trajectories tab.
+#[derive(Default)]
+pub struct TrajectoriesView {
+    pub list: Cursor,
+    pub steps: Cursor,
+    pub focus: Focus,
+    pub detail_scroll: u16,
+    filter: String,
+    /// Filtered record numbers and the (data version, filter) they were made for.
+    rows: Vec<usize>,
+    rows_key: Option<(u64, String)>,
+    /// Number of steps of the selected trajectory (from the last draw).
+    step_count: usize,
+}
+
+impl TrajectoriesView {
+    fn refresh_rows(&mut self, sh: &mut Shared) {
+        let key = (sh.version, self.filter.clone());
+        if self.rows_key.as_ref() == Some(&key) {
+            return;
+        }
+        let n = sh.dataset.trajectory_count();
+        self.rows = match (&sh.summaries, self.filter.is_empty()) {
+            (_, true) => (0..n).collect(),
+            (None, false) => Vec::new(),
+            (Some(all), false) => {
+                let tasks = &sh.tasks;
+                filter_indices(n, &self.filter, |i| {
+                    match all.get(i).and_then(Option::as_ref) {
+                        Some(s) => row_search_text(
+                            s,
+                            tasks.get(&s.task_id).map(|t| t.instruction.as_str()),
+                        ),
+                        None => String::new(),
+                    }
+                })
+            }
+        };
+        self.rows_key = Some(key);
+    }
+
+    /// The record number of the selected trajectory.
+    pub fn selected_record(&mut self, sh: &mut Shared) -> Option<usize> {
+        self.refresh_rows(sh);
+        self.rows.get(self.list.selected).copied()
+    }
+}
+
+fn row_search_text(s: &TrajectorySummary, instruction: Option<&str>) -> String {
+    format!(
+        "{} {} {} {} {} {}",
+        s.id,
+        s.task_id,
+        s.teacher,
+        if s.outcome.success {
+            "success ✓"
+        } else {
+            "failure ✗"
+        },
+        instruction.unwrap_or_default(),
+        s.source
+    )
+}
+
+impl Component for TrajectoriesView {
+    fn handle_key(&mut self, key: KeyEvent, sh: &mut Shared) -> Option<Action> {
+        self.refresh_rows(sh);
+        match self.focus {
+            Focus::List => {
+                let before = self.list.selected;
+                if self.list.navigate(&key, self.rows.len()) {
+                    if self.list.selected != before {
+                        self.steps = Cursor::default();
+                        self.detail_scroll = 0;
+                    }
+                } else if key.code == KeyCode::Enter {
+                    self.focus = Focus::Steps;
+                }
+            }
+            Focus::Steps => {
+                let before = self.steps.selected;
+                if self.steps.navigate(&key, self.step_count) {
+                    if self.steps.selected != before {
+                        self.detail_scroll = 0;
+                    }
+                } else {
+                    match key.code {
+                        KeyCode::Enter => self.focus = Focus::Detail,
+                        KeyCode::Esc => self.focus = Focus::List,
+                        _ => {}
+                    }
+                }
+            }
+            Focus::Detail => match key.code {
+                KeyCode::Char('j') | KeyCode::Down => {
+                    self.detail_scroll = self.detail_scroll.saturating_add(1)
+                }
+                KeyCode::Char('k') | KeyCode::Up => {
+                    self.detail_scroll = self.detail_scroll.saturating_sub(1)
+                }
+                KeyCode::PageDown => self.detail_scroll = self.detail_scroll.saturating_add(10),
+                KeyCode::PageUp => self.detail_scroll = self.detail_scroll.saturating_sub(10),
+                KeyCode::Char('g') | KeyCode::Home => self.detail_scroll = 0,
+                KeyCode::Esc => self.focus = Focus::Steps,
+                _ => {}
+            },
+        }
+        match key.code {
+            KeyCode::Char('J') => self.detail_scroll = self.detail_scroll.saturating_add(3),
+            KeyCode::Char('K') => self.detail_scroll = self.detail_scroll.saturating_sub(3),
+            _ => {}
+        }
+        None
+    }
+
+    fn draw(&mut self, f: &mut Frame, area: Rect, sh: &mut Shared) {
+        self.refresh_rows(sh);
+        let [left, right] =
+            Layout::horizontal([Constraint::Percentage(38), Constraint::Min(30)]).areas(area);
+        self.draw_list(f, left, sh);
+        let record = self.rows.get(self.list.selected).copied();
+        sh.current_trajectory = record;
+        let Some(record) = record else {
+            let msg = if !self.filter.is_empty() && !sh.loaded() {
+                "loading summaries before filtering…"
+            } else {
+                "no trajectory selected"
+            };
+            f.render_widget(
+                Paragraph::new(msg).style(sh.theme.dim()).block(pane(
+                    "Trajectory",
+                    false,
+                    &sh.theme,
+                )),
+                right,
+            );
+            self.step_count = 0;
+            return;
+        };
+        let traj = match sh.trajectories.get(&sh.dataset, record) {
+            Ok(t) => t,
+            Err(e) => {
+                let p = Paragraph::new(line(&e))
+                    .style(sh.theme.bad())
+                    .wrap(Wrap { trim: false })
+                    .block(pane("Trajectory (unreadable)", false, &sh.theme));
+                f.render_widget(p, right);
+                self.step_count = 0;
+                return;
+            }
+        };
+        self.step_count = traj.steps.len();
+        let th = sh.theme.clone();
+        let [header, body] =
+            Layout::vertical([Constraint::Length(5), Constraint::Min(5)]).areas(right);
+        let instruction = sh
+            .tasks
+            .get(&traj.task_id)
+            .map(|t| t.instruction.clone())
+            .unwrap_or_default();
+        let outcome = if traj.outcome.success {
+            Span::styled("✓ success", th.good())
+        } else {
+            Span::styled("✗ failure", th.bad())
+        };
+        let mut head = vec![
+            Line::from(vec![
+                Span::styled("Task: ", th.label()),
+                Span::styled(line(&instruction), th.text()),
+            ]),
+            Line::from(vec![
+                Span::styled("Outcome: ", th.label()),
+                outcome,
+                Span::styled(
+                    format!("  {}", line(traj.outcome.reason.as_deref().unwrap_or(""))),
+                    th.dim(),
+                ),
+            ]),
+        ];
+        head.push(Line::from(vec![
+            Span::styled("Reflection: ", th.label()),
+            match &traj.reflection {
+                Some(r) => Span::styled(line(r), th.text()),
+                None => Span::styled("(none)", th.dim()),
+            },
+        ]));
+        let title = format!(
+            "{} · attempt {} · round {}",
+            trunc(&traj.id, 40),
+            traj.attempt,
+            traj.round
+        );
+        f.render_widget(Paragraph::new(head).block(pane(title, false, &th)), header);
+
+        let [timeline, detail] =
+            Layout::horizontal([Constraint::Length(28), Constraint::Min(20)]).areas(body);
+        let tl_block = pane(
+            format!("Steps ({})", traj.steps.len()),
+            self.focus == Focus::Steps,
+            &th,
+        );
+        let inner = tl_block.inner(timeline);
+        f.render_widget(tl_block, timeline);
+        let window = self.steps.window(traj.steps.len(), inner.height as usize);
+        let tl_lines: Vec<Line> = window
+            .map(|i| {
+                let s = &traj.steps[i];
+                let failed = s.result.iter().any(|r| r.error.is_some());
+                let act = s
+                    .output
+                    .actions
+                    .first()
+                    .map(|a| a.short())
+                    .unwrap_or_else(|| "(no action)".into());
+                let text = trunc(
+                    &format!("{:>2} {}{}", s.index, if failed { "✗ " } else { "" }, act),
+                    inner.width as usize,
+                );
+                if i == self.steps.selected {
+                    Line::from(Span::styled(text, th.selected()))
+                } else if failed {
+                    Line::from(Span::styled(text, th.bad()))
+                } else {
+                    Line::from(Span::styled(text, th.text()))
+                }
+            })
+            .collect();
+        f.render_widget(Paragraph::new(tl_lines), inner);
+
+        let Some(step) = traj.steps.get(self.steps.selected) else {
+            f.render_widget(
+                Paragraph::new("(no steps)")
+                    .style(th.dim())
+                    .block(pane("Step", false, &th)),
+                detail,
+            );
+            return;
+        };
+        let d_block = pane(
+            format!("Step {}", step.index),
+            self.focus == Focus::Detail,
+            &th,
+        );
+        let d_inner = d_block.inner(detail);
+        f.render_widget(d_block, detail);
+        let shot_h = (d_inner.height / 3).clamp(3, 14).min(d_inner.height);
+        let [shot, text] =
+            Layout::vertical([Constraint::Length(shot_h), Constraint::Min(0)]).areas(d_inner);
+        sh.images.draw(
+            f,
+            shot,
+            sh.dataset.root(),
+            step.state.screenshot.as_deref(),
+            th.dim(),
+        );
+        let lines = step_lines(step, &th, text.width as usize);
+        f.render_widget(Paragraph::new(lines).scroll((self.detail_scroll, 0)), text);
+    }
+
+    fn filter(&self) -> &str {
+        &self.filter
+    }
+
+    fn set_filter(&mut self, filter: &str) {
+        self.filter = filter.to_string();
+        self.list = Cursor::default();
+        self.steps = Cursor::default();
+    }
+
+    fn cycle_focus(&mut self, forward: bool) {
+        self.focus = match (self.focus, forward) {
+            (Focus::List, true) | (Focus::Detail, false) => Focus::Steps,
+            (Focus::Steps, true) | (Focus::List, false) => Focus::Detail,
+            (Focus::Detail, true) | (Focus::Steps, false) => Focus::List,
+        };
+    }
+}
+
+impl TrajectoriesView {
+    fn draw_list(&mut self, f: &mut Frame, area: Rect, sh: &mut Shared) {
+        let th = sh.theme.clone();
+        let total = sh.dataset.trajectory_count();
+        let mut title = format!("Trajectories {}/{}", self.rows.len(), total);
+        if !sh.loaded() {
+            title.push_str(" · loading");
+        }
+        let block = pane(title, self.focus == Focus::List, &th);
+        let inner = block.inner(area);
+        f.render_widget(block, area);
+        let width = inner.width as usize;
+        let window = self.list.window(self.rows.len(), inner.height as usize);
+        let mut lines = Vec::with_capacity(window.len());
+        for pos in window {
+            let record = self.rows[pos];
+            let text = match sh.summary(record) {
+                Some(s) => {
+                    let instr = sh
+                        .tasks
+                        .get(&s.task_id)
+                        .map(|t| t.instruction.as_str())
+                        .unwrap_or("");
+                    format!(
+                        "{} {:<10} {:>3} a{}/r{} {:<10} {}",
+                        if s.outcome.success { "✓" } else { "✗" },
+                        trunc(&s.task_id, 10),
+                        s.step_count,
+                        s.attempt,
+                        s.round,
+                        trunc(&s.teacher, 10),
+                        line(instr)
+                    )
+                }
+                None => format!("! record {} is unreadable", record + 1),
+            };
+            let text = trunc(&text, width);
+            let ok = text.starts_with('✓');
+            let style = if pos == self.list.selected {
+                th.selected()
+            } else if ok {
+                th.text()
+            } else {
+                th.text().fg(th.bad)
+            };
+            lines.push(Line::from(Span::styled(text, style)));
+        }
+        if lines.is_empty() {
+            let msg = if self.filter.is_empty() {
+                "(no trajectories)"
+            } else {
+                "(no match)"
+            };
+            lines.push(Line::from(Span::styled(msg, th.dim())));
+        }
+        f.render_widget(Paragraph::new(lines), inner);
+    }
+}

@@ -1,0 +1,69 @@
+//! Every key the workbench answers to, in one table: the help overlay lists it.
+
+/// A key binding as shown in the help overlay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyHelp {
+    /// Where the key works (`Global`, `Lists`, `Trajectories`, ...).
+    pub context: &'static str,
+    pub keys: &'static str,
+    pub what: &'static str,
+}
+
+const fn k(context: &'static str, keys: &'static str, what: &'static str) -> KeyHelp {
+    KeyHelp {
+        context,
+        keys,
+        what,
+    }
+}
+
+/// The full key map.
+pub const KEYMAP: &[KeyHelp] = &[
+    k(
+        "Global",
+        "1 2 3 4",
+        "switch tab: Trajectories, Mined pairs, Reward, Runs",
+    ),
+    k("Global", "Tab / Shift-Tab", "next / previous pane"),
+    k("Global", "?", "show or hide this help"),
+    k(
+        "Global",
+        "/",
+        "filter the current list (Enter keeps, Esc clears)",
+    ),
+    k("Global", "q  Ctrl-C", "quit"),
+    k("Lists", "j k  ↓ ↑", "next / previous row"),
+    k("Lists", "g G  Home End", "first / last row"),
+    k("Lists", "PgDn PgUp", "ten rows down / up"),
+    k("Lists", "Enter", "open: focus the next pane"),
+    k("Lists", "Esc", "back to the list; close a popup"),
+    k("Trajectories", "J K", "scroll the step detail"),
+    k("Mined pairs", "a", "accept the pair"),
+    k("Mined pairs", "x", "reject the pair"),
+    k(
+        "Mined pairs",
+        "l then 1-8",
+        "relabel: pick a failure-mode category",
+    ),
+    k(
+        "Mined pairs",
+        "e",
+        "edit the target action (Enter saves if valid)",
+    ),
+    k("Mined pairs", "n", "add a note (Enter saves)"),
+    k("Mined pairs", "u", "undo your latest change on this pair"),
+    k("Mined pairs", "] [", "next / previous pending pair"),
+    k("Mined pairs", "J K", "scroll the pair detail"),
+    k(
+        "Reward",
+        "t",
+        "state source: mined pairs / trajectory of tab 1",
+    ),
+    k(
+        "Reward",
+        "e  i  Enter",
+        "type a candidate response (scored live)",
+    ),
+    k("Text boxes", "Esc", "leave the box (edits are not saved)"),
+    k("Text boxes", "Ctrl-U", "clear the box"),
+];

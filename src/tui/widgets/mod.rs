@@ -1,0 +1,6 @@
+//! Drawing helpers shared by the views: sanitized text, JSON highlighting,
+//! screenshots.
+
+pub mod highlight;
+pub mod screenshot;
+pub mod text;

@@ -1,0 +1,500 @@
+//! The workbench: snapshots of every tab, keystroke flows that read
+//! `annotations.jsonl`, the hostile fixture rendered clean, and the real binary
+//! driven in tmux (including a SIGKILL mid-session).
+
+use crate::tui_data;
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use rmsweb::annotate::{AnnotationEvent, AnnotationLog, Op};
+use rmsweb::tui::action::Tab;
+use rmsweb::tui::{App, Options, Theme};
+use std::path::Path;
+
+/// The dataset every workbench test runs on, as a fresh copy the test may write
+/// to. Switch to the bundled fixtures by copying `fixtures/` into the folder here.
+pub fn dataset() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    tui_data::build(dir.path());
+    dir
+}
+
+fn open(root: &Path) -> App {
+    let mut app = App::new(Options {
+        dataset: root.to_path_buf(),
+        annotator: "tester".into(),
+        theme: Theme::load("dark").unwrap(),
+        picker: ratatui_image::picker::Picker::halfblocks(),
+    })
+    .unwrap();
+    app.wait_loaded();
+    app
+}
+
+fn key(code: KeyCode) -> KeyEvent {
+    KeyEvent::new(code, KeyModifiers::NONE)
+}
+
+fn ctrl(c: char) -> KeyEvent {
+    KeyEvent::new(KeyCode::Char(c), KeyModifiers::CONTROL)
+}
+
+/// Presses each character of `keys` as a key.
+fn typ(app: &mut App, keys: &str) {
+    for c in keys.chars() {
+        app.handle_key(key(KeyCode::Char(c)));
+    }
+}
+
+fn render(app: &mut App) -> Terminal<TestBackend> {
+    let mut t = Terminal::new(TestBackend::new(120, 40)).unwrap();
+    t.draw(|f| app.draw(f)).unwrap();
+    t
+}
+
+/// The screen for a snapshot, with the rubric's verdicts replaced by `[rubric]`:
+/// the reward module decides those (and is tested on its own); the snapshots
+/// check where the workbench shows them.
+fn snap(t: &Terminal<TestBackend>) -> String {
+    let re = regex::Regex::new(
+        r"(Rubric \(loc vs target\): |vs mined target: |loc action vs this: |Score: |Level: |Rule: |Reason: )[^│┃]*",
+    )
+    .unwrap();
+    re.replace_all(&t.backend().to_string(), "${1}[rubric] ")
+        .into_owned()
+}
+
+fn screen(app: &mut App) -> String {
+    render(app).backend().to_string()
+}
+
+fn events(root: &Path) -> Vec<AnnotationEvent> {
+    AnnotationLog::for_dataset(root).read().unwrap()
+}
+
+#[test]
+fn snapshot_trajectories_tab() {
+    let d = dataset();
+    let mut app = open(d.path());
+    let t = render(&mut app);
+    insta::assert_snapshot!("trajectories", snap(&t));
+    // Enter the timeline and move to step 2: the detail follows.
+    app.handle_key(key(KeyCode::Enter));
+    typ(&mut app, "jj");
+    let t = render(&mut app);
+    insta::assert_snapshot!("trajectories_step2", snap(&t));
+}
+
+#[test]
+fn snapshot_pairs_tab_and_popups() {
+    let d = dataset();
+    let mut app = open(d.path());
+    typ(&mut app, "2");
+    insta::assert_snapshot!("pairs", snap(&render(&mut app)));
+    typ(&mut app, "l");
+    insta::assert_snapshot!("pairs_relabel", snap(&render(&mut app)));
+    app.handle_key(key(KeyCode::Esc));
+    typ(&mut app, "e");
+    insta::assert_snapshot!("pairs_edit", snap(&render(&mut app)));
+}
+
+#[test]
+fn snapshot_reward_runs_and_help() {
+    let d = dataset();
+    let mut app = open(d.path());
+    typ(&mut app, "3e");
+    typ(
+        &mut app,
+        r#"{"action":[{"input":{"index":2,"text":"hunter2"}}]}"#,
+    );
+    insta::assert_snapshot!("reward", snap(&render(&mut app)));
+    app.handle_key(key(KeyCode::Esc));
+    typ(&mut app, "4");
+    insta::assert_snapshot!("runs", snap(&render(&mut app)));
+    typ(&mut app, "?");
+    insta::assert_snapshot!("help", snap(&render(&mut app)));
+}
+
+#[test]
+fn help_lists_every_key_of_the_keymap() {
+    let d = dataset();
+    let mut app = open(d.path());
+    typ(&mut app, "?");
+    let s = screen(&mut app);
+    for k in rmsweb::tui::keys::KEYMAP {
+        assert!(s.contains(k.keys), "help misses `{}`:\n{s}", k.keys);
+    }
+    typ(&mut app, "?");
+    assert!(!screen(&mut app).contains("Keys — ? or Esc closes"));
+}
+
+#[test]
+fn reward_tab_shows_the_rubric_decision_live() {
+    let d = dataset();
+    let mut app = open(d.path());
+    typ(&mut app, "3e");
+    let target = r#"{"action":[{"input":{"index":2,"text":"hunter2"}}]}"#;
+    typ(&mut app, target);
+    let pair = app.shared.pairs[0].clone();
+    let elements = app
+        .shared
+        .trajectories
+        .by_id(&app.shared.dataset, "login-a1")
+        .unwrap()
+        .steps[1]
+        .state
+        .elements
+        .clone();
+    let d1 = rmsweb::reward::score(target, &pair.target_action, &elements, &Default::default());
+    let s = screen(&mut app);
+    assert!(s.contains(&format!("Score: {:.2}", d1.score)), "{s}");
+    assert!(s.contains(&format!("Rule: {}", d1.rule)), "{s}");
+    // One more key changes the candidate and the decision follows it.
+    app.handle_key(ctrl('u'));
+    typ(&mut app, "nonsense");
+    let d2 = rmsweb::reward::score(
+        "nonsense",
+        &pair.target_action,
+        &elements,
+        &Default::default(),
+    );
+    let s = screen(&mut app);
+    assert!(s.contains(&format!("Rule: {}", d2.rule)), "{s}");
+    assert!(
+        s.contains(&format!(
+            "Reason: {}",
+            d2.reason.chars().take(40).collect::<String>()
+        )),
+        "{s}"
+    );
+}
+
+#[test]
+fn first_frame_draws_before_the_background_load() {
+    let d = dataset();
+    let mut app = App::new(Options {
+        dataset: d.path().to_path_buf(),
+        annotator: "tester".into(),
+        theme: Theme::default(),
+        picker: ratatui_image::picker::Picker::halfblocks(),
+    })
+    .unwrap();
+    // Rows are parsed one by one for the visible window, loaded or not.
+    let s = screen(&mut app);
+    assert!(s.contains("login-a1") || s.contains("login "), "{s}");
+    assert!(s.contains("Trajectories 5/5"), "{s}");
+    app.wait_loaded();
+    assert!(screen(&mut app).contains("Log in as alice"));
+}
+
+#[test]
+fn accept_then_undo_is_appended_and_folded() {
+    let d = dataset();
+    let mut app = open(d.path());
+    typ(&mut app, "2a");
+    let ev = events(d.path());
+    assert_eq!(ev.len(), 1);
+    assert_eq!(
+        (ev[0].op, ev[0].pair_id.as_str(), ev[0].annotator.as_str()),
+        (Op::Accept, "login-s2", "tester")
+    );
+    assert_eq!(ev[0].prev, serde_json::json!("pending"));
+    let s = screen(&mut app);
+    assert!(s.contains("saved ") && s.contains("1/3 reviewed"), "{s}");
+    assert!(s.contains("Status: accepted (by tester)"), "{s}");
+    typ(&mut app, "x");
+    assert!(screen(&mut app).contains("Status: rejected"));
+    typ(&mut app, "u");
+    let ev = events(d.path());
+    assert_eq!(ev.len(), 3);
+    assert_eq!(ev[2].op, Op::Undo);
+    assert_eq!(ev[2].value, serde_json::json!("reject"));
+    assert!(screen(&mut app).contains("Status: accepted"));
+    typ(&mut app, "uu");
+    let ev = events(d.path());
+    assert_eq!(
+        ev.len(),
+        4,
+        "a third undo has nothing left to revert and writes nothing"
+    );
+    let s = screen(&mut app);
+    assert!(
+        s.contains("Status: pending") && s.contains("0/3 reviewed"),
+        "{s}"
+    );
+    assert!(s.contains("nothing of yours to undo"), "{s}");
+}
+
+#[test]
+fn relabel_picks_a_category_by_number() {
+    let d = dataset();
+    let mut app = open(d.path());
+    typ(&mut app, "2jl");
+    typ(&mut app, "9"); // not a category: the popup stays
+    assert!(events(d.path()).is_empty());
+    typ(&mut app, "4");
+    let ev = events(d.path());
+    assert_eq!(ev.len(), 1);
+    assert_eq!(ev[0].op, Op::Relabel);
+    assert_eq!(ev[0].pair_id, "search-s2");
+    assert_eq!(
+        ev[0].value,
+        serde_json::json!(rmsweb::mine::pair::DEFAULT_TAXONOMY[3])
+    );
+    assert_eq!(ev[0].prev, serde_json::json!("missed_constraint"));
+    let s = screen(&mut app);
+    assert!(
+        s.contains("Category: premature_done (annotator, 1.00)"),
+        "{s}"
+    );
+}
+
+#[test]
+fn edit_saves_only_a_valid_action() {
+    let d = dataset();
+    let mut app = open(d.path());
+    typ(&mut app, "2e");
+    app.handle_key(ctrl('u'));
+    typ(&mut app, "click the thing");
+    assert!(screen(&mut app).contains("invalid: "));
+    app.handle_key(key(KeyCode::Enter));
+    assert!(
+        events(d.path()).is_empty(),
+        "an invalid target is not saved"
+    );
+    assert!(screen(&mut app).contains("not saved: "));
+    app.handle_key(ctrl('u'));
+    typ(
+        &mut app,
+        r#"{"name":"input","params":{"index":2,"text":"hunter2!"}}"#,
+    );
+    assert!(screen(&mut app).contains("valid: input(2, \"hunter2!\")"));
+    app.handle_key(key(KeyCode::Enter));
+    let ev = events(d.path());
+    assert_eq!(ev.len(), 1);
+    assert_eq!(ev[0].op, Op::EditTarget);
+    assert_eq!(
+        ev[0].value,
+        serde_json::json!({"name": "input", "params": {"index": 2, "text": "hunter2!"}})
+    );
+    assert_eq!(
+        ev[0].prev,
+        serde_json::json!({"name": "input", "params": {"index": 2, "text": "hunter2"}})
+    );
+    let s = screen(&mut app);
+    assert!(
+        s.contains("Status: edited") && s.contains("(edited; mined: input(2, \"hunter2\"))"),
+        "{s}"
+    );
+    // A model response is accepted too.
+    typ(&mut app, "e");
+    app.handle_key(ctrl('u'));
+    typ(
+        &mut app,
+        r#"{"action":[{"click_element_by_index":{"index":3}}]}"#,
+    );
+    app.handle_key(key(KeyCode::Enter));
+    let ev = events(d.path());
+    assert_eq!(
+        ev[1].value,
+        serde_json::json!({"name": "click", "params": {"index": 3}})
+    );
+    // Esc leaves without saving.
+    typ(&mut app, "e");
+    typ(&mut app, "xyz");
+    app.handle_key(key(KeyCode::Esc));
+    assert_eq!(events(d.path()).len(), 2);
+}
+
+#[test]
+fn notes_and_next_pending() {
+    let d = dataset();
+    let mut app = open(d.path());
+    typ(&mut app, "2[");
+    assert!(
+        screen(&mut app).contains("hostile-s0 ·"),
+        "[ wraps to the last pending pair"
+    );
+    typ(&mut app, "g");
+    typ(&mut app, "a]");
+    typ(&mut app, "nindex 7 is the red one");
+    app.handle_key(key(KeyCode::Enter));
+    let ev = events(d.path());
+    assert_eq!(ev.len(), 2);
+    assert_eq!((ev[1].op, ev[1].pair_id.as_str()), (Op::Note, "search-s2"));
+    assert_eq!(ev[1].value, serde_json::json!("index 7 is the red one"));
+    typ(&mut app, "x]");
+    assert!(
+        screen(&mut app).contains("hostile-s0 ·"),
+        "] skips reviewed pairs"
+    );
+    typ(&mut app, "a]");
+    assert!(screen(&mut app).contains("no pending pair left"));
+}
+
+#[test]
+fn filter_narrows_the_list_and_esc_clears_it() {
+    let d = dataset();
+    let mut app = open(d.path());
+    typ(&mut app, "/search");
+    let s = screen(&mut app);
+    assert!(s.contains("Trajectories 2/5"), "{s}");
+    app.handle_key(key(KeyCode::Enter));
+    assert!(screen(&mut app).contains("filter: search"));
+    typ(&mut app, "/");
+    app.handle_key(key(KeyCode::Esc));
+    assert!(screen(&mut app).contains("Trajectories 5/5"));
+    typ(&mut app, "2/hostile");
+    app.handle_key(key(KeyCode::Enter));
+    assert!(screen(&mut app).contains("Queue 0/3 reviewed"));
+    typ(&mut app, "a");
+    assert_eq!(events(d.path())[0].pair_id, "hostile-s0");
+}
+
+fn assert_clean(t: &Terminal<TestBackend>, what: &str) {
+    for cell in t.backend().buffer().content() {
+        for c in cell.symbol().chars() {
+            assert!(
+                !c.is_control()
+                    && !('\u{202A}'..='\u{202E}').contains(&c)
+                    && !('\u{2066}'..='\u{2069}').contains(&c),
+                "{what}: control character {c:?} reached the screen"
+            );
+        }
+    }
+}
+
+#[test]
+fn hostile_text_is_rendered_clean_in_every_view() {
+    let d = dataset();
+    let mut app = open(d.path());
+    typ(&mut app, "/hostile");
+    app.handle_key(key(KeyCode::Enter));
+    let t = render(&mut app);
+    assert!(
+        t.backend().to_string().contains("Evil"),
+        "the hostile trajectory is shown"
+    );
+    assert_clean(&t, "trajectories");
+    app.handle_key(key(KeyCode::Enter));
+    typ(&mut app, "j");
+    assert_clean(&render(&mut app), "trajectories step 1");
+    typ(&mut app, "2/hostile");
+    app.handle_key(key(KeyCode::Enter));
+    assert_clean(&render(&mut app), "pairs");
+    typ(&mut app, "e");
+    assert_clean(&render(&mut app), "edit box");
+    app.handle_key(key(KeyCode::Esc));
+    typ(&mut app, "nx");
+    app.handle_key(key(KeyCode::Enter));
+    typ(&mut app, "3G");
+    assert_clean(&render(&mut app), "reward");
+    typ(&mut app, "13t");
+    assert_eq!(app.tab, Tab::Reward);
+    let t = render(&mut app);
+    assert!(
+        t.backend().to_string().contains("trajectory steps"),
+        "{}",
+        t.backend()
+    );
+    assert_clean(&t, "reward from trajectory");
+}
+
+#[test]
+fn a_failed_append_is_not_shown_as_saved() {
+    let d = dataset();
+    let mut app = open(d.path());
+    // A folder where the log should be: the append cannot succeed.
+    std::fs::create_dir(d.path().join("annotations.jsonl")).unwrap();
+    typ(&mut app, "2a");
+    let s = screen(&mut app);
+    assert!(s.contains("NOT SAVED"), "{s}");
+    assert!(
+        s.contains("0/3 reviewed") && !s.contains("saved 0") && !s.contains("saved 1"),
+        "{s}"
+    );
+}
+
+#[test]
+fn two_writers_never_interleave_partial_lines() {
+    let d = tempfile::tempdir().unwrap();
+    let log = AnnotationLog::for_dataset(d.path());
+    let big = "x".repeat(20_000);
+    std::thread::scope(|s| {
+        for who in ["alice", "bob"] {
+            let log = log.clone();
+            let big = big.clone();
+            s.spawn(move || {
+                for i in 0..150 {
+                    let ev = AnnotationEvent::now(
+                        who,
+                        &format!("p{i}"),
+                        Op::Note,
+                        serde_json::json!(format!("{who}{big}")),
+                        serde_json::Value::Null,
+                    );
+                    log.append(&ev).unwrap();
+                }
+            });
+        }
+    });
+    let ev = log.read().unwrap();
+    assert_eq!(ev.len(), 300);
+    for who in ["alice", "bob"] {
+        let mine: Vec<_> = ev.iter().filter(|e| e.annotator == who).collect();
+        assert_eq!(mine.len(), 150);
+        assert!(mine.iter().all(|e| {
+            e.value
+                .as_str()
+                .is_some_and(|v| v.starts_with(who) && v.len() == who.len() + 20_000)
+        }));
+    }
+}
+
+#[test]
+fn workbench_reports_bad_options_before_touching_the_terminal() {
+    let d = dataset();
+    let run = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_rmsweb"))
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = run(&[
+        "--dataset",
+        d.path().to_str().unwrap(),
+        "--theme",
+        "no-such-theme",
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no theme `no-such-theme`"), "{err}");
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains('\u{1b}'),
+        "the terminal was not touched"
+    );
+    let out = run(&["--dataset", "/no/such/dataset"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/no/such/dataset"));
+    // A theme given as a file is read from that file, errors naming it.
+    let bad = d.path().join("bad.toml");
+    std::fs::write(&bad, "name = \"x\"\n").unwrap();
+    let out = run(&[
+        "--dataset",
+        d.path().to_str().unwrap(),
+        "--theme",
+        bad.to_str().unwrap(),
+    ]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("bad.toml"));
+}
+
+#[test]
+fn light_theme_renders_the_same_layout() {
+    let d = dataset();
+    let mut dark = open(d.path());
+    let mut light = open(d.path());
+    light.shared.theme = Theme::load("light").unwrap();
+    let (a, b) = (render(&mut dark), render(&mut light));
+    assert_eq!(a.backend().to_string(), b.backend().to_string());
+    assert_ne!(a.backend().buffer(), b.backend().buffer(), "colours differ");
+}

@@ -1,0 +1,153 @@
+//! The real binary in tmux: keys in, screen out, then SIGKILL and check that every
+//! event the screen showed as saved is in `annotations.jsonl`.
+
+use rmsweb::annotate::{AnnotationLog, Op};
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// A private tmux server (its own socket), killed on drop.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn start(cmd: &str) -> Tmux {
+        let socket = format!("rmsweb-test-{}-{}", std::process::id(), rand_suffix());
+        let t = Tmux { socket };
+        let ok = t
+            .cmd(&[
+                "new-session",
+                "-d",
+                "-s",
+                "wb",
+                "-x",
+                "120",
+                "-y",
+                "40",
+                cmd,
+            ])
+            .status
+            .success();
+        assert!(ok, "tmux new-session failed (is tmux installed?)");
+        t
+    }
+
+    fn cmd(&self, args: &[&str]) -> std::process::Output {
+        Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .args(args)
+            .env("TERM", "xterm-256color")
+            .output()
+            .expect("tmux runs")
+    }
+
+    fn screen(&self) -> String {
+        String::from_utf8_lossy(&self.cmd(&["capture-pane", "-p", "-t", "wb"]).stdout).into_owned()
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", "wb"];
+        args.extend_from_slice(keys);
+        assert!(self.cmd(&args).status.success());
+    }
+
+    fn wait_for(&self, needle: &str) -> String {
+        let start = Instant::now();
+        loop {
+            let s = self.screen();
+            if s.contains(needle) {
+                return s;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "`{needle}` never appeared; screen:\n{s}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn pane_pid(&self) -> i32 {
+        let out = self.cmd(&["display-message", "-p", "-t", "wb", "#{pane_pid}"]);
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .expect("pane pid")
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.cmd(&["kill-server"]);
+    }
+}
+
+fn rand_suffix() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_nanos()
+}
+
+fn workbench_cmd(root: &Path) -> String {
+    format!(
+        "exec env RMSWEB_PICKER=halfblocks {} --dataset {} --annotator e2e",
+        env!("CARGO_BIN_EXE_rmsweb"),
+        root.display()
+    )
+}
+
+#[test]
+fn tmux_accept_relabel_then_sigkill_keeps_every_saved_event() {
+    let d = crate::tui::dataset();
+    let t = Tmux::start(&workbench_cmd(d.path()));
+    t.wait_for("1 Trajectories");
+    t.wait_for("Log in as alice");
+    t.keys(&["2"]);
+    t.wait_for("Queue 0/3 reviewed");
+    t.keys(&["a"]);
+    let s = t.wait_for("1/3 reviewed");
+    assert!(s.contains("saved "), "{s}");
+    t.keys(&["j", "l"]);
+    t.wait_for("Relabel: press 1-8");
+    t.keys(&["5"]);
+    let s = t.wait_for("Category: navigation_detour (annotator");
+    assert!(s.contains("saved "), "{s}");
+    // Kill the process as hard as possible right after the screen said saved.
+    let pid = t.pane_pid();
+    let killed = Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let ev = AnnotationLog::for_dataset(d.path()).read().unwrap();
+    let got: Vec<(Op, &str)> = ev.iter().map(|e| (e.op, e.pair_id.as_str())).collect();
+    assert_eq!(
+        got,
+        vec![(Op::Accept, "login-s2"), (Op::Relabel, "search-s2")]
+    );
+    assert!(ev.iter().all(|e| e.annotator == "e2e"));
+}
+
+#[test]
+fn tmux_quit_exits_cleanly_and_leaves_the_alternate_screen() {
+    let d = crate::tui::dataset();
+    let t = Tmux::start(&format!(
+        "{}; echo EXIT=$?; sleep 30",
+        workbench_cmd(d.path()).replacen("exec ", "", 1)
+    ));
+    t.wait_for("1 Trajectories");
+    t.keys(&["?"]);
+    t.wait_for("Keys — ? or Esc closes");
+    // Separate sends: ESC followed at once by q would read as Alt-q.
+    t.keys(&["Escape"]);
+    std::thread::sleep(Duration::from_millis(300));
+    t.keys(&["q"]);
+    let s = t.wait_for("EXIT=");
+    assert!(s.contains("EXIT=0"), "{s}");
+    assert!(
+        !s.contains("1 Trajectories"),
+        "the workbench screen was left behind:\n{s}"
+    );
+}
