@@ -152,12 +152,13 @@ fn mine_task(
     out
 }
 
-/// Mines a dataset. `tick` is called once per task (for a progress bar).
+/// Mines a dataset. `tick(total_tasks)` is called once per finished task (for a
+/// progress bar).
 pub fn mine_dataset(
     ds: &Dataset,
     cfg: &MineConfig,
     judge: &dyn Judge,
-    tick: &(dyn Fn() + Sync),
+    tick: &(dyn Fn(usize) + Sync),
 ) -> Result<MineOutput> {
     cfg.validate()?;
     let reward = RewardConfig::default();
@@ -181,12 +182,13 @@ pub fn mine_dataset(
     }
     report.tasks = by_task.len() as u64;
     let groups: Vec<(String, Vec<TrajMeta>)> = by_task.into_iter().collect();
+    let total = groups.len();
     let results: Vec<TaskResult> = groups
         .par_iter()
         .map(|(task_id, metas)| {
             let info = task_info(&tasks, task_id);
             let r = mine_task(ds, &info, metas, cfg, &reward, judge);
-            tick();
+            tick(total);
             r
         })
         .collect();
