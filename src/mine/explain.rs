@@ -46,6 +46,9 @@ pub struct Explanation {
 
 fn load_output_ids(ds: &Dataset) -> Option<Vec<MinedPair>> {
     let path = ds.root().join("mined/pairs.jsonl");
+    if !path.is_file() {
+        return None;
+    }
     let f = crate::trajectory::jsonl::JsonlFile::open(&path).ok()?;
     Some((0..f.len()).filter_map(|i| f.get::<MinedPair>(i).ok()).collect())
 }

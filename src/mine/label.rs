@@ -91,8 +91,9 @@ const OBSTRUCTION_WORDS: &[&str] = &[
 ];
 
 const CONSTRAINT_WORDS: &[&str] = &[
-    "filter", "sort", "date", "option", "min", "max", "price", "range", "from", "to",
-    "checkbox", "radio", "only", "newest", "oldest", "lowest", "highest",
+    "filter", "filters", "sort", "date", "option", "options", "minimum", "maximum", "price",
+    "range", "checkbox", "radio", "newest", "oldest", "lowest", "highest", "ascending",
+    "descending",
 ];
 
 /// Whether a text mentions a technical obstruction.

@@ -128,7 +128,9 @@ pub struct PairOutcome {
     pub label: Label,
     /// The mined pair, if a candidate passed.
     pub mined: Option<MinedPair>,
-    /// Why nothing was mined (the furthest stage any candidate reached).
+    /// Why nothing was mined, from the furthest stage any candidate reached:
+    /// `no_candidates`, `no_aligned_states`, `missing_action`, `no_contrast`,
+    /// `trivial_difference`, `search_wording_only`, `gate_failed:<gates>`.
     pub rejection: Option<String>,
     /// Candidates per verdict.
     pub candidate_counts: BTreeMap<String, u64>,
@@ -385,7 +387,10 @@ pub fn evaluate_pair(
         Some(match furthest {
             None => "no_candidates".to_string(),
             Some(Verdict::AlignmentBelowThreshold) => "no_aligned_states".to_string(),
-            Some(v) => format!("only_{}", v.key()),
+            Some(Verdict::MissingAction) => "missing_action".to_string(),
+            Some(Verdict::ZeroContrast) => "no_contrast".to_string(),
+            Some(Verdict::TrivialAction) => "trivial_difference".to_string(),
+            Some(v) => v.key(),
         })
     };
     PairOutcome {
