@@ -43,7 +43,9 @@ fn page(site: &str, pid: u64, elements: usize) -> Vec<Element> {
             if tag == "a" {
                 attrs.insert("href".to_string(), format!("{site}/{pid}/{i}"));
             }
-            let words: Vec<&str> = (0..1 + r.below(4)).map(|_| WORDS[r.below(WORDS.len())]).collect();
+            let words: Vec<&str> = (0..1 + r.below(4))
+                .map(|_| WORDS[r.below(WORDS.len())])
+                .collect();
             Element {
                 index: (100 * (pid % 7) + i as u64) as u32,
                 tag: tag.into(),
@@ -57,10 +59,16 @@ fn page(site: &str, pid: u64, elements: usize) -> Vec<Element> {
 }
 
 fn act_on(els: &[Element], r: &mut Rng) -> Action {
-    let usable: Vec<&Element> = els.iter().filter(|e| e.tag != "span" && e.tag != "select").collect();
+    let usable: Vec<&Element> = els
+        .iter()
+        .filter(|e| e.tag != "span" && e.tag != "select")
+        .collect();
     let e = usable[r.below(usable.len())];
     if e.tag == "input" {
-        Action::new("input", json!({"index": e.index, "text": WORDS[r.below(WORDS.len())]}))
+        Action::new(
+            "input",
+            json!({"index": e.index, "text": WORDS[r.below(WORDS.len())]}),
+        )
     } else {
         Action::new("click", json!({"index": e.index}))
     }
@@ -69,7 +77,9 @@ fn act_on(els: &[Element], r: &mut Rng) -> Action {
 fn build_corpus(dir: &Path, tasks: usize) -> Dataset {
     let mut ds = Dataset::create(dir, "bench", "").unwrap();
     std::fs::create_dir_all(dir.join("screenshots")).unwrap();
-    image::RgbImage::new(48, 32).save(dir.join("screenshots/s.png")).unwrap();
+    image::RgbImage::new(48, 32)
+        .save(dir.join("screenshots/s.png"))
+        .unwrap();
     let mut rnd = Rng(1234);
     let mut ts = Vec::new();
     let mut trajs = Vec::new();

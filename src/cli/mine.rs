@@ -11,7 +11,7 @@ use std::path::PathBuf;
 #[command(args_conflicts_with_subcommands = true)]
 pub struct Args {
     #[command(subcommand)]
-    pub command: Option<MineCommand>,
+    pub command: Option<Box<MineCommand>>,
     /// Dataset folder to mine.
     #[arg(long)]
     pub dataset: Option<PathBuf>,
@@ -99,7 +99,8 @@ fn judge_over_http(url: &str, model: &str) -> Result<Box<dyn Judge>> {
 
 /// Runs the subcommand.
 pub fn run(args: Args) -> Result<()> {
-    if let Some(MineCommand::Explain(e)) = args.command {
+    if let Some(cmd) = args.command {
+        let MineCommand::Explain(e) = *cmd;
         return explain(e);
     }
     let Some(dataset) = args.dataset else {

@@ -263,7 +263,10 @@ mod tests {
     fn url_levels() {
         let k = |s| url_key(s);
         let base = k("https://Shop.example/a/b/?q=1&utm_source=x&z=2#frag");
-        assert_eq!(url_score(&base, &k("https://shop.example/a/b?z=2&q=1")), 1.0);
+        assert_eq!(
+            url_score(&base, &k("https://shop.example/a/b?z=2&q=1")),
+            1.0
+        );
         assert_eq!(url_score(&base, &k("https://shop.example/a/b?q=3")), 0.7);
         assert_eq!(url_score(&base, &k("https://shop.example/c")), 0.4);
         assert_eq!(url_score(&base, &k("https://other.example/a/b")), 0.0);

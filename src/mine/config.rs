@@ -118,7 +118,10 @@ impl MineConfig {
             bail!("field `strict_factor`: {} is below 1", self.strict_factor);
         }
         let w = self.weights;
-        if [w.url, w.dom, w.memory, w.progress].iter().any(|x| *x < 0.0) {
+        if [w.url, w.dom, w.memory, w.progress]
+            .iter()
+            .any(|x| *x < 0.0)
+        {
             bail!("field `weights`: weights must not be negative");
         }
         if self.taxonomy.is_empty() {

@@ -102,9 +102,15 @@ mod tests {
         let v = StateView::new(&s, 0.0);
         let cfg = RewardConfig::default();
         let click = Action::new("click", json!({"index": 1}));
-        assert_eq!(contrast(&click, &click, &s.elements, &v, &v, &cfg).value, 0.0);
+        assert_eq!(
+            contrast(&click, &click, &s.elements, &v, &v, &cfg).value,
+            0.0
+        );
         let done = Action::new("done", json!({"text": "x", "success": true}));
-        assert_eq!(contrast(&click, &done, &s.elements, &v, &v, &cfg).value, 1.0);
+        assert_eq!(
+            contrast(&click, &done, &s.elements, &v, &v, &cfg).value,
+            1.0
+        );
     }
 
     #[test]
@@ -115,7 +121,10 @@ mod tests {
         let cfg = RewardConfig::default();
         let target = Action::new("click", json!({"index": 1}));
         let same = Action::new("click", json!({"index": 42}));
-        assert_eq!(contrast(&target, &same, &succ.elements, &lv, &sv, &cfg).value, 0.0);
+        assert_eq!(
+            contrast(&target, &same, &succ.elements, &lv, &sv, &cfg).value,
+            0.0
+        );
         let other = Action::new("click", json!({"index": 41}));
         assert!(contrast(&target, &other, &succ.elements, &lv, &sv, &cfg).value > 0.0);
     }
@@ -124,7 +133,10 @@ mod tests {
     fn search_and_trivial_are_uninformative() {
         let s1 = Action::new("search", json!({"query": "cheap flights"}));
         let s2 = Action::new("search", json!({"query": "flights cheap today"}));
-        assert_eq!(uninformative(&s1, &s2), Some(Uninformative::SearchWordingOnly));
+        assert_eq!(
+            uninformative(&s1, &s2),
+            Some(Uninformative::SearchWordingOnly)
+        );
         let w = Action::new("wait", json!({"seconds": 2}));
         let c = Action::new("click", json!({"index": 2}));
         assert_eq!(uninformative(&c, &w), Some(Uninformative::TrivialAction));

@@ -78,7 +78,12 @@ pub fn evidence(
                 let typed = |a: Option<&crate::action::Action>| {
                     a.is_some_and(|a| matches!(a.name.as_str(), "input" | "select_dropdown"))
                 };
-                hit(typed(sa) && typed(la), 0.5, "both sides type a value".into(), &mut f);
+                hit(
+                    typed(sa) && typed(la),
+                    0.5,
+                    "both sides type a value".into(),
+                    &mut f,
+                );
             }
         }
         "missed_constraint" => {
@@ -122,7 +127,10 @@ pub fn evidence(
             );
         }
         "navigation_detour" => {
-            let s_urls: Vec<&str> = sw.clone().map(|k| input.success_views[k].url.full.as_str()).collect();
+            let s_urls: Vec<&str> = sw
+                .clone()
+                .map(|k| input.success_views[k].url.full.as_str())
+                .collect();
             hit(
                 lw.clone()
                     .filter(|&k| k >= j)
@@ -134,7 +142,11 @@ pub fn evidence(
             hit(
                 l.steps.len() > s.steps.len(),
                 0.5,
-                format!("loc is longer ({} vs {} steps)", l.steps.len(), s.steps.len()),
+                format!(
+                    "loc is longer ({} vs {} steps)",
+                    l.steps.len(),
+                    s.steps.len()
+                ),
                 &mut f,
             );
         }
@@ -158,7 +170,12 @@ pub fn evidence(
             let answers = |a: Option<&crate::action::Action>| {
                 a.is_some_and(|a| matches!(a.name.as_str(), "extract" | "done"))
             };
-            hit(answers(la) && la != sa, 0.5, "loc extracts or answers differently".into(), &mut f);
+            hit(
+                answers(la) && la != sa,
+                0.5,
+                "loc extracts or answers differently".into(),
+                &mut f,
+            );
             hit(
                 sw.clone().any(|k| answers(action_at(s, k))),
                 0.5,

@@ -50,7 +50,11 @@ fn load_output_ids(ds: &Dataset) -> Option<Vec<MinedPair>> {
         return None;
     }
     let f = crate::trajectory::jsonl::JsonlFile::open(&path).ok()?;
-    Some((0..f.len()).filter_map(|i| f.get::<MinedPair>(i).ok()).collect())
+    Some(
+        (0..f.len())
+            .filter_map(|i| f.get::<MinedPair>(i).ok())
+            .collect(),
+    )
 }
 
 /// Explains the pair of a success trajectory and a loc trajectory (failed: a
@@ -65,12 +69,21 @@ pub fn explain_trajectories(
     let load = |id: &str| -> Result<_> {
         ds.trajectory_by_id(id)
             .map_err(|e| anyhow!("{e}"))?
-            .ok_or_else(|| anyhow!("no trajectory `{}` in {}", clean_line(id), ds.root().display()))
+            .ok_or_else(|| {
+                anyhow!(
+                    "no trajectory `{}` in {}",
+                    clean_line(id),
+                    ds.root().display()
+                )
+            })
     };
     let s = load(success_id)?;
     let l = load(loc_id)?;
     if !s.outcome.success {
-        bail!("trajectory `{}` did not succeed; the success side must be a verified success", clean_line(success_id));
+        bail!(
+            "trajectory `{}` did not succeed; the success side must be a verified success",
+            clean_line(success_id)
+        );
     }
     if s.task_id != l.task_id {
         bail!(
@@ -100,8 +113,14 @@ pub fn explain_trajectories(
     let r = evaluate_pair(
         &ctx,
         kind,
-        Side { traj: &s, views: &sv },
-        Side { traj: &l, views: &lv },
+        Side {
+            traj: &s,
+            views: &sv,
+        },
+        Side {
+            traj: &l,
+            views: &lv,
+        },
         &mut visual,
         true,
     );
@@ -168,7 +187,8 @@ fn act(a: &Option<Action>) -> String {
 }
 
 fn num(x: Option<f64>) -> String {
-    x.map(|v| format!("{v:.3}")).unwrap_or_else(|| "  -  ".into())
+    x.map(|v| format!("{v:.3}"))
+        .unwrap_or_else(|| "  -  ".into())
 }
 
 /// A verdict in words.
@@ -235,8 +255,13 @@ pub fn render(e: &Explanation) -> String {
         (None, Some(r)) => o.push_str(&format!("result: nothing mined ({})\n", clean_line(r))),
         (None, None) => o.push_str("result: nothing mined\n"),
     }
-    o.push_str(&format!("\n{} candidates (success step i, loc step j), late to early:\n", e.candidates.len()));
-    o.push_str("   i   j    url   dom    mem   prog  align contr  evid  total  target | loc  -> verdict\n");
+    o.push_str(&format!(
+        "\n{} candidates (success step i, loc step j), late to early:\n",
+        e.candidates.len()
+    ));
+    o.push_str(
+        "   i   j    url   dom    mem   prog  align contr  evid  total  target | loc  -> verdict\n",
+    );
     for c in &e.candidates {
         let a = &c.alignment;
         o.push_str(&format!(

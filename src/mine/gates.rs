@@ -12,10 +12,16 @@ use std::path::{Path, PathBuf};
 /// Why the validity gate failed, if it did.
 pub fn validity(target: &Action, loc_action: &Action, success_state: &State) -> Result<(), String> {
     if !target.is_known() {
-        return Err(format!("target action `{}` is not a known action", target.name));
+        return Err(format!(
+            "target action `{}` is not a known action",
+            target.name
+        ));
     }
     if !loc_action.is_known() {
-        return Err(format!("loc action `{}` is not a known action", loc_action.name));
+        return Err(format!(
+            "loc action `{}` is not a known action",
+            loc_action.name
+        ));
     }
     if let Some(idx) = target.target_index()
         && success_state.element(idx).is_none()

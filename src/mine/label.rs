@@ -91,8 +91,23 @@ const OBSTRUCTION_WORDS: &[&str] = &[
 ];
 
 const CONSTRAINT_WORDS: &[&str] = &[
-    "filter", "filters", "sort", "date", "option", "options", "minimum", "maximum", "price",
-    "range", "checkbox", "radio", "newest", "oldest", "lowest", "highest", "ascending",
+    "filter",
+    "filters",
+    "sort",
+    "date",
+    "option",
+    "options",
+    "minimum",
+    "maximum",
+    "price",
+    "range",
+    "checkbox",
+    "radio",
+    "newest",
+    "oldest",
+    "lowest",
+    "highest",
+    "ascending",
     "descending",
 ];
 
@@ -108,7 +123,9 @@ pub fn step_obstructed(t: &Trajectory, k: usize) -> bool {
     let Some(s) = t.steps.get(k) else {
         return false;
     };
-    s.result.iter().any(|r| r.error.as_deref().is_some_and(|e| !e.trim().is_empty()))
+    s.result
+        .iter()
+        .any(|r| r.error.as_deref().is_some_and(|e| !e.trim().is_empty()))
         || mentions_obstruction(&s.state.title)
         || mentions_obstruction(&s.state.url)
 }
@@ -120,12 +137,7 @@ pub fn action_at(t: &Trajectory, k: usize) -> Option<&Action> {
 
 /// Whether two steps do the same thing on the same page (element references are
 /// compared through signatures, not indices).
-pub fn same_move(
-    a: Option<&Action>,
-    av: &StateView,
-    b: Option<&Action>,
-    bv: &StateView,
-) -> bool {
+pub fn same_move(a: Option<&Action>, av: &StateView, b: Option<&Action>, bv: &StateView) -> bool {
     match (a, b) {
         (Some(a), Some(b)) => av.url.full == bv.url.full && translate_index(b, bv, av) == *a,
         _ => false,
@@ -149,7 +161,11 @@ pub fn first_divergence(input: &LabelInput) -> usize {
 
 /// A stalled loop in steps `range`: the same action on the same page three times in a
 /// row, or an A-B-A-B cycle. Returns the step where it starts.
-pub fn find_loop(t: &Trajectory, views: &[StateView], range: std::ops::Range<usize>) -> Option<usize> {
+pub fn find_loop(
+    t: &Trajectory,
+    views: &[StateView],
+    range: std::ops::Range<usize>,
+) -> Option<usize> {
     let key = |k: usize| -> Option<(String, &Action)> {
         Some((views.get(k)?.url.full.clone(), action_at(t, k)?))
     };
@@ -206,7 +222,9 @@ pub fn same_control_other_value(input: &LabelInput, i: usize, j: usize) -> bool 
     let sid = sa
         .target_index()
         .and_then(|x| input.success_views.get(i)?.element(x));
-    let lid = la.target_index().and_then(|x| input.loc_views.get(j)?.element(x));
+    let lid = la
+        .target_index()
+        .and_then(|x| input.loc_views.get(j)?.element(x));
     match (sid, lid) {
         (Some((_, a)), Some((_, b))) => a == b,
         _ => sa.target_index() == la.target_index(),
@@ -274,7 +292,10 @@ fn heuristic_rules(input: &LabelInput) -> Label {
         (Some(sa), Some(la)) if la.name == "done" && sa.name != "done" => label(
             "premature_done",
             0.8,
-            format!("loc ends with done at step {k} where the success goes on with {}", sa.short()),
+            format!(
+                "loc ends with done at step {k} where the success goes on with {}",
+                sa.short()
+            ),
         ),
         (Some(_), Some(_)) if same_control_other_value(input, k, k) => label(
             "wrong_input_value",
@@ -346,7 +367,10 @@ fn describe(t: &Trajectory) -> String {
         out.push_str(&format!("  {k}. [{}] {}\n", s.state.url, acts.join("; ")));
     }
     if t.steps.len() > MAX_PROMPT_STEPS {
-        out.push_str(&format!("  ... {} more steps\n", t.steps.len() - MAX_PROMPT_STEPS));
+        out.push_str(&format!(
+            "  ... {} more steps\n",
+            t.steps.len() - MAX_PROMPT_STEPS
+        ));
     }
     let o = &t.outcome;
     out.push_str(&format!(
@@ -379,8 +403,12 @@ pub fn judge_prompt(input: &LabelInput, cfg: &MineConfig) -> String {
 /// Reads `{"category": .., "confidence": ..}` from a model answer (text around the
 /// object and a code fence are tolerated).
 pub fn parse_judge_answer(text: &str, cfg: &MineConfig) -> Result<(String, f64)> {
-    let start = text.find('{').ok_or_else(|| anyhow!("no JSON object in the answer"))?;
-    let end = text.rfind('}').ok_or_else(|| anyhow!("no JSON object in the answer"))?;
+    let start = text
+        .find('{')
+        .ok_or_else(|| anyhow!("no JSON object in the answer"))?;
+    let end = text
+        .rfind('}')
+        .ok_or_else(|| anyhow!("no JSON object in the answer"))?;
     if end < start {
         bail!("no JSON object in the answer");
     }
@@ -426,12 +454,19 @@ mod tests {
     fn judge_answers_are_checked() {
         let cfg = MineConfig::default();
         assert_eq!(
-            parse_judge_answer("```json\n{\"category\": \"loop_stall\", \"confidence\": 0.9}\n```", &cfg)
-                .unwrap(),
+            parse_judge_answer(
+                "```json\n{\"category\": \"loop_stall\", \"confidence\": 0.9}\n```",
+                &cfg
+            )
+            .unwrap(),
             ("loop_stall".to_string(), 0.9)
         );
-        assert!(parse_judge_answer("{\"category\": \"bad_luck\", \"confidence\": 0.9}", &cfg).is_err());
-        assert!(parse_judge_answer("{\"category\": \"loop_stall\", \"confidence\": 2}", &cfg).is_err());
+        assert!(
+            parse_judge_answer("{\"category\": \"bad_luck\", \"confidence\": 0.9}", &cfg).is_err()
+        );
+        assert!(
+            parse_judge_answer("{\"category\": \"loop_stall\", \"confidence\": 2}", &cfg).is_err()
+        );
         assert!(parse_judge_answer("I think it is a loop", &cfg).is_err());
     }
 }

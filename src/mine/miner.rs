@@ -4,13 +4,13 @@
 //! so the output is the same whatever the number of threads.
 
 use super::config::MineConfig;
+use super::gates::VisualGate;
 use super::label::Judge;
 use super::pair::MinedPair;
 use super::pairs::{TrajMeta, build_pairs};
 use super::qc::quality_control;
 use super::report::{Report, kind_name};
 use super::select::{PairContext, Side, TaskInfo, evaluate_pair, views_of};
-use super::gates::VisualGate;
 use crate::reward::RewardConfig;
 use crate::trajectory::{Dataset, Task};
 use anyhow::Result;
@@ -56,9 +56,7 @@ fn note_key(note: &str) -> Option<String> {
 
 /// The task table: id → task (tasks missing from `tasks.jsonl` get an empty one).
 pub fn task_table(ds: &Dataset) -> Result<HashMap<String, Task>> {
-    let tasks = ds
-        .tasks()
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let tasks = ds.tasks().map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok(tasks.into_iter().map(|t| (t.task_id.clone(), t)).collect())
 }
 
@@ -116,9 +114,13 @@ fn mine_task(
     };
     let mut visual = VisualGate::new(ds.root());
     for p in pairs {
-        *out.pairs_by_kind.entry(kind_name(p.kind).into()).or_default() += 1;
+        *out.pairs_by_kind
+            .entry(kind_name(p.kind).into())
+            .or_default() += 1;
         let (Some(s), Some(l)) = (loaded.get(&p.success), loaded.get(&p.loc)) else {
-            *out.rejections.entry("unreadable_trajectory".into()).or_default() += 1;
+            *out.rejections
+                .entry("unreadable_trajectory".into())
+                .or_default() += 1;
             continue;
         };
         let r = evaluate_pair(
@@ -170,7 +172,10 @@ pub fn mine_dataset(
     let mut by_task: BTreeMap<String, Vec<TrajMeta>> = BTreeMap::new();
     for s in ds.summaries() {
         match s {
-            Ok(s) => by_task.entry(s.task_id.clone()).or_default().push((&s).into()),
+            Ok(s) => by_task
+                .entry(s.task_id.clone())
+                .or_default()
+                .push((&s).into()),
             Err(e) => {
                 report.unreadable_records += 1;
                 if report.errors.len() < MAX_LISTED_ERRORS {

@@ -135,7 +135,11 @@ pub fn quality_control(mut pairs: Vec<MinedPair>, cfg: &MineConfig) -> QcOutcome
     // Dedupe by (task, success step): keep the best-scoring pair.
     let mut best: HashMap<(String, String, u32), &MinedPair> = HashMap::new();
     for p in &pairs {
-        let k = (p.task_id.clone(), p.success.trajectory.clone(), p.success.step);
+        let k = (
+            p.task_id.clone(),
+            p.success.trajectory.clone(),
+            p.success.step,
+        );
         match best.get(&k) {
             Some(b) if weakest_first(p, b).is_le() => {}
             _ => {

@@ -131,7 +131,12 @@ impl Report {
                 return;
             }
             out.push_str(&format!("\n{title}\n"));
-            let width = m.keys().map(|k| k.chars().count()).max().unwrap_or(0).min(40);
+            let width = m
+                .keys()
+                .map(|k| k.chars().count())
+                .max()
+                .unwrap_or(0)
+                .min(40);
             for (k, v) in m {
                 out.push_str(&format!("  {:<width$}  {v:>8}\n", clean_line(k)));
             }
@@ -151,7 +156,8 @@ impl Report {
                 self.unreadable_records
             ));
         }
-        if !self.balance.is_default() && (self.balance.category_relaxed || self.balance.domain_relaxed)
+        if !self.balance.is_default()
+            && (self.balance.category_relaxed || self.balance.domain_relaxed)
         {
             out.push_str(&format!(
                 "balance relaxed: category share {:.2}, domain share {:.2}\n",

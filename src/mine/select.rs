@@ -43,7 +43,11 @@ pub fn views_of(t: &Trajectory) -> Vec<StateView> {
         .iter()
         .enumerate()
         .map(|(k, s)| {
-            let p = if n > 1 { k as f64 / (n - 1) as f64 } else { 0.0 };
+            let p = if n > 1 {
+                k as f64 / (n - 1) as f64
+            } else {
+                0.0
+            };
             StateView::new(&s.state, p)
         })
         .collect()
@@ -64,7 +68,10 @@ pub enum Verdict {
     /// A wait, scroll or go_back on either side.
     TrivialAction,
     /// A gate failed.
-    GateFailed { gates: Vec<String>, reasons: Vec<String> },
+    GateFailed {
+        gates: Vec<String>,
+        reasons: Vec<String>,
+    },
     /// The chosen candidate.
     Won,
     /// Passed everything but another candidate scored higher.
@@ -213,7 +220,11 @@ pub fn evaluate_pair(
         .last()
         .and_then(|st| st.output.actions.first())
         .is_some_and(|a| a.name == "done");
-    let n_cand = if last_is_done { ns.saturating_sub(1) } else { ns };
+    let n_cand = if last_is_done {
+        ns.saturating_sub(1)
+    } else {
+        ns
+    };
     let mut counts: BTreeMap<String, u64> = BTreeMap::new();
     let mut trace: Vec<CandidateTrace> = Vec::new();
     let mut best: Option<Scored> = None;
@@ -247,7 +258,14 @@ pub fn evaluate_pair(
                 let (Some(target), Some(loc_action)) = (target, loc_action) else {
                     break 'v Verdict::MissingAction;
                 };
-                let c = contrast(target, loc_action, &s.steps[i].state.elements, lv, sv, ctx.reward);
+                let c = contrast(
+                    target,
+                    loc_action,
+                    &s.steps[i].state.elements,
+                    lv,
+                    sv,
+                    ctx.reward,
+                );
                 if let Some(t) = tr.as_mut() {
                     t.contrast = Some(c.value);
                     t.reward_rule = Some(c.decision.rule.clone());
@@ -282,7 +300,14 @@ pub fn evaluate_pair(
                 if !gates.is_empty() {
                     break 'v Verdict::GateFailed { gates, reasons };
                 }
-                let ev = evidence(&label.category, label.confidence, &input, i, j, cfg.evidence_window);
+                let ev = evidence(
+                    &label.category,
+                    label.confidence,
+                    &input,
+                    i,
+                    j,
+                    cfg.evidence_window,
+                );
                 let total = al.total * c.value * (0.5 + 0.5 * ev.value);
                 if let Some(t) = tr.as_mut() {
                     t.evidence = Some(ev.value);
@@ -308,7 +333,10 @@ pub fn evaluate_pair(
             };
             if verdict != Verdict::Won {
                 *counts.entry(verdict.key()).or_default() += 1;
-                if furthest.as_ref().is_none_or(|f| verdict.stage() > f.stage()) {
+                if furthest
+                    .as_ref()
+                    .is_none_or(|f| verdict.stage() > f.stage())
+                {
                     furthest = Some(verdict.clone());
                 }
             }

@@ -128,9 +128,21 @@ fn mine(ds: &Dataset) -> MineOutput {
     mine_dataset(ds, &MineConfig::default(), &HeuristicJudge, &|_| {}).unwrap()
 }
 
-const HOME: &[(u32, &str, &str)] = &[(1, "a", "Products"), (2, "a", "Help"), (3, "input", "Search")];
-const LIST: &[(u32, &str, &str)] = &[(5, "a", "Red shoe"), (6, "a", "Blue shoe"), (7, "button", "Next")];
-const ITEM: &[(u32, &str, &str)] = &[(8, "a", "Reviews"), (9, "button", "Add to cart"), (10, "a", "Share")];
+const HOME: &[(u32, &str, &str)] = &[
+    (1, "a", "Products"),
+    (2, "a", "Help"),
+    (3, "input", "Search"),
+];
+const LIST: &[(u32, &str, &str)] = &[
+    (5, "a", "Red shoe"),
+    (6, "a", "Blue shoe"),
+    (7, "button", "Next"),
+];
+const ITEM: &[(u32, &str, &str)] = &[
+    (8, "a", "Reviews"),
+    (9, "button", "Add to cart"),
+    (10, "a", "Share"),
+];
 const CART: &[(u32, &str, &str)] = &[(11, "button", "Checkout")];
 
 fn success_shop(id: &str, task: &str) -> Trajectory {
@@ -183,7 +195,10 @@ fn reconverging_longer_route_is_a_detour() {
     let long = Traj::new("t2-a2", "t2", 2, true)
         .step(page("https://shop.test/", HOME), click(2))
         .step(
-            page("https://shop.test/help", &[(20, "a", "FAQ"), (21, "a", "Back")]),
+            page(
+                "https://shop.test/help",
+                &[(20, "a", "FAQ"), (21, "a", "Back")],
+            ),
             click(21),
         )
         .step(page("https://shop.test/", HOME), click(1))
@@ -241,7 +256,8 @@ fn repeated_action_is_labelled_loop_stall() {
         .step(page("https://shop.test/b", &b), click(4))
         .step(page("https://shop.test/c", &[]), done(true))
         .build();
-    let mut bad = Traj::new("t4-a2", "t4", 2, false).step(page("https://shop.test/a", &a), click(1));
+    let mut bad =
+        Traj::new("t4-a2", "t4", 2, false).step(page("https://shop.test/a", &a), click(1));
     for _ in 0..4 {
         bad = bad.step(page("https://shop.test/b", &b), click(5));
     }
@@ -261,7 +277,9 @@ fn early_done_is_labelled_premature_done_and_flagged_as_evaluation_failure() {
     let form = [(3, "input", "Name"), (4, "button", "Submit")];
     // after typing, the field holds the value: another state
     let mut typed = page("https://form.test/form", &form);
-    typed.elements[0].attrs.insert("value".into(), "alice".into());
+    typed.elements[0]
+        .attrs
+        .insert("value".into(), "alice".into());
     let ok = Traj::new("t5-a1", "t5", 1, true)
         .step(page("https://form.test/", HOME), click(1))
         .step(page("https://form.test/list", LIST), click(5))
@@ -290,7 +308,10 @@ fn early_done_is_labelled_premature_done_and_flagged_as_evaluation_failure() {
 #[test]
 fn changed_date_is_labelled_wrong_input_value() {
     let dir = tempfile::tempdir().unwrap();
-    let mut f = page("https://travel.test/search", &[(4, "input", ""), (5, "button", "Search")]);
+    let mut f = page(
+        "https://travel.test/search",
+        &[(4, "input", ""), (5, "button", "Search")],
+    );
     f.elements[0].attrs.insert("type".into(), "date".into());
     f.elements[0].attrs.insert("name".into(), "depart".into());
     let res = page("https://travel.test/results", &[(7, "a", "Flight 1")]);
@@ -315,7 +336,13 @@ fn changed_date_is_labelled_wrong_input_value() {
     assert_eq!(p.failure_mode.category, "wrong_input_value");
     assert_eq!((p.success.step, p.loc.step), (1, 1));
     assert_eq!(p.target_action, input(4, "2026-05-01"));
-    assert!(p.evidence.iter().any(|e| e.contains("same control, other value")), "{:?}", p.evidence);
+    assert!(
+        p.evidence
+            .iter()
+            .any(|e| e.contains("same control, other value")),
+        "{:?}",
+        p.evidence
+    );
 }
 
 #[test]
@@ -332,7 +359,10 @@ fn action_errors_are_labelled_technical_obstruction_and_face_the_strict_minimum(
     let out = mine(&ds);
     // Alone, an obstruction exceeds its 10% cap: it is mined, then dropped.
     assert_eq!(out.report.mined_before_qc, 1);
-    assert_eq!(out.report.rejections.get("technical_obstruction_cap"), Some(&1));
+    assert_eq!(
+        out.report.rejections.get("technical_obstruction_cap"),
+        Some(&1)
+    );
     let cfg = MineConfig {
         obstruction_cap: 1.0,
         ..Default::default()
@@ -340,7 +370,10 @@ fn action_errors_are_labelled_technical_obstruction_and_face_the_strict_minimum(
     let out = mine_dataset(&ds, &cfg, &HeuristicJudge, &|_| {}).unwrap();
     let p = &out.pairs[0];
     assert_eq!(p.failure_mode.category, "technical_obstruction");
-    assert_eq!(p.loc_failure, Some(rmsweb::mine::pair::FailureKind::Runtime));
+    assert_eq!(
+        p.loc_failure,
+        Some(rmsweb::mine::pair::FailureKind::Runtime)
+    );
     // A min score between the plain and the strict one drops it as strict.
     let cfg = MineConfig {
         obstruction_cap: 1.0,
@@ -349,7 +382,10 @@ fn action_errors_are_labelled_technical_obstruction_and_face_the_strict_minimum(
     };
     let out = mine_dataset(&ds, &cfg, &HeuristicJudge, &|_| {}).unwrap();
     assert!(out.pairs.is_empty());
-    assert_eq!(out.report.rejections.get("below_min_score_strict"), Some(&1));
+    assert_eq!(
+        out.report.rejections.get("below_min_score_strict"),
+        Some(&1)
+    );
 }
 
 // ---------- quality control ----------
@@ -390,7 +426,10 @@ fn qc_pair(n: usize, category: &str, domain: &str, total: f64) -> MinedPair {
 }
 
 fn count(pairs: &[MinedPair], category: &str) -> usize {
-    pairs.iter().filter(|p| p.failure_mode.category == category).count()
+    pairs
+        .iter()
+        .filter(|p| p.failure_mode.category == category)
+        .count()
 }
 
 /// Spreads pairs over many domains so that the domain cap stays out of the way.
@@ -401,9 +440,14 @@ fn domain(n: usize) -> String {
 #[test]
 fn obstructions_are_capped_at_ten_percent_keeping_the_best() {
     let mut pairs = Vec::new();
-    for (c, cat) in ["wrong_element", "wrong_input_value", "loop_stall", "technical_obstruction"]
-        .iter()
-        .enumerate()
+    for (c, cat) in [
+        "wrong_element",
+        "wrong_input_value",
+        "loop_stall",
+        "technical_obstruction",
+    ]
+    .iter()
+    .enumerate()
     {
         for n in 0..10 {
             pairs.push(qc_pair(n, cat, &domain(n + c), 0.5 + n as f64 / 100.0));
@@ -423,7 +467,11 @@ fn obstructions_are_capped_at_ten_percent_keeping_the_best() {
     kept.sort();
     assert_eq!(
         kept,
-        ["technical_obstruction-007", "technical_obstruction-008", "technical_obstruction-009"]
+        [
+            "technical_obstruction-007",
+            "technical_obstruction-008",
+            "technical_obstruction-009"
+        ]
     );
 }
 
@@ -431,7 +479,12 @@ fn obstructions_are_capped_at_ten_percent_keeping_the_best() {
 fn category_balance_caps_the_largest_category_dropping_lowest_scores() {
     let mut pairs = Vec::new();
     for n in 0..20 {
-        pairs.push(qc_pair(n, "wrong_element", &domain(n), 0.3 + n as f64 / 40.0));
+        pairs.push(qc_pair(
+            n,
+            "wrong_element",
+            &domain(n),
+            0.3 + n as f64 / 40.0,
+        ));
     }
     for cat in ["wrong_input_value", "loop_stall", "premature_done"] {
         for n in 0..5 {
@@ -441,7 +494,12 @@ fn category_balance_caps_the_largest_category_dropping_lowest_scores() {
     let out = quality_control(pairs, &MineConfig::default());
     let n = out.kept.len();
     assert_eq!(n, 23);
-    for cat in ["wrong_element", "wrong_input_value", "loop_stall", "premature_done"] {
+    for cat in [
+        "wrong_element",
+        "wrong_input_value",
+        "loop_stall",
+        "premature_done",
+    ] {
         assert!(count(&out.kept, cat) as f64 <= 0.35 * n as f64, "{cat}");
     }
     assert_eq!(count(&out.kept, "wrong_element"), 8);
@@ -452,7 +510,12 @@ fn category_balance_caps_the_largest_category_dropping_lowest_scores() {
             .filter(|p| p.failure_mode.category == "wrong_element")
             .all(|p| p.scores.total >= 0.3 + 12.0 / 40.0)
     );
-    assert_eq!(out.rejections.get("category_balance"), Some(&12), "{:?}", out.rejections);
+    assert_eq!(
+        out.rejections.get("category_balance"),
+        Some(&12),
+        "{:?}",
+        out.rejections
+    );
     assert!(!out.balance.category_relaxed);
 }
 
@@ -479,10 +542,17 @@ fn category_balance_relaxes_to_an_even_split_when_too_few_categories() {
 #[test]
 fn domain_balance_and_dedupe_and_min_score() {
     let mut pairs = Vec::new();
-    for (k, cat) in ["wrong_element", "loop_stall", "premature_done"].iter().enumerate() {
+    for (k, cat) in ["wrong_element", "loop_stall", "premature_done"]
+        .iter()
+        .enumerate()
+    {
         for n in 0..4 {
             // domain "big" dominates
-            let dom = if n < 3 { "big".to_string() } else { format!("small{k}") };
+            let dom = if n < 3 {
+                "big".to_string()
+            } else {
+                format!("small{k}")
+            };
             pairs.push(qc_pair(n, cat, &dom, 0.5 + n as f64 / 10.0));
         }
     }
@@ -493,14 +563,20 @@ fn domain_balance_and_dedupe_and_min_score() {
     let out = quality_control(pairs, &MineConfig::default());
     assert_eq!(out.rejections.get("duplicate_success_step"), Some(&1));
     assert_eq!(out.rejections.get("below_min_score"), Some(&1));
-    assert!(!out.kept.iter().any(|p| p.id == "wrong_element-000"), "the weaker duplicate goes");
+    assert!(
+        !out.kept.iter().any(|p| p.id == "wrong_element-000"),
+        "the weaker duplicate goes"
+    );
     let domains: BTreeMap<&str, usize> = out.kept.iter().fold(BTreeMap::new(), |mut m, p| {
         *m.entry(p.domain.as_str()).or_default() += 1;
         m
     });
     let share = out.balance.domain_share;
     for (d, c) in &domains {
-        assert!(*c as f64 <= share * out.kept.len() as f64 + 1e-9, "{d}: {c}");
+        assert!(
+            *c as f64 <= share * out.kept.len() as f64 + 1e-9,
+            "{d}: {c}"
+        );
     }
     assert!(out.rejections.get("domain_balance").copied().unwrap_or(0) > 0);
 }
@@ -509,8 +585,14 @@ fn domain_balance_and_dedupe_and_min_score() {
 
 #[test]
 fn alignment_follows_the_weighted_formula() {
-    let mut a = page("https://shop.test/list?page=1", &[(1, "a", "X"), (2, "a", "Y"), (3, "a", "Z")]);
-    let mut b = page("https://shop.test/list?page=2", &[(7, "a", "X"), (8, "a", "Y"), (9, "a", "W")]);
+    let mut a = page(
+        "https://shop.test/list?page=1",
+        &[(1, "a", "X"), (2, "a", "Y"), (3, "a", "Z")],
+    );
+    let mut b = page(
+        "https://shop.test/list?page=2",
+        &[(7, "a", "X"), (8, "a", "Y"), (9, "a", "W")],
+    );
     a.memory = "found 3 items".into();
     b.memory = "found 3 results".into();
     let (va, vb) = (StateView::new(&a, 0.2), StateView::new(&b, 0.6));
@@ -539,23 +621,39 @@ fn varied_corpus(dir: &Path, tasks: usize) -> Dataset {
     let mut trajs = Vec::new();
     for t in 0..tasks {
         let id = format!("v{t:03}");
-        ts.push(task(&id, ["shopping", "travel", "news", "jobs", "health"][t % 5]));
+        ts.push(task(
+            &id,
+            ["shopping", "travel", "news", "jobs", "health"][t % 5],
+        ));
         let pages: Vec<State> = (0..6)
             .map(|k| {
                 let mut s = page(
                     &format!("https://site{t}.test/p{k}"),
-                    &[(1, "a", "Go on"), (2, "a", "Elsewhere"), (3, "input", "Field")],
+                    &[
+                        (1, "a", "Go on"),
+                        (2, "a", "Elsewhere"),
+                        (3, "input", "Field"),
+                    ],
                 );
                 s.memory = format!("step {k}");
                 s
             })
             .collect();
-        let gold = |k: usize| if k % 2 == 0 { click(1) } else { input(3, &format!("v{k}")) };
+        let gold = |k: usize| {
+            if k.is_multiple_of(2) {
+                click(1)
+            } else {
+                input(3, &format!("v{k}"))
+            }
+        };
         let mut ok = Traj::new(&format!("{id}-a1"), &id, 1, true);
         for (k, p) in pages.iter().enumerate() {
             ok = ok.step(p.clone(), gold(k));
         }
-        trajs.push(ok.step(page(&format!("https://site{t}.test/end"), &[]), done(true)).build());
+        trajs.push(
+            ok.step(page(&format!("https://site{t}.test/end"), &[]), done(true))
+                .build(),
+        );
         for att in 2..4u32 {
             let d = (t + att as usize) % 5 + 1;
             let mut bad = Traj::new(&format!("{id}-a{att}"), &id, att, false);
@@ -568,7 +666,10 @@ fn varied_corpus(dir: &Path, tasks: usize) -> Dataset {
                 _ => done(true),
             };
             bad = bad.step(pages[d].clone(), wrong);
-            bad = bad.step(page(&format!("https://site{t}.test/lost"), &[(1, "a", "?")]), done(false));
+            bad = bad.step(
+                page(&format!("https://site{t}.test/lost"), &[(1, "a", "?")]),
+                done(false),
+            );
             trajs.push(bad.build());
         }
     }
@@ -580,7 +681,10 @@ fn output_is_identical_whatever_the_thread_count() {
     let dir = tempfile::tempdir().unwrap();
     let ds = varied_corpus(dir.path(), 30);
     let run = |threads: usize| {
-        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
         let out = pool.install(|| mine(&ds));
         (
             serde_json::to_string(&out.pairs).unwrap(),
@@ -602,13 +706,18 @@ fn outputs_are_written_and_the_report_counts_everything() {
     write_output(&dir.path().join("mined"), &out).unwrap();
     let text = std::fs::read_to_string(dir.path().join("mined/pairs.jsonl")).unwrap();
     let written: Vec<&str> = text.lines().collect();
-    let expected: Vec<String> = out.pairs.iter().map(|p| serde_json::to_string(p).unwrap()).collect();
+    let expected: Vec<String> = out
+        .pairs
+        .iter()
+        .map(|p| serde_json::to_string(p).unwrap())
+        .collect();
     assert_eq!(written, expected);
     for l in written {
         let _: MinedPair = serde_json::from_str(l).unwrap();
     }
     let report: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.path().join("mined/report.json")).unwrap()).unwrap();
+        serde_json::from_slice(&std::fs::read(dir.path().join("mined/report.json")).unwrap())
+            .unwrap();
     assert_eq!(report["kept"], out.pairs.len());
     let r = &out.report;
     // every contrasted pair is either mined or rejected with a reason
@@ -617,9 +726,16 @@ fn outputs_are_written_and_the_report_counts_everything() {
         .rejections
         .iter()
         .filter(|(k, _)| {
-            !["below_min_score", "below_min_score_strict", "trivial_target", "duplicate_success_step",
-              "technical_obstruction_cap", "category_balance", "domain_balance"]
-                .contains(&k.as_str())
+            ![
+                "below_min_score",
+                "below_min_score_strict",
+                "trivial_target",
+                "duplicate_success_step",
+                "technical_obstruction_cap",
+                "category_balance",
+                "domain_balance",
+            ]
+            .contains(&k.as_str())
         })
         .map(|(_, v)| v)
         .sum();
@@ -642,7 +758,11 @@ fn unreadable_records_are_reported_and_skipped() {
     let ds = Dataset::open(dir.path()).unwrap();
     let out = mine(&ds);
     assert_eq!(out.report.unreadable_records, 1);
-    assert!(out.report.errors[0].contains("trajectories.jsonl"), "{}", out.report.errors[0]);
+    assert!(
+        out.report.errors[0].contains("trajectories.jsonl"),
+        "{}",
+        out.report.errors[0]
+    );
     assert!(out.report.kept > 0);
 }
 
@@ -665,7 +785,10 @@ fn llm_judge_labels_and_falls_back_with_a_note() {
     let ds = wrong_click_dataset(dir.path());
     let cfg = MineConfig::default();
     let good = LlmJudge::new(Box::new(|prompt: &str| {
-        assert!(prompt.contains("do task t1") && prompt.contains("click(8)"), "{prompt}");
+        assert!(
+            prompt.contains("do task t1") && prompt.contains("click(8)"),
+            "{prompt}"
+        );
         Ok("Sure: {\"category\": \"missed_constraint\", \"confidence\": 0.6}".into())
     }));
     let out = mine_dataset(&ds, &cfg, &good, &|_| {}).unwrap();
@@ -673,8 +796,12 @@ fn llm_judge_labels_and_falls_back_with_a_note() {
     assert_eq!(out.pairs[0].failure_mode.source, LabelSource::Judge);
 
     let judges: Vec<Box<dyn Judge>> = vec![
-        Box::new(LlmJudge::new(Box::new(|_: &str| anyhow::bail!("connection refused")))),
-        Box::new(LlmJudge::new(Box::new(|_: &str| Ok("{\"category\": \"gremlins\", \"confidence\": 1}".into())))),
+        Box::new(LlmJudge::new(Box::new(|_: &str| {
+            anyhow::bail!("connection refused")
+        }))),
+        Box::new(LlmJudge::new(Box::new(|_: &str| {
+            Ok("{\"category\": \"gremlins\", \"confidence\": 1}".into())
+        }))),
     ];
     for j in judges {
         let out = mine_dataset(&ds, &cfg, j.as_ref(), &|_| {}).unwrap();
@@ -682,7 +809,12 @@ fn llm_judge_labels_and_falls_back_with_a_note() {
         assert_eq!(p.failure_mode.source, LabelSource::Heuristic);
         assert_eq!(p.failure_mode.category, "wrong_element");
         assert!(p.evidence[0].contains("judge failed"), "{:?}", p.evidence);
-        assert_eq!(out.report.label_notes.get("judge_failed_fallback_heuristic"), Some(&1));
+        assert_eq!(
+            out.report
+                .label_notes
+                .get("judge_failed_fallback_heuristic"),
+            Some(&1)
+        );
     }
 }
 
@@ -696,11 +828,23 @@ fn explain_lists_every_candidate_and_why() {
     let e = explain_trajectories(&ds, "t1-a1", "t1-a2", &cfg, &HeuristicJudge).unwrap();
     // 3 non-terminal success steps × 4 loc steps
     assert_eq!(e.candidates.len(), 12);
-    let won: Vec<_> = e.candidates.iter().filter(|c| c.verdict == Verdict::Won).collect();
+    let won: Vec<_> = e
+        .candidates
+        .iter()
+        .filter(|c| c.verdict == Verdict::Won)
+        .collect();
     assert_eq!(won.len(), 1);
     assert_eq!((won[0].success_step, won[0].loc_step), (2, 2));
-    assert!(e.candidates.iter().any(|c| c.verdict == Verdict::ZeroContrast));
-    assert!(e.candidates.iter().any(|c| c.verdict == Verdict::AlignmentBelowThreshold));
+    assert!(
+        e.candidates
+            .iter()
+            .any(|c| c.verdict == Verdict::ZeroContrast)
+    );
+    assert!(
+        e.candidates
+            .iter()
+            .any(|c| c.verdict == Verdict::AlignmentBelowThreshold)
+    );
     assert_eq!(e.in_output, None);
     let id = e.mined.as_ref().unwrap().id.clone();
     let out = mine(&ds);
@@ -708,7 +852,10 @@ fn explain_lists_every_candidate_and_why() {
     let by_id = explain_pair_id(&ds, &id, &cfg, &HeuristicJudge).unwrap();
     assert_eq!(by_id.in_output, Some(true));
     let text = render(&by_id);
-    assert!(text.contains("WON") && text.contains("zero contrast"), "{text}");
+    assert!(
+        text.contains("WON") && text.contains("zero contrast"),
+        "{text}"
+    );
     assert!(explain_pair_id(&ds, "no-such-pair", &cfg, &HeuristicJudge).is_err());
 }
 
@@ -717,14 +864,27 @@ fn explain_sanitizes_untrusted_text() {
     let dir = tempfile::tempdir().unwrap();
     let ok = success_shop("t8-a1", "t8");
     let bad = Traj::new("t8-a2", "t8", 2, false)
-        .step(page("https://shop.test/", HOME), input(3, "evil\u{1b}[2J\u{7}text"))
+        .step(
+            page("https://shop.test/", HOME),
+            input(3, "evil\u{1b}[2J\u{7}text"),
+        )
         .step(page("https://shop.test/x", &[]), done(false))
         .build();
     let ds = dataset(dir.path(), &[task("t8", "shopping")], &[ok, bad]);
-    let e = explain_trajectories(&ds, "t8-a1", "t8-a2", &MineConfig::default(), &HeuristicJudge).unwrap();
+    let e = explain_trajectories(
+        &ds,
+        "t8-a1",
+        "t8-a2",
+        &MineConfig::default(),
+        &HeuristicJudge,
+    )
+    .unwrap();
     let text = render(&e);
     assert!(text.contains("evil"));
-    assert!(!text.chars().any(|c| c == '\u{1b}' || c == '\u{7}'), "{text:?}");
+    assert!(
+        !text.chars().any(|c| c == '\u{1b}' || c == '\u{7}'),
+        "{text:?}"
+    );
 }
 
 #[test]
@@ -750,7 +910,11 @@ fn cli_mines_and_explains() {
         .args(["--threads", "2"])
         .output()
         .unwrap();
-    assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
     let stdout = String::from_utf8_lossy(&st.stdout);
     assert!(stdout.contains("wrong_element"), "{stdout}");
     let pairs = std::fs::read_to_string(dir.path().join("mined/pairs.jsonl")).unwrap();
@@ -762,7 +926,11 @@ fn cli_mines_and_explains() {
         .arg("--json")
         .output()
         .unwrap();
-    assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
     assert_eq!(v["in_output"], true);
     assert_eq!(v["candidates"].as_array().unwrap().len(), 12);
