@@ -3,6 +3,11 @@
 //! the `technical_obstruction` cap, and category and domain balance. Every drop is
 //! counted by reason; lowest scores go first, ties broken by id so the result does not
 //! depend on input order.
+//!
+//! Balance is a hard cap on the *output*: with three or more categories none may pass
+//! 35%, so a rare category bounds the common ones (skewed input shrinks the output,
+//! visible as `category_balance` drops in the report). Caps that interact (dropping
+//! for one raises another's share) are re-applied until none is exceeded.
 
 use super::config::MineConfig;
 use super::pair::{FailureKind, MinedPair};
