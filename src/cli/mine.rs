@@ -1,10 +1,162 @@
-//! `rmsweb mine` (not built yet: its issue is in progress).
+//! `rmsweb mine`: failure-mode mining of critical steps, and `rmsweb mine explain`.
+
+use anyhow::{Context, Result, bail};
+use rmsweb::mine::explain::{explain_pair_id, explain_trajectories, render};
+use rmsweb::mine::{HeuristicJudge, Judge, MineConfig, mine_dataset, write_output};
+use rmsweb::trajectory::Dataset;
+use std::path::PathBuf;
 
 /// Arguments of `rmsweb mine`.
 #[derive(clap::Args)]
-pub struct Args {}
+#[command(args_conflicts_with_subcommands = true)]
+pub struct Args {
+    #[command(subcommand)]
+    pub command: Option<Box<MineCommand>>,
+    /// Dataset folder to mine.
+    #[arg(long)]
+    pub dataset: Option<PathBuf>,
+    #[command(flatten)]
+    pub common: Common,
+    /// Output folder (default: DATASET/mined).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Worker threads (default: all cores). The output does not depend on it.
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Print the report as one JSON object instead of the summary table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Options shared by mining and explaining.
+#[derive(clap::Args, Clone)]
+pub struct Common {
+    /// Mining configuration (TOML; every key optional).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// OpenAI-compatible endpoint of the LLM judge (e.g. http://127.0.0.1:8000/v1).
+    /// Without it the heuristic labeller is used.
+    #[arg(long, requires = "judge_model")]
+    pub judge_url: Option<String>,
+    /// Model name for the LLM judge.
+    #[arg(long, requires = "judge_url")]
+    pub judge_model: Option<String>,
+}
+
+/// `rmsweb mine` subcommands.
+#[derive(clap::Subcommand)]
+pub enum MineCommand {
+    /// Every candidate step pair of one trajectory pair, its score parts and why it
+    /// won or was rejected.
+    Explain(ExplainArgs),
+}
+
+/// Arguments of `rmsweb mine explain`.
+#[derive(clap::Args)]
+pub struct ExplainArgs {
+    /// Dataset folder.
+    pub dataset: PathBuf,
+    /// A mined pair id (`SUCCESS@i~LOC@j`); or give --success and --loc.
+    #[arg(required_unless_present_all = ["success", "loc"], conflicts_with_all = ["success", "loc"])]
+    pub pair_id: Option<String>,
+    /// Success trajectory id.
+    #[arg(long, requires = "loc")]
+    pub success: Option<String>,
+    /// Loc trajectory id (a failure, or a longer success for a detour).
+    #[arg(long, requires = "success")]
+    pub loc: Option<String>,
+    #[command(flatten)]
+    pub common: Common,
+    /// Print one JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn config(c: &Common) -> Result<MineConfig> {
+    match &c.config {
+        Some(p) => MineConfig::load(p),
+        None => Ok(MineConfig::default()),
+    }
+}
+
+fn judge(c: &Common) -> Result<Box<dyn Judge>> {
+    match (&c.judge_url, &c.judge_model) {
+        (Some(url), Some(model)) => judge_over_http(url, model),
+        _ => Ok(Box::new(HeuristicJudge)),
+    }
+}
+
+/// The LLM judge needs the OpenAI-compatible chat client; until it is wired here
+/// (`LlmJudge::new(completion_fn)`), asking for it is an error rather than a silent
+/// heuristic run.
+fn judge_over_http(url: &str, model: &str) -> Result<Box<dyn Judge>> {
+    let _ = (url, model);
+    bail!(
+        "--judge-url needs the OpenAI-compatible chat client, which this build does not \
+         include yet; run without it to use the heuristic labeller"
+    )
+}
 
 /// Runs the subcommand.
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("`rmsweb mine` is not built yet")
+pub fn run(args: Args) -> Result<()> {
+    if let Some(cmd) = args.command {
+        let MineCommand::Explain(e) = *cmd;
+        return explain(e);
+    }
+    let Some(dataset) = args.dataset else {
+        bail!("--dataset is required (or use `rmsweb mine explain`)");
+    };
+    let cfg = config(&args.common)?;
+    let judge = judge(&args.common)?;
+    let ds = Dataset::open(&dataset)?;
+    let out_dir = args.out.unwrap_or_else(|| dataset.join("mined"));
+    let bar = indicatif::ProgressBar::new(0);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{spinner} mining {pos}/{len} tasks [{elapsed_precise}] {wide_bar} {eta}",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let tick = |total: usize| {
+        bar.set_length(total as u64);
+        bar.inc(1);
+    };
+    let out = match args.threads {
+        Some(n) => rayon::ThreadPoolBuilder::new()
+            .num_threads(n.max(1))
+            .build()
+            .context("starting worker threads")?
+            .install(|| mine_dataset(&ds, &cfg, judge.as_ref(), &tick)),
+        None => mine_dataset(&ds, &cfg, judge.as_ref(), &tick),
+    }?;
+    bar.finish_and_clear();
+    write_output(&out_dir, &out)?;
+    if args.json {
+        println!("{}", serde_json::to_string(&out.report)?);
+    } else {
+        print!("{}", out.report.summary_table());
+        println!(
+            "wrote {} and {}",
+            out_dir.join("pairs.jsonl").display(),
+            out_dir.join("report.json").display()
+        );
+    }
+    Ok(())
+}
+
+fn explain(a: ExplainArgs) -> Result<()> {
+    let cfg = config(&a.common)?;
+    let judge = judge(&a.common)?;
+    let ds = Dataset::open(&a.dataset)?;
+    let e = match (&a.pair_id, &a.success, &a.loc) {
+        (Some(id), _, _) => explain_pair_id(&ds, id, &cfg, judge.as_ref())?,
+        (None, Some(s), Some(l)) => explain_trajectories(&ds, s, l, &cfg, judge.as_ref())?,
+        _ => bail!("give a PAIR_ID, or --success and --loc"),
+    };
+    if a.json {
+        println!("{}", serde_json::to_string(&e)?);
+    } else {
+        print!("{}", render(&e));
+    }
+    Ok(())
 }

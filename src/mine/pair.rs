@@ -74,6 +74,22 @@ pub struct MinedPair {
     pub gates: Gates,
     #[serde(default)]
     pub evidence: Vec<String>,
+    /// How the loc attempt failed (fail_contrast pairs); runtime and evaluation
+    /// failures face a stricter minimum score.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loc_failure: Option<FailureKind>,
+}
+
+/// How a failed attempt failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureKind {
+    /// The agent acted wrongly (the common case).
+    Behaviour,
+    /// An action errored, the page crashed or timed out.
+    Runtime,
+    /// The agent claimed success but the evaluator disagreed.
+    Evaluation,
 }
 
 /// The default failure-mode taxonomy, in the order number keys pick them.

@@ -3,6 +3,7 @@
 mod annotate;
 mod dataset;
 mod import;
+mod mine;
 mod reward;
 mod rl_groups;
 mod tui;

@@ -1,0 +1,236 @@
+//! Mining a whole dataset: trajectories are grouped by task from their summaries,
+//! then tasks are processed in parallel, each parsing only its own trajectories, so
+//! memory stays bounded by the largest task. Results are collected in task order,
+//! so the output is the same whatever the number of threads.
+
+use super::config::MineConfig;
+use super::gates::VisualGate;
+use super::label::Judge;
+use super::pair::MinedPair;
+use super::pairs::{TrajMeta, build_pairs};
+use super::qc::quality_control;
+use super::report::{Report, kind_name};
+use super::select::{PairContext, Side, TaskInfo, evaluate_pair, views_of};
+use crate::reward::RewardConfig;
+use crate::trajectory::{Dataset, Task};
+use anyhow::Result;
+use rayon::prelude::*;
+use std::collections::{BTreeMap, HashMap};
+
+/// How many read errors the report lists.
+const MAX_LISTED_ERRORS: usize = 20;
+
+/// Pairs and report of a mining run.
+#[derive(Debug, Clone)]
+pub struct MineOutput {
+    pub pairs: Vec<MinedPair>,
+    pub report: Report,
+}
+
+#[derive(Default)]
+struct TaskResult {
+    mined: Vec<MinedPair>,
+    pairs_by_kind: BTreeMap<String, u64>,
+    rejections: BTreeMap<String, u64>,
+    candidates: BTreeMap<String, u64>,
+    label_notes: BTreeMap<String, u64>,
+    errors: Vec<String>,
+}
+
+fn add(into: &mut BTreeMap<String, u64>, from: BTreeMap<String, u64>) {
+    for (k, v) in from {
+        *into.entry(k).or_default() += v;
+    }
+}
+
+/// A judge note reduced to a countable key (the failure detail is dropped).
+fn note_key(note: &str) -> Option<String> {
+    if note.starts_with("judge failed") {
+        Some("judge_failed_fallback_heuristic".into())
+    } else if note.starts_with("judge answer rejected") {
+        Some("judge_answer_rejected_fallback_heuristic".into())
+    } else {
+        None
+    }
+}
+
+/// The task table: id → task (tasks missing from `tasks.jsonl` get an empty one).
+pub fn task_table(ds: &Dataset) -> Result<HashMap<String, Task>> {
+    let tasks = ds.tasks().map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(tasks.into_iter().map(|t| (t.task_id.clone(), t)).collect())
+}
+
+/// What the miner knows of a task id.
+pub fn task_info(tasks: &HashMap<String, Task>, task_id: &str) -> TaskInfo {
+    match tasks.get(task_id) {
+        Some(t) => TaskInfo {
+            task_id: task_id.to_string(),
+            domain: if t.domain.is_empty() {
+                "unknown".into()
+            } else {
+                t.domain.clone()
+            },
+            instruction: t.instruction.clone(),
+        },
+        None => TaskInfo {
+            task_id: task_id.to_string(),
+            domain: "unknown".into(),
+            instruction: String::new(),
+        },
+    }
+}
+
+fn mine_task(
+    ds: &Dataset,
+    info: &TaskInfo,
+    metas: &[TrajMeta],
+    cfg: &MineConfig,
+    reward: &RewardConfig,
+    judge: &dyn Judge,
+) -> TaskResult {
+    let mut out = TaskResult::default();
+    let pairs = build_pairs(metas, cfg);
+    if pairs.is_empty() {
+        return out;
+    }
+    let mut needed: Vec<usize> = pairs.iter().flat_map(|p| [p.success, p.loc]).collect();
+    needed.sort_unstable();
+    needed.dedup();
+    let mut loaded = HashMap::new();
+    for &k in &needed {
+        match ds.trajectory(metas[k].record) {
+            Ok(t) => {
+                let views = views_of(&t);
+                loaded.insert(k, (t, views));
+            }
+            Err(e) => out.errors.push(e.to_string()),
+        }
+    }
+    let ctx = PairContext {
+        task: info,
+        cfg,
+        reward,
+        judge,
+    };
+    let mut visual = VisualGate::new(ds.root());
+    for p in pairs {
+        *out.pairs_by_kind
+            .entry(kind_name(p.kind).into())
+            .or_default() += 1;
+        let (Some(s), Some(l)) = (loaded.get(&p.success), loaded.get(&p.loc)) else {
+            *out.rejections
+                .entry("unreadable_trajectory".into())
+                .or_default() += 1;
+            continue;
+        };
+        let r = evaluate_pair(
+            &ctx,
+            p.kind,
+            Side {
+                traj: &s.0,
+                views: &s.1,
+            },
+            Side {
+                traj: &l.0,
+                views: &l.1,
+            },
+            &mut visual,
+            false,
+        );
+        add(&mut out.candidates, r.candidate_counts);
+        for n in &r.label.notes {
+            if let Some(k) = note_key(n) {
+                *out.label_notes.entry(k).or_default() += 1;
+            }
+        }
+        match r.mined {
+            Some(m) => out.mined.push(m),
+            None => {
+                let reason = r.rejection.unwrap_or_else(|| "no_candidates".into());
+                *out.rejections.entry(reason).or_default() += 1;
+            }
+        }
+    }
+    out
+}
+
+/// Mines a dataset. `tick(total_tasks)` is called once per finished task (for a
+/// progress bar).
+pub fn mine_dataset(
+    ds: &Dataset,
+    cfg: &MineConfig,
+    judge: &dyn Judge,
+    tick: &(dyn Fn(usize) + Sync),
+) -> Result<MineOutput> {
+    cfg.validate()?;
+    let reward = RewardConfig::default();
+    let tasks = task_table(ds)?;
+    let mut report = Report {
+        schema: 1,
+        ..Default::default()
+    };
+    let mut by_task: BTreeMap<String, Vec<TrajMeta>> = BTreeMap::new();
+    for s in ds.summaries() {
+        match s {
+            Ok(s) => by_task
+                .entry(s.task_id.clone())
+                .or_default()
+                .push((&s).into()),
+            Err(e) => {
+                report.unreadable_records += 1;
+                if report.errors.len() < MAX_LISTED_ERRORS {
+                    report.errors.push(e.to_string());
+                }
+            }
+        }
+        report.trajectories += 1;
+    }
+    report.tasks = by_task.len() as u64;
+    let groups: Vec<(String, Vec<TrajMeta>)> = by_task.into_iter().collect();
+    let total = groups.len();
+    let results: Vec<TaskResult> = groups
+        .par_iter()
+        .map(|(task_id, metas)| {
+            let info = task_info(&tasks, task_id);
+            let r = mine_task(ds, &info, metas, cfg, &reward, judge);
+            tick(total);
+            r
+        })
+        .collect();
+    let mut mined = Vec::new();
+    for r in results {
+        mined.extend(r.mined);
+        add(&mut report.trajectory_pairs, r.pairs_by_kind);
+        add(&mut report.rejections, r.rejections);
+        add(&mut report.candidates, r.candidates);
+        add(&mut report.label_notes, r.label_notes);
+        for e in r.errors {
+            report.unreadable_records += 1;
+            if report.errors.len() < MAX_LISTED_ERRORS {
+                report.errors.push(e);
+            }
+        }
+    }
+    report.mined_before_qc = mined.len() as u64;
+    let qc = quality_control(mined, cfg);
+    add(&mut report.rejections, qc.rejections);
+    report.balance = qc.balance;
+    report.count_kept(&qc.kept);
+    Ok(MineOutput {
+        pairs: qc.kept,
+        report,
+    })
+}
+
+/// Writes `pairs.jsonl` and `report.json` into `dir`, each atomically.
+pub fn write_output(dir: &std::path::Path, out: &MineOutput) -> Result<()> {
+    let mut buf = Vec::with_capacity(out.pairs.len() * 1024);
+    for p in &out.pairs {
+        serde_json::to_writer(&mut buf, p)?;
+        buf.push(b'\n');
+    }
+    crate::trajectory::jsonl::write_atomic(&dir.join("pairs.jsonl"), &buf)?;
+    let report = serde_json::to_vec_pretty(&out.report)?;
+    crate::trajectory::jsonl::write_atomic(&dir.join("report.json"), &report)?;
+    Ok(())
+}

@@ -1,0 +1,432 @@
+//! Choosing the critical step of one trajectory pair (ALGORITHMS.md §4.3–4.6): every
+//! candidate step pair is aligned, contrasted, checked and scored, and the best one
+//! that passes the gates wins (ties: the later success step, then the later loc step —
+//! the *last* divergence). Each candidate gets a [`Verdict`], so `mine explain` can
+//! show the whole audit trail.
+//!
+//! Candidates are the success steps except a final `done` (the success's terminal
+//! step) against every loc step, the loc's terminal step included: a premature `done`
+//! is the loc's last step.
+
+use super::align::{Alignment, StateView, align};
+use super::config::MineConfig;
+use super::contrast::{Uninformative, contrast, uninformative};
+use super::evidence::evidence;
+use super::gates::{VisualGate, progress_ok, validity};
+use super::label::{Judge, Label, LabelInput, label_pair, mentions_obstruction};
+use super::pair::{FailureKind, FailureMode, Gates, MinedPair, PairKind, PairScores, StepRef};
+use crate::action::Action;
+use crate::reward::RewardConfig;
+use crate::trajectory::Trajectory;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// What the miner knows of a task.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TaskInfo {
+    pub task_id: String,
+    pub domain: String,
+    pub instruction: String,
+}
+
+/// One side of a pair: a trajectory and its precomputed state views.
+#[derive(Clone, Copy)]
+pub struct Side<'a> {
+    pub traj: &'a Trajectory,
+    pub views: &'a [StateView],
+}
+
+/// State views of every step, with progress = position / (len − 1).
+pub fn views_of(t: &Trajectory) -> Vec<StateView> {
+    let n = t.steps.len();
+    t.steps
+        .iter()
+        .enumerate()
+        .map(|(k, s)| {
+            let p = if n > 1 {
+                k as f64 / (n - 1) as f64
+            } else {
+                0.0
+            };
+            StateView::new(&s.state, p)
+        })
+        .collect()
+}
+
+/// The fate of a candidate.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum Verdict {
+    /// The states are not comparable.
+    AlignmentBelowThreshold,
+    /// One side has no action at that step.
+    MissingAction,
+    /// The loc action earns full reward against the target.
+    ZeroContrast,
+    /// Both sides search; only the wording differs.
+    SearchWordingOnly,
+    /// A wait, scroll or go_back on either side.
+    TrivialAction,
+    /// A gate failed.
+    GateFailed {
+        gates: Vec<String>,
+        reasons: Vec<String>,
+    },
+    /// The chosen candidate.
+    Won,
+    /// Passed everything but another candidate scored higher.
+    LostToBetter { winner_total: f64 },
+    /// Tied with the winner, which is a later step pair.
+    LostToLater,
+}
+
+impl Verdict {
+    /// A short name for counting.
+    pub fn key(&self) -> String {
+        match self {
+            Verdict::AlignmentBelowThreshold => "alignment_below_threshold".into(),
+            Verdict::MissingAction => "missing_action".into(),
+            Verdict::ZeroContrast => "zero_contrast".into(),
+            Verdict::SearchWordingOnly => "search_wording_only".into(),
+            Verdict::TrivialAction => "trivial_action".into(),
+            Verdict::GateFailed { gates, .. } => format!("gate_failed:{}", gates.join("+")),
+            Verdict::Won => "won".into(),
+            Verdict::LostToBetter { .. } => "lost_to_better".into(),
+            Verdict::LostToLater => "lost_to_later".into(),
+        }
+    }
+
+    /// How far the candidate got (for the pair-level rejection reason).
+    fn stage(&self) -> u8 {
+        match self {
+            Verdict::AlignmentBelowThreshold => 0,
+            Verdict::MissingAction => 1,
+            Verdict::ZeroContrast => 2,
+            Verdict::TrivialAction => 3,
+            Verdict::SearchWordingOnly => 4,
+            Verdict::GateFailed { .. } => 5,
+            _ => 6,
+        }
+    }
+}
+
+/// One considered candidate with its score parts.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CandidateTrace {
+    pub success_step: usize,
+    pub loc_step: usize,
+    pub target_action: Option<Action>,
+    pub loc_action: Option<Action>,
+    pub alignment: Alignment,
+    pub contrast: Option<f64>,
+    /// The rubric rule and reason behind the contrast.
+    pub reward_rule: Option<String>,
+    pub reward_reason: Option<String>,
+    pub evidence: Option<f64>,
+    pub evidence_findings: Vec<String>,
+    pub total: Option<f64>,
+    pub verdict: Verdict,
+}
+
+/// The result of contrasting one trajectory pair.
+#[derive(Debug, Clone)]
+pub struct PairOutcome {
+    pub kind: PairKind,
+    pub label: Label,
+    /// The mined pair, if a candidate passed.
+    pub mined: Option<MinedPair>,
+    /// Why nothing was mined, from the furthest stage any candidate reached:
+    /// `no_candidates`, `no_aligned_states`, `missing_action`, `no_contrast`,
+    /// `trivial_difference`, `search_wording_only`, `gate_failed:<gates>`.
+    pub rejection: Option<String>,
+    /// Candidates per verdict.
+    pub candidate_counts: BTreeMap<String, u64>,
+    /// Every candidate (only when asked for: `mine explain`).
+    pub trace: Vec<CandidateTrace>,
+}
+
+/// How a failed attempt failed (see [`FailureKind`]).
+pub fn failure_kind(t: &Trajectory) -> FailureKind {
+    let errored = t.steps.iter().any(|s| {
+        s.result
+            .iter()
+            .any(|r| r.error.as_deref().is_some_and(|e| !e.trim().is_empty()))
+    });
+    let reason = t.outcome.reason.as_deref().unwrap_or("");
+    if errored || mentions_obstruction(reason) || reason.to_lowercase().contains("exception") {
+        return FailureKind::Runtime;
+    }
+    let claimed = t
+        .steps
+        .last()
+        .and_then(|s| s.output.actions.iter().find(|a| a.name == "done"))
+        .and_then(|a| a.bool_param("success"))
+        .unwrap_or(false);
+    if claimed && !t.outcome.success {
+        FailureKind::Evaluation
+    } else {
+        FailureKind::Behaviour
+    }
+}
+
+/// The id of the pair mined from these steps: `SUCCESS@i~LOC@j`.
+pub fn pair_id(success: &str, i: usize, loc: &str, j: usize) -> String {
+    format!("{success}@{i}~{loc}@{j}")
+}
+
+struct Scored {
+    i: usize,
+    j: usize,
+    align: Alignment,
+    contrast: f64,
+    evidence: f64,
+    findings: Vec<String>,
+    reward_reason: String,
+    total: f64,
+}
+
+/// Everything [`evaluate_pair`] needs besides the two sides.
+pub struct PairContext<'a> {
+    pub task: &'a TaskInfo,
+    pub cfg: &'a MineConfig,
+    pub reward: &'a RewardConfig,
+    pub judge: &'a dyn Judge,
+}
+
+/// Contrasts a trajectory pair and picks its critical step. `record` keeps every
+/// candidate's trace (for `mine explain`); mining leaves it off.
+pub fn evaluate_pair(
+    ctx: &PairContext,
+    kind: PairKind,
+    success: Side,
+    loc: Side,
+    visual: &mut VisualGate,
+    record: bool,
+) -> PairOutcome {
+    let cfg = ctx.cfg;
+    let input = LabelInput {
+        instruction: &ctx.task.instruction,
+        kind,
+        success: success.traj,
+        loc: loc.traj,
+        success_views: success.views,
+        loc_views: loc.views,
+    };
+    let label = label_pair(ctx.judge, &input, cfg);
+    let (s, l) = (success.traj, loc.traj);
+    let ns = s.steps.len();
+    let last_is_done = s
+        .steps
+        .last()
+        .and_then(|st| st.output.actions.first())
+        .is_some_and(|a| a.name == "done");
+    let n_cand = if last_is_done {
+        ns.saturating_sub(1)
+    } else {
+        ns
+    };
+    let mut counts: BTreeMap<String, u64> = BTreeMap::new();
+    let mut trace: Vec<CandidateTrace> = Vec::new();
+    let mut best: Option<Scored> = None;
+    let mut passed: Vec<(usize, f64, usize, usize)> = Vec::new(); // (trace slot, total, i, j)
+    let mut furthest: Option<Verdict> = None;
+
+    for i in (0..n_cand).rev() {
+        for j in (0..l.steps.len()).rev() {
+            let (sv, lv) = (&success.views[i], &loc.views[j]);
+            let al = align(sv, lv, &cfg.weights);
+            let target = s.steps[i].output.actions.first();
+            let loc_action = l.steps[j].output.actions.first();
+            let mut tr = record.then(|| CandidateTrace {
+                success_step: i,
+                loc_step: j,
+                target_action: target.cloned(),
+                loc_action: loc_action.cloned(),
+                alignment: al,
+                contrast: None,
+                reward_rule: None,
+                reward_reason: None,
+                evidence: None,
+                evidence_findings: Vec::new(),
+                total: None,
+                verdict: Verdict::AlignmentBelowThreshold,
+            });
+            let verdict = 'v: {
+                if al.total + 1e-12 < cfg.min_alignment {
+                    break 'v Verdict::AlignmentBelowThreshold;
+                }
+                let (Some(target), Some(loc_action)) = (target, loc_action) else {
+                    break 'v Verdict::MissingAction;
+                };
+                let c = contrast(
+                    target,
+                    loc_action,
+                    &s.steps[i].state.elements,
+                    lv,
+                    sv,
+                    ctx.reward,
+                );
+                if let Some(t) = tr.as_mut() {
+                    t.contrast = Some(c.value);
+                    t.reward_rule = Some(c.decision.rule.clone());
+                    t.reward_reason = Some(c.decision.reason.clone());
+                }
+                if c.value <= 1e-12 {
+                    break 'v Verdict::ZeroContrast;
+                }
+                match uninformative(target, loc_action) {
+                    Some(Uninformative::SearchWordingOnly) => break 'v Verdict::SearchWordingOnly,
+                    Some(Uninformative::TrivialAction) => break 'v Verdict::TrivialAction,
+                    None => {}
+                }
+                let mut gates = Vec::new();
+                let mut reasons = Vec::new();
+                if let Err(e) = validity(target, loc_action, &s.steps[i].state) {
+                    gates.push("validity".to_string());
+                    reasons.push(e);
+                }
+                if let Err(e) = visual.check(s.steps[i].state.screenshot.as_deref()) {
+                    gates.push("visual".to_string());
+                    reasons.push(e);
+                }
+                if !progress_ok(sv.progress, lv.progress, cfg.progress_gate) {
+                    gates.push("progress".to_string());
+                    reasons.push(format!(
+                        "progress gap {:.2} exceeds {:.2}",
+                        (sv.progress - lv.progress).abs(),
+                        cfg.progress_gate
+                    ));
+                }
+                if !gates.is_empty() {
+                    break 'v Verdict::GateFailed { gates, reasons };
+                }
+                let ev = evidence(
+                    &label.category,
+                    label.confidence,
+                    &input,
+                    i,
+                    j,
+                    cfg.evidence_window,
+                );
+                let total = al.total * c.value * (0.5 + 0.5 * ev.value);
+                if let Some(t) = tr.as_mut() {
+                    t.evidence = Some(ev.value);
+                    t.evidence_findings = ev.findings.clone();
+                    t.total = Some(total);
+                }
+                passed.push((trace.len(), total, i, j));
+                // Enumeration runs late to early, so on a tie the earlier-found
+                // (later) candidate stays.
+                if best.as_ref().is_none_or(|b| total > b.total + 1e-12) {
+                    best = Some(Scored {
+                        i,
+                        j,
+                        align: al,
+                        contrast: c.value,
+                        evidence: ev.value,
+                        findings: ev.findings,
+                        reward_reason: c.decision.reason,
+                        total,
+                    });
+                }
+                Verdict::Won
+            };
+            if verdict != Verdict::Won {
+                *counts.entry(verdict.key()).or_default() += 1;
+                if furthest
+                    .as_ref()
+                    .is_none_or(|f| verdict.stage() > f.stage())
+                {
+                    furthest = Some(verdict.clone());
+                }
+            }
+            if let Some(mut t) = tr {
+                t.verdict = verdict;
+                trace.push(t);
+            }
+        }
+    }
+
+    // Settle the candidates that passed: one won, the others lost.
+    if let Some(b) = &best {
+        for &(slot, total, i, j) in &passed {
+            let v = if (i, j) == (b.i, b.j) {
+                Verdict::Won
+            } else if total + 1e-12 < b.total {
+                Verdict::LostToBetter {
+                    winner_total: b.total,
+                }
+            } else {
+                Verdict::LostToLater
+            };
+            *counts.entry(v.key()).or_default() += 1;
+            if record {
+                trace[slot].verdict = v;
+            }
+        }
+    }
+
+    let mined = best.map(|b| {
+        let mut ev_notes = label.notes.clone();
+        ev_notes.push(format!("contrast: {}", b.reward_reason));
+        ev_notes.extend(b.findings);
+        MinedPair {
+            id: pair_id(&s.id, b.i, &l.id, b.j),
+            task_id: ctx.task.task_id.clone(),
+            domain: ctx.task.domain.clone(),
+            kind,
+            success: StepRef {
+                trajectory: s.id.clone(),
+                step: b.i as u32,
+            },
+            loc: StepRef {
+                trajectory: l.id.clone(),
+                step: b.j as u32,
+            },
+            target_action: s.steps[b.i].output.actions[0].clone(),
+            loc_action: l.steps[b.j].output.actions[0].clone(),
+            scores: PairScores {
+                url: b.align.url,
+                dom: b.align.dom,
+                memory: b.align.memory,
+                progress: b.align.progress,
+                alignment: b.align.total,
+                contrast: b.contrast,
+                evidence: b.evidence,
+                total: b.total,
+            },
+            failure_mode: FailureMode {
+                category: label.category.clone(),
+                confidence: label.confidence,
+                source: label.source,
+            },
+            gates: Gates {
+                validity: true,
+                visual: true,
+                progress: true,
+            },
+            evidence: ev_notes,
+            loc_failure: (kind == PairKind::FailContrast).then(|| failure_kind(l)),
+        }
+    });
+    let rejection = if mined.is_some() {
+        None
+    } else {
+        Some(match furthest {
+            None => "no_candidates".to_string(),
+            Some(Verdict::AlignmentBelowThreshold) => "no_aligned_states".to_string(),
+            Some(Verdict::MissingAction) => "missing_action".to_string(),
+            Some(Verdict::ZeroContrast) => "no_contrast".to_string(),
+            Some(Verdict::TrivialAction) => "trivial_difference".to_string(),
+            Some(v) => v.key(),
+        })
+    };
+    PairOutcome {
+        kind,
+        label,
+        mined,
+        rejection,
+        candidate_counts: counts,
+        trace,
+    }
+}
