@@ -149,7 +149,7 @@ impl Tab {
                     .and_then(|v| v.as_f64())
                     .unwrap_or(1.0)
                     .clamp(0.0, 10.0);
-                self.rt.block_on(tokio::time::sleep(Duration::from_secs_f64(s)));
+                self.rt.block_on(async { tokio::time::sleep(Duration::from_secs_f64(s)).await });
                 ok()
             }
             "done" => ActionResult {

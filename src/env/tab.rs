@@ -135,6 +135,6 @@ impl Tab {
     /// Waits a little for the page to react to input.
     pub(crate) fn settle(&self, ms: u64) {
         self.rt
-            .block_on(tokio::time::sleep(Duration::from_millis(ms)));
+            .block_on(async { tokio::time::sleep(Duration::from_millis(ms)).await });
     }
 }

@@ -219,7 +219,10 @@ fn vision_sends_the_screenshot_as_a_base64_image_part() {
     let parts = body["messages"][0]["content"].as_array().unwrap();
     assert_eq!(parts[0]["type"], "text");
     let url = parts[1]["image_url"]["url"].as_str().unwrap();
-    assert!(url.starts_with("data:image/png;base64,iVBORw0KGgo"), "{url}");
+    let b64 = url.strip_prefix("data:image/png;base64,").expect("a PNG data URL");
+    use base64::Engine;
+    let bytes = base64::engine::general_purpose::STANDARD.decode(b64).unwrap();
+    assert_eq!(bytes, b"\x89PNG\r\n\x1a\nfake");
 }
 
 #[test]
