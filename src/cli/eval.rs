@@ -152,9 +152,9 @@ pub struct Args {
     #[arg(long)]
     pub reflection: Option<String>,
     #[command(flatten)]
-    pub policy: PolicyArgs,
+    pub policy: Box<PolicyArgs>,
     #[command(flatten)]
-    pub env: EnvArgs,
+    pub env: Box<EnvArgs>,
 }
 
 /// Runs the subcommand.
@@ -177,7 +177,10 @@ pub fn run(args: Args) -> Result<()> {
         }
     }
     if args.k > args.episodes {
-        eprintln!("note: --k {} exceeds --episodes {}; pass@k is not reported", args.k, args.episodes);
+        eprintln!(
+            "note: --k {} exceeds --episodes {}; pass@k is not reported",
+            args.k, args.episodes
+        );
     }
     let mut policy = args.policy.build()?;
     let mut env = args.env.open()?;
@@ -208,12 +211,21 @@ pub fn run(args: Args) -> Result<()> {
     );
     let mut solved = 0usize;
     let mut done = 0usize;
-    let report = evaluate(&mut env, policy.as_mut(), &cfg, dataset.as_mut(), &mut |r| {
-        done += 1;
-        solved += usize::from(r.success);
-        bar.set_message(format!("{} ok {solved}/{done}", rmsweb::util::sanitize::clean_line(&r.task)));
-        bar.inc(1);
-    })?;
+    let report = evaluate(
+        &mut env,
+        policy.as_mut(),
+        &cfg,
+        dataset.as_mut(),
+        &mut |r| {
+            done += 1;
+            solved += usize::from(r.success);
+            bar.set_message(format!(
+                "{} ok {solved}/{done}",
+                rmsweb::util::sanitize::clean_line(&r.task)
+            ));
+            bar.inc(1);
+        },
+    )?;
     bar.finish_and_clear();
     print!("{}", table(&report));
     if let Some(out) = &args.out {
@@ -221,7 +233,11 @@ pub fn run(args: Args) -> Result<()> {
         println!("results written to {}", out.display());
     }
     if let Some(d) = &args.dataset {
-        println!("{} trajectories appended to {}", report.episodes_total, d.display());
+        println!(
+            "{} trajectories appended to {}",
+            report.episodes_total,
+            d.display()
+        );
     }
     Ok(())
 }

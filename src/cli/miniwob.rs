@@ -29,7 +29,7 @@ enum Command {
         miniwob_dir: Option<PathBuf>,
     },
     /// Run one episode with a seed and print every step.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
 }
 
 #[derive(clap::Args)]
@@ -59,18 +59,26 @@ pub fn run(args: Args) -> Result<()> {
             let dir = resolve_dir(miniwob_dir.as_deref());
             let root = install(&dir)?;
             let n = list_tasks(&root)?.len();
-            println!("MiniWoB++ {} installed in {} ({n} tasks)", rmsweb::env::miniwob::MINIWOB_VERSION, root.display());
+            println!(
+                "MiniWoB++ {} installed in {} ({n} tasks)",
+                rmsweb::env::miniwob::MINIWOB_VERSION,
+                root.display()
+            );
             Ok(())
         }
         Command::List { miniwob_dir } => {
             let root = html_root(&resolve_dir(miniwob_dir.as_deref()))?;
             for t in list_tasks(&root)? {
-                let mark = if rmsweb::policy::scripted::ScriptedTeacher::supports(&t) { "  [scripted]" } else { "" };
+                let mark = if rmsweb::policy::scripted::ScriptedTeacher::supports(&t) {
+                    "  [scripted]"
+                } else {
+                    ""
+                };
                 println!("miniwob:{t}{mark}");
             }
             Ok(())
         }
-        Command::Run(a) => run_one(a),
+        Command::Run(a) => run_one(*a),
     }
 }
 
@@ -79,10 +87,16 @@ fn run_one(a: RunArgs) -> Result<()> {
     let mut policy = a.policy.build()?;
     let mut env = a.env.open()?;
     let mut dataset = match &a.dataset {
-        Some(d) => Some(Dataset::create(d, "rmsweb-miniwob", "episodes written by rmsweb miniwob run")?),
+        Some(d) => Some(Dataset::create(
+            d,
+            "rmsweb-miniwob",
+            "episodes written by rmsweb miniwob run",
+        )?),
         None => None,
     };
-    let sink = dataset.as_ref().map(|d| ScreenshotSink { root: d.root().to_path_buf() });
+    let sink = dataset.as_ref().map(|d| ScreenshotSink {
+        root: d.root().to_path_buf(),
+    });
     env.screenshots = sink.is_some();
     let name = rmsweb::env::miniwob::task_name(&a.task).to_string();
     let opts = EpisodeOptions {
@@ -102,7 +116,9 @@ fn run_one(a: RunArgs) -> Result<()> {
         for (i, act) in s.output.actions.iter().enumerate() {
             let res = s.result.get(i);
             let status = match res {
-                Some(r) if r.error.is_some() => format!("error: {}", clean_line(r.error.as_deref().unwrap_or(""))),
+                Some(r) if r.error.is_some() => {
+                    format!("error: {}", clean_line(r.error.as_deref().unwrap_or("")))
+                }
                 Some(r) if r.is_done => "done".into(),
                 Some(_) => "ok".into(),
                 None => "not executed".into(),
@@ -124,7 +140,11 @@ fn run_one(a: RunArgs) -> Result<()> {
     );
     println!("reason: {}", clean_line(&rec.reason));
     if let Some(ds) = dataset.as_mut() {
-        if ds.tasks().map(|ts| !ts.iter().any(|t| t.task_id == task.task_id)).unwrap_or(true) {
+        if ds
+            .tasks()
+            .map(|ts| !ts.iter().any(|t| t.task_id == task.task_id))
+            .unwrap_or(true)
+        {
             ds.append_tasks(std::slice::from_ref(&task))?;
         }
         ds.append_trajectories(std::slice::from_ref(&traj))?;

@@ -11,8 +11,8 @@ use crate::action::Action;
 use crate::trajectory::ActionResult;
 use anyhow::{Context, Result};
 use chromiumoxide::cdp::browser_protocol::input::{
-    DispatchKeyEventParams, DispatchKeyEventType, DispatchMouseEventParams,
-    DispatchMouseEventType, InsertTextParams, MouseButton,
+    DispatchKeyEventParams, DispatchKeyEventType, DispatchMouseEventParams, DispatchMouseEventType,
+    InsertTextParams, MouseButton,
 };
 use std::time::Duration;
 
@@ -97,7 +97,11 @@ fn key_spec(name: &str) -> Option<KeySpec> {
             KeySpec {
                 key: c.to_string(),
                 code,
-                vk: if c.is_ascii_alphanumeric() { up as i64 } else { 0 },
+                vk: if c.is_ascii_alphanumeric() {
+                    up as i64
+                } else {
+                    0
+                },
                 text: Some(c.to_string()),
             }
         }
@@ -149,7 +153,8 @@ impl Tab {
                     .and_then(|v| v.as_f64())
                     .unwrap_or(1.0)
                     .clamp(0.0, 10.0);
-                self.rt.block_on(async { tokio::time::sleep(Duration::from_secs_f64(s)).await });
+                self.rt
+                    .block_on(async { tokio::time::sleep(Duration::from_secs_f64(s)).await });
                 ok()
             }
             "done" => ActionResult {
@@ -165,9 +170,13 @@ impl Tab {
         Ok(res)
     }
 
-    /// Scrolls the element into view and returns its centre, or an error message when
+    /// Scrolls the element into view and returns the point to click (its centre, or the
+    /// first uncovered point inside it when the centre is covered), or an error message when
     /// the index is not one of the last observation's elements.
-    fn element_centre(&self, index: Option<i64>) -> Result<std::result::Result<(f64, f64), String>> {
+    fn element_centre(
+        &self,
+        index: Option<i64>,
+    ) -> Result<std::result::Result<(f64, f64), String>> {
         let Some(i) = index else {
             return Ok(Err("missing or non-integer `index`".into()));
         };
@@ -177,6 +186,7 @@ impl Tab {
              const r0 = e.getBoundingClientRect(); \
              if (r0.top < 0 || r0.left < 0 || r0.bottom > innerHeight || r0.right > innerWidth) \
                e.scrollIntoView({{block: 'center', inline: 'center'}}); \
+             const p = (window.__rmswebHitPoint || (() => null))(e); if (p) return p; \
              const r = e.getBoundingClientRect(); \
              return [r.left + r.width / 2, r.top + r.height / 2]; }})()"
         ))?;
@@ -210,7 +220,9 @@ impl Tab {
             .y(y)
             .build()
             .map_err(|e| anyhow::anyhow!("mouse event: {e}"))?;
-        self.rt.block_on(self.page.execute(p)).context("moving the mouse")?;
+        self.rt
+            .block_on(self.page.execute(p))
+            .context("moving the mouse")?;
         self.mouse(DispatchMouseEventType::MousePressed, x, y, true)?;
         self.mouse(DispatchMouseEventType::MouseReleased, x, y, false)?;
         Ok(())
@@ -297,7 +309,11 @@ impl Tab {
     }
 
     fn press_key(&self, k: &KeySpec, modifiers: i64) -> Result<()> {
-        let typed = if modifiers & !8 == 0 { k.text.clone() } else { None };
+        let typed = if modifiers & !8 == 0 {
+            k.text.clone()
+        } else {
+            None
+        };
         let mut down = DispatchKeyEventParams::builder()
             .r#type(if typed.is_some() {
                 DispatchKeyEventType::KeyDown
@@ -319,7 +335,9 @@ impl Tab {
             .windows_virtual_key_code(k.vk)
             .native_virtual_key_code(k.vk)
             .modifiers(modifiers);
-        let down = down.build().map_err(|e| anyhow::anyhow!("key event: {e}"))?;
+        let down = down
+            .build()
+            .map_err(|e| anyhow::anyhow!("key event: {e}"))?;
         let up = up.build().map_err(|e| anyhow::anyhow!("key event: {e}"))?;
         self.rt
             .block_on(async {
@@ -340,8 +358,15 @@ impl Tab {
             return Ok(error("send_keys got an empty `keys` string"));
         }
         let parts: Vec<&str> = keys.split('+').collect();
-        let chord = parts.len() > 1 && parts[..parts.len() - 1].iter().all(|p| modifier_bit(p).is_some());
-        let spec = if chord { key_spec(parts[parts.len() - 1]) } else { key_spec(keys) };
+        let chord = parts.len() > 1
+            && parts[..parts.len() - 1]
+                .iter()
+                .all(|p| modifier_bit(p).is_some());
+        let spec = if chord {
+            key_spec(parts[parts.len() - 1])
+        } else {
+            key_spec(keys)
+        };
         match spec {
             Some(k) => {
                 let mods = if chord {
@@ -392,7 +417,9 @@ impl Tab {
             .delta_y(dy)
             .build()
             .map_err(|e| anyhow::anyhow!("wheel event: {e}"))?;
-        self.rt.block_on(self.page.execute(p)).context("scrolling")?;
+        self.rt
+            .block_on(self.page.execute(p))
+            .context("scrolling")?;
         self.settle(120);
         Ok(ok())
     }
@@ -418,7 +445,10 @@ mod tests {
     #[test]
     fn key_names_map_to_dom_keys() {
         let k = key_spec("Enter").unwrap();
-        assert_eq!((k.key.as_str(), k.vk, k.text.as_deref()), ("Enter", 13, Some("\r")));
+        assert_eq!(
+            (k.key.as_str(), k.vk, k.text.as_deref()),
+            ("Enter", 13, Some("\r"))
+        );
         let a = key_spec("a").unwrap();
         assert_eq!((a.code.as_str(), a.vk), ("KeyA", 65));
         assert!(key_spec("NotAKey").is_none());

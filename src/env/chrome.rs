@@ -138,7 +138,11 @@ impl Chrome {
             .rt
             .block_on(browser.new_page("about:blank"))
             .context("opening a tab")?;
-        Ok(crate::env::Tab::new(self.rt.clone(), page, self.options.viewport))
+        Ok(crate::env::Tab::new(
+            self.rt.clone(),
+            page,
+            self.options.viewport,
+        ))
     }
 }
 

@@ -49,7 +49,11 @@ pub fn resolve_dir(explicit: Option<&Path>) -> PathBuf {
 /// The html root inside `dir`: `dir` itself when it holds `core/core.js`, or
 /// `dir/html` (an unpacked wheel's layout). Fails with an install hint otherwise.
 pub fn html_root(dir: &Path) -> Result<PathBuf> {
-    for cand in [dir.to_path_buf(), dir.join("html"), dir.join("miniwob").join("html")] {
+    for cand in [
+        dir.to_path_buf(),
+        dir.join("html"),
+        dir.join("miniwob").join("html"),
+    ] {
         if cand.join("core").join("core.js").is_file() && cand.join("miniwob").is_dir() {
             return Ok(cand);
         }
@@ -87,7 +91,11 @@ pub fn install(dir: &Path) -> Result<PathBuf> {
     let spec = format!("miniwob=={MINIWOB_VERSION}");
     let mut last_err = String::new();
     let mut fetched = false;
-    for (prog, pre) in [("pip", vec![]), ("pip3", vec![]), ("python3", vec!["-m", "pip"])] {
+    for (prog, pre) in [
+        ("pip", vec![]),
+        ("pip3", vec![]),
+        ("python3", vec!["-m", "pip"]),
+    ] {
         let out = Command::new(prog)
             .args(&pre)
             .args(["download", "--no-deps", "--quiet", &spec, "-d"])
@@ -276,7 +284,10 @@ impl MiniwobEnv {
     }
 
     /// Executes an action in the tab (see [`Tab::execute`]).
-    pub fn execute(&self, action: &crate::action::Action) -> Result<crate::trajectory::ActionResult> {
+    pub fn execute(
+        &self,
+        action: &crate::action::Action,
+    ) -> Result<crate::trajectory::ActionResult> {
         self.tab.execute(action)
     }
 }

@@ -2,6 +2,7 @@
 // order, with the index the model refers to. Stores the element handles in
 // window.__rmswebEls so that actions address exactly what the model saw.
 (function (excludeSelector) {
+  window.__rmswebHitPoint = __HIT_POINT__;
   const INTERACTIVE_TAGS = new Set(['A', 'BUTTON', 'INPUT', 'SELECT', 'TEXTAREA', 'SUMMARY', 'DETAILS']);
   const INTERACTIVE_ROLES = new Set(['button', 'link', 'checkbox', 'radio', 'tab', 'menuitem',
     'menuitemcheckbox', 'menuitemradio', 'option', 'switch', 'textbox', 'combobox', 'listbox',
@@ -45,15 +46,8 @@
     if (st.visibility === 'hidden' || st.display === 'none' || parseFloat(st.opacity) === 0) return false;
     const vw = window.innerWidth, vh = window.innerHeight;
     if (r.right <= 0 || r.bottom <= 0 || r.left >= vw || r.top >= vh) return false;
-    const cx = Math.min(Math.max(r.left + r.width / 2, 0), vw - 1);
-    const cy = Math.min(Math.max(r.top + r.height / 2, 0), vh - 1);
-    const hit = document.elementFromPoint(cx, cy);
-    if (!hit) return false;
-    if (hit === el || el.contains(hit) || hit.contains(el)) return true;
-    // A label that wraps or names the element counts as the element itself.
-    const lab = hit.closest && hit.closest('label');
-    if (lab && (lab.contains(el) || (el.id && lab.htmlFor === el.id))) return true;
-    return false;
+    // Visible when some point of it (centre first, then inner points) is on top.
+    return window.__rmswebHitPoint(el) !== null;
   };
   const labelText = (el) => {
     const wrap = el.closest('label');

@@ -8,8 +8,18 @@ use crate::util::sanitize::clean_line;
 use serde::Deserialize;
 
 /// The page script that lists the interactive elements. It is a function of one
-/// argument, a CSS selector of subtrees to leave out (or `null`).
+/// argument, a CSS selector of subtrees to leave out (or `null`); it also installs
+/// [`HIT_POINT_JS`] as `window.__rmswebHitPoint`.
 pub const OBSERVE_JS: &str = include_str!("observe.js");
+
+/// A page function giving the first point of an element that a click would hit (its
+/// centre unless that is covered), or `null` when it is covered everywhere.
+pub const HIT_POINT_JS: &str = include_str!("hitpoint.js");
+
+/// [`OBSERVE_JS`] ready to call, with its helper inlined.
+pub fn observe_script() -> String {
+    OBSERVE_JS.replace("__HIT_POINT__", HIT_POINT_JS)
+}
 
 /// Attributes shown in `dom_text`, in this order (the element list keeps them all).
 pub const DOM_TEXT_ATTRS: &[&str] = &[
@@ -125,7 +135,10 @@ fn implicit(tag: &str, role: &str) -> bool {
             | ("button", "button")
             | ("select", "combobox")
             | ("textarea", "textbox")
-            | ("input", "textbox" | "checkbox" | "radio" | "button" | "slider")
+            | (
+                "input",
+                "textbox" | "checkbox" | "radio" | "button" | "slider"
+            )
     )
 }
 
@@ -172,7 +185,13 @@ mod tests {
 
     #[test]
     fn control_characters_never_reach_dom_text() {
-        let e = el(1, "button", "button", "ok\u{1b}[31m\u{7}", &[("id", "a\nb")]);
+        let e = el(
+            1,
+            "button",
+            "button",
+            "ok\u{1b}[31m\u{7}",
+            &[("id", "a\nb")],
+        );
         let line = element_line(&e);
         assert!(!line.chars().any(|c| c.is_control()), "{line:?}");
     }

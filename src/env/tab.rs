@@ -1,7 +1,7 @@
 //! One browser tab driven synchronously: navigation, JavaScript evaluation,
 //! observation and screenshots.
 
-use super::observe::{OBSERVE_JS, Observation, PageElements, dom_text};
+use super::observe::{Observation, PageElements, dom_text, observe_script};
 use anyhow::{Context, Result, bail};
 use base64::Engine;
 use chromiumoxide::Page;
@@ -83,7 +83,7 @@ impl Tab {
             Some(sel) => serde_json::to_string(sel)?,
             None => "null".into(),
         };
-        let json: String = self.eval(&format!("({OBSERVE_JS})({arg})"))?;
+        let json: String = self.eval(&format!("({})({arg})", observe_script()))?;
         let page: PageElements = serde_json::from_str(&json).context("reading the element list")?;
         let page = page.sanitized();
         let screenshot = if opts.screenshot {

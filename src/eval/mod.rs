@@ -96,7 +96,12 @@ pub fn pass_at_k(n: usize, c: usize, k: usize) -> Option<f64> {
 }
 
 /// Aggregates episodes into per-task and overall figures.
-pub fn summarize(policy: &str, cfg: &EvalConfig, episodes: Vec<EpisodeRecord>, elapsed_s: f64) -> EvalReport {
+pub fn summarize(
+    policy: &str,
+    cfg: &EvalConfig,
+    episodes: Vec<EpisodeRecord>,
+    elapsed_s: f64,
+) -> EvalReport {
     let mut names: Vec<String> = Vec::new();
     for e in &episodes {
         if !names.contains(&e.task) {
@@ -110,7 +115,11 @@ pub fn summarize(policy: &str, cfg: &EvalConfig, episodes: Vec<EpisodeRecord>, e
             let eps: Vec<&EpisodeRecord> = episodes.iter().filter(|e| &e.task == t).collect();
             let n = eps.len();
             let c = eps.iter().filter(|e| e.success).count();
-            let solved: Vec<f64> = eps.iter().filter(|e| e.success).map(|e| e.steps as f64).collect();
+            let solved: Vec<f64> = eps
+                .iter()
+                .filter(|e| e.success)
+                .map(|e| e.steps as f64)
+                .collect();
             let rewards: Vec<f64> = eps.iter().map(|e| e.reward).collect();
             TaskSummary {
                 task: t.clone(),
@@ -125,7 +134,11 @@ pub fn summarize(policy: &str, cfg: &EvalConfig, episodes: Vec<EpisodeRecord>, e
         .collect();
     let total = episodes.len();
     let successes = episodes.iter().filter(|e| e.success).count();
-    let solved: Vec<f64> = episodes.iter().filter(|e| e.success).map(|e| e.steps as f64).collect();
+    let solved: Vec<f64> = episodes
+        .iter()
+        .filter(|e| e.success)
+        .map(|e| e.steps as f64)
+        .collect();
     let ks: Vec<f64> = tasks.iter().filter_map(|t| t.pass_at_k).collect();
     EvalReport {
         policy: policy.to_string(),
@@ -137,7 +150,11 @@ pub fn summarize(policy: &str, cfg: &EvalConfig, episodes: Vec<EpisodeRecord>, e
         pass_at_k: mean(&ks),
         mean_steps_solved: mean(&solved),
         elapsed_s,
-        episodes_per_minute: if elapsed_s > 0.0 { total as f64 * 60.0 / elapsed_s } else { 0.0 },
+        episodes_per_minute: if elapsed_s > 0.0 {
+            total as f64 * 60.0 / elapsed_s
+        } else {
+            0.0
+        },
         tasks,
         episodes,
     }
@@ -191,7 +208,11 @@ pub fn run_episode(
     let name = task_name(task).to_string();
     let started = Instant::now();
     let instruction = env.start_episode(&name, seed)?;
-    let task = miniwob_task(&name, seed, &crate::util::sanitize::clean_text(&instruction));
+    let task = miniwob_task(
+        &name,
+        seed,
+        &crate::util::sanitize::clean_text(&instruction),
+    );
     policy.reset(&task, seed);
     let mut steps: Vec<Step> = Vec::new();
     let mut final_answer = None;
@@ -204,13 +225,17 @@ pub fn run_episode(
             let rel = format!("screenshots/{}/{i}.png", opts.trajectory_id);
             let abs = sink.root.join(&rel);
             if let Some(dir) = abs.parent() {
-                std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+                std::fs::create_dir_all(dir)
+                    .with_context(|| format!("creating {}", dir.display()))?;
             }
             std::fs::write(&abs, png).with_context(|| format!("writing {}", abs.display()))?;
             shot_abs = Some(abs);
             shot_rel = Some(rel);
         }
-        let memory = steps.last().map(|s| s.output.memory.clone()).unwrap_or_default();
+        let memory = steps
+            .last()
+            .map(|s| s.output.memory.clone())
+            .unwrap_or_default();
         let state = obs.to_state(shot_rel, &memory);
         let start = now_s();
         let answer = policy.act(&PolicyInput {
@@ -253,7 +278,10 @@ pub fn run_episode(
             state,
             output: answer.output,
             result: results,
-            timing: Some(Timing { start, end: now_s() }),
+            timing: Some(Timing {
+                start,
+                end: now_s(),
+            }),
         });
         if env.reward()?.done {
             break;
@@ -271,7 +299,12 @@ pub fn run_episode(
             None => format!("page reward {:.2}", page.raw_reward),
         }
     } else {
-        ended.unwrap_or_else(|| format!("step limit {} reached before the page finished", opts.max_steps))
+        ended.unwrap_or_else(|| {
+            format!(
+                "step limit {} reached before the page finished",
+                opts.max_steps
+            )
+        })
     };
     let notes = policy.notes();
     if !notes.is_empty() {
@@ -339,7 +372,9 @@ pub fn evaluate(
             .collect(),
         None => BTreeSet::new(),
     };
-    let sink = dataset.as_deref().map(|d| ScreenshotSink { root: d.root().to_path_buf() });
+    let sink = dataset.as_deref().map(|d| ScreenshotSink {
+        root: d.root().to_path_buf(),
+    });
     env.screenshots = sink.is_some();
     let started = Instant::now();
     let mut records = Vec::new();
@@ -365,7 +400,12 @@ pub fn evaluate(
             records.push(rec);
         }
     }
-    Ok(summarize(&policy.name(), cfg, records, started.elapsed().as_secs_f64()))
+    Ok(summarize(
+        &policy.name(),
+        cfg,
+        records,
+        started.elapsed().as_secs_f64(),
+    ))
 }
 
 /// Writes the report as pretty JSON (atomically).
@@ -455,7 +495,12 @@ mod tests {
         let r = summarize(
             "p",
             &cfg,
-            vec![rec("a", true, 2), rec("a", false, 5), rec("b", true, 4), rec("b", true, 6)],
+            vec![
+                rec("a", true, 2),
+                rec("a", false, 5),
+                rec("b", true, 4),
+                rec("b", true, 6),
+            ],
             60.0,
         );
         assert_eq!(r.tasks.len(), 2);

@@ -88,7 +88,10 @@ impl ChatClient {
     }
 
     fn endpoint(&self) -> String {
-        format!("{}/chat/completions", self.cfg.base_url.trim_end_matches('/'))
+        format!(
+            "{}/chat/completions",
+            self.cfg.base_url.trim_end_matches('/')
+        )
     }
 
     /// The request body for these messages.
@@ -128,7 +131,10 @@ impl ChatClient {
         let resp = match req.send() {
             Ok(r) => r,
             Err(e) if e.is_timeout() => {
-                return Err(Attempt::Retry(format!("timed out after {:?}", self.cfg.timeout)));
+                return Err(Attempt::Retry(format!(
+                    "timed out after {:?}",
+                    self.cfg.timeout
+                )));
             }
             Err(e) if e.is_connect() || e.is_request() => {
                 return Err(Attempt::Retry(format!("connection failed: {e}")));
@@ -139,7 +145,10 @@ impl ChatClient {
         let text = match resp.text() {
             Ok(t) => t,
             Err(e) if e.is_timeout() => {
-                return Err(Attempt::Retry(format!("timed out after {:?}", self.cfg.timeout)));
+                return Err(Attempt::Retry(format!(
+                    "timed out after {:?}",
+                    self.cfg.timeout
+                )));
             }
             Err(e) => return Err(Attempt::Retry(format!("reading the response: {e}"))),
         };
@@ -151,9 +160,14 @@ impl ChatClient {
             return Err(Attempt::Fatal(anyhow::anyhow!("HTTP {status}: {snippet}")));
         }
         let v: Value = serde_json::from_str(&text).map_err(|e| {
-            Attempt::Fatal(anyhow::anyhow!("the endpoint's answer is not JSON ({e}): {snippet}"))
+            Attempt::Fatal(anyhow::anyhow!(
+                "the endpoint's answer is not JSON ({e}): {snippet}"
+            ))
         })?;
-        match v.pointer("/choices/0/message/content").and_then(Value::as_str) {
+        match v
+            .pointer("/choices/0/message/content")
+            .and_then(Value::as_str)
+        {
             Some(s) => Ok(s.to_string()),
             None => Err(Attempt::Fatal(anyhow::anyhow!(
                 "the answer has no choices[0].message.content: {snippet}"
@@ -174,7 +188,9 @@ impl ChatClient {
             }
             match self.attempt(&body) {
                 Ok(text) => return Ok(text),
-                Err(Attempt::Fatal(e)) => return Err(e.context(format!("POST {}", self.endpoint()))),
+                Err(Attempt::Fatal(e)) => {
+                    return Err(e.context(format!("POST {}", self.endpoint())));
+                }
                 Err(Attempt::Retry(why)) => {
                     tracing::warn!("chat endpoint attempt {} failed: {why}", attempt + 1);
                     last = why;
@@ -229,7 +245,10 @@ impl ChatPolicy {
             Err(e) => PolicyOutput {
                 output: ModelOutput::default(),
                 raw: raw2,
-                parse_error: Some(format!("unparseable answer twice: {first_err}; then {}", e.message)),
+                parse_error: Some(format!(
+                    "unparseable answer twice: {first_err}; then {}",
+                    e.message
+                )),
             },
         })
     }

@@ -138,9 +138,8 @@ pub fn system_prompt() -> String {
 /// Lower-case words of at least two characters, without a few stop words.
 fn words(text: &str) -> BTreeSet<String> {
     const STOP: &[&str] = &[
-        "the", "and", "a", "an", "to", "of", "on", "in", "into", "for", "then", "click",
-        "select", "enter", "press", "button", "field", "text", "from", "with", "is", "it", "by",
-        "or", "be",
+        "the", "and", "a", "an", "to", "of", "on", "in", "into", "for", "then", "click", "select",
+        "enter", "press", "button", "field", "text", "from", "with", "is", "it", "by", "or", "be",
     ];
     text.split(|c: char| !c.is_alphanumeric() && c != '#')
         .map(str::to_lowercase)
@@ -152,7 +151,10 @@ fn words(text: &str) -> BTreeSet<String> {
 fn relevance(e: &Element, task: &BTreeSet<String>) -> usize {
     let mut text = e.text.clone();
     for (k, v) in &e.attrs {
-        if matches!(k.as_str(), "id" | "name" | "placeholder" | "aria-label" | "title" | "value") {
+        if matches!(
+            k.as_str(),
+            "id" | "name" | "placeholder" | "aria-label" | "title" | "value"
+        ) {
             text.push(' ');
             text.push_str(v);
         }
@@ -163,7 +165,12 @@ fn relevance(e: &Element, task: &BTreeSet<String>) -> usize {
 /// Position in `elements` of the element the previous step acted on, if any.
 fn anchor_position(elements: &[Element], history: &[Step]) -> Option<usize> {
     let last = history.last()?;
-    let idx = last.output.actions.iter().rev().find_map(Action::target_index)?;
+    let idx = last
+        .output
+        .actions
+        .iter()
+        .rev()
+        .find_map(Action::target_index)?;
     elements.iter().position(|e| i64::from(e.index) == idx)
 }
 
@@ -228,7 +235,11 @@ fn history_text(history: &[Step], max: usize) -> String {
     }
     for step in &history[skip..] {
         let o = &step.output;
-        let actions: Vec<String> = o.actions.iter().map(|a| clean_line(&a.short()).into_owned()).collect();
+        let actions: Vec<String> = o
+            .actions
+            .iter()
+            .map(|a| clean_line(&a.short()).into_owned())
+            .collect();
         let results: Vec<String> = step
             .result
             .iter()
@@ -240,7 +251,10 @@ fn history_text(history: &[Step], max: usize) -> String {
             .collect();
         out.push_str(&format!("<step_{}>\n", step.index + 1));
         if !o.evaluation_previous_goal.is_empty() {
-            out.push_str(&format!("Evaluation of previous step: {}\n", clean_line(&o.evaluation_previous_goal)));
+            out.push_str(&format!(
+                "Evaluation of previous step: {}\n",
+                clean_line(&o.evaluation_previous_goal)
+            ));
         }
         if !o.memory.is_empty() {
             out.push_str(&format!("Memory: {}\n", clean_line(&o.memory)));
@@ -248,8 +262,22 @@ fn history_text(history: &[Step], max: usize) -> String {
         if !o.next_goal.is_empty() {
             out.push_str(&format!("Next goal: {}\n", clean_line(&o.next_goal)));
         }
-        out.push_str(&format!("Actions: {}\n", if actions.is_empty() { "(none)".into() } else { actions.join(", ") }));
-        out.push_str(&format!("Results: {}\n", if results.is_empty() { "(none)".into() } else { results.join(", ") }));
+        out.push_str(&format!(
+            "Actions: {}\n",
+            if actions.is_empty() {
+                "(none)".into()
+            } else {
+                actions.join(", ")
+            }
+        ));
+        out.push_str(&format!(
+            "Results: {}\n",
+            if results.is_empty() {
+                "(none)".into()
+            } else {
+                results.join(", ")
+            }
+        ));
         out.push_str(&format!("</step_{}>\n", step.index + 1));
     }
     out
@@ -277,9 +305,18 @@ fn elements_block(elements: &[Element], shown: &[usize]) -> String {
     out
 }
 
-fn user_text(input: &PromptInput<'_>, history: &str, elements: &str, total: usize, shown: usize) -> String {
+fn user_text(
+    input: &PromptInput<'_>,
+    history: &str,
+    elements: &str,
+    total: usize,
+    shown: usize,
+) -> String {
     let state = input.state;
-    let mut s = format!("<task>\n{}\n</task>\n", clean_text(input.instruction).trim());
+    let mut s = format!(
+        "<task>\n{}\n</task>\n",
+        clean_text(input.instruction).trim()
+    );
     if let Some(r) = input.reflection.filter(|r| !r.trim().is_empty()) {
         s.push_str(&format!(
             "<reflection>\nA previous attempt at this task failed. Lessons from it:\n{}\n</reflection>\n",
@@ -312,19 +349,32 @@ fn user_text(input: &PromptInput<'_>, history: &str, elements: &str, total: usiz
 }
 
 /// Renders the prompt within `opts.token_budget` tokens as counted by `counter`.
-pub fn render(input: &PromptInput<'_>, opts: &PromptOptions, counter: &dyn TokenCounter) -> RenderedPrompt {
+pub fn render(
+    input: &PromptInput<'_>,
+    opts: &PromptOptions,
+    counter: &dyn TokenCounter,
+) -> RenderedPrompt {
     let system = system_prompt();
     let elements = &input.state.elements;
     let mut max_history = opts.max_history;
     let mut history = history_text(input.history, max_history);
     // The fixed part: everything but the element lines.
-    let fixed = |h: &str| counter.count(&system) + counter.count(&user_text(input, h, "", elements.len(), elements.len()));
+    let fixed = |h: &str| {
+        counter.count(&system)
+            + counter.count(&user_text(input, h, "", elements.len(), elements.len()))
+    };
     while fixed(&history) > opts.token_budget / 2 && max_history > 1 {
         max_history /= 2;
         history = history_text(input.history, max_history);
     }
     let element_budget = opts.token_budget.saturating_sub(fixed(&history));
-    let shown = select_elements(elements, input.instruction, input.history, element_budget, counter);
+    let shown = select_elements(
+        elements,
+        input.instruction,
+        input.history,
+        element_budget,
+        counter,
+    );
     let block = elements_block(elements, &shown);
     let user = user_text(input, &history, &block, elements.len(), shown.len());
     let tokens = counter.count(&system) + counter.count(&user);
@@ -390,7 +440,12 @@ mod tests {
         }
     }
 
-    fn input<'a>(instr: &'a str, st: &'a State, hist: &'a [Step], refl: Option<&'a str>) -> PromptInput<'a> {
+    fn input<'a>(
+        instr: &'a str,
+        st: &'a State,
+        hist: &'a [Step],
+        refl: Option<&'a str>,
+    ) -> PromptInput<'a> {
         PromptInput {
             instruction: instr,
             state: st,
@@ -404,10 +459,18 @@ mod tests {
     #[test]
     fn everything_fits_in_a_large_budget() {
         let st = state(20, &[]);
-        let r = render(&input("Click on the \"OK\" button.", &st, &[], None), &PromptOptions::default(), &CharApprox);
+        let r = render(
+            &input("Click on the \"OK\" button.", &st, &[], None),
+            &PromptOptions::default(),
+            &CharApprox,
+        );
         assert_eq!(r.omitted, 0);
         assert_eq!(r.shown.len(), 20);
-        assert!(r.messages[1].content.contains("[20]<button />filler item number 20"));
+        assert!(
+            r.messages[1]
+                .content
+                .contains("[20]<button />filler item number 20")
+        );
         assert_eq!(r.format_version, PROMPT_FORMAT_VERSION);
         assert!(r.tokens <= DEFAULT_TOKEN_BUDGET);
     }
@@ -420,7 +483,11 @@ mod tests {
             token_budget: 1500,
             ..Default::default()
         };
-        let r = render(&input("Open the checkout basket", &st, &hist, None), &opts, &CharApprox);
+        let r = render(
+            &input("Open the checkout basket", &st, &hist, None),
+            &opts,
+            &CharApprox,
+        );
         assert!(r.omitted > 0);
         assert!(r.tokens <= opts.token_budget, "{} tokens", r.tokens);
         // The element whose text matches the task survives even far from the anchor.
@@ -453,7 +520,12 @@ mod tests {
         let st = state(3, &[]);
         let hist = vec![step_clicking(2)];
         let r = render(
-            &input("Click on the \"OK\" button.", &st, &hist, Some("Do not click Cancel.")),
+            &input(
+                "Click on the \"OK\" button.",
+                &st,
+                &hist,
+                Some("Do not click Cancel."),
+            ),
             &PromptOptions::default(),
             &CharApprox,
         );
@@ -474,7 +546,14 @@ mod tests {
         inp.screenshot = Some(&p);
         let plain = render(&inp, &PromptOptions::default(), &CharApprox);
         assert!(plain.messages[1].image.is_none());
-        let vis = render(&inp, &PromptOptions { vision: true, ..Default::default() }, &CharApprox);
+        let vis = render(
+            &inp,
+            &PromptOptions {
+                vision: true,
+                ..Default::default()
+            },
+            &CharApprox,
+        );
         assert_eq!(vis.messages[1].image.as_deref(), Some(p.as_path()));
     }
 

@@ -165,14 +165,19 @@ fn submit(label: &str) -> Intent {
 }
 
 fn close_button() -> Matcher {
-    Matcher::tags(&["button", "a", "span"]).text("x").text("close").text("×")
+    Matcher::tags(&["button", "a", "span"])
+        .text("x")
+        .text("close")
+        .text("×")
 }
 
 /// Turns an instruction of a supported task into a plan.
 fn plan(task: &str, instr: &str) -> Result<Vec<Intent>> {
     let q = quoted(instr);
     let first = || -> Result<String> {
-        q.first().cloned().ok_or_else(|| anyhow::anyhow!("no quoted value in {instr:?}"))
+        q.first()
+            .cloned()
+            .ok_or_else(|| anyhow::anyhow!("no quoted value in {instr:?}"))
     };
     let cap = |pat: &str| -> Result<String> {
         let re = Regex::new(pat).expect("static regex");
@@ -184,29 +189,51 @@ fn plan(task: &str, instr: &str) -> Result<Vec<Intent>> {
     Ok(match task {
         "click-button" => {
             let t = first()?;
-            vec![Intent::Click(Matcher::tags(&["button"]).text(&t), format!("click the {t:?} button"))]
+            vec![Intent::Click(
+                Matcher::tags(&["button"]).text(&t),
+                format!("click the {t:?} button"),
+            )]
         }
         "click-link" => {
             let t = first()?;
-            vec![Intent::Click(Matcher::default().text(&t), format!("click the link {t:?}"))]
+            vec![Intent::Click(
+                Matcher::default().text(&t),
+                format!("click the link {t:?}"),
+            )]
         }
-        "click-test" => vec![Intent::Click(Matcher::tags(&["button"]), "click the button".into())],
+        "click-test" => vec![Intent::Click(
+            Matcher::tags(&["button"]),
+            "click the button".into(),
+        )],
         "click-test-2" => {
             let t = cap(r"Click button (\w+)")?;
-            vec![Intent::Click(Matcher::tags(&["button"]).text(&t), format!("click button {t}"))]
+            vec![Intent::Click(
+                Matcher::tags(&["button"]).text(&t),
+                format!("click button {t}"),
+            )]
         }
         "click-button-sequence" => {
             let a = cap(r"Click button (\w+),")?;
             let b = cap(r"then click button (\w+)")?;
             vec![
-                Intent::Click(Matcher::tags(&["button"]).text(&a), format!("click button {a}")),
-                Intent::Click(Matcher::tags(&["button"]).text(&b), format!("click button {b}")),
+                Intent::Click(
+                    Matcher::tags(&["button"]).text(&a),
+                    format!("click button {a}"),
+                ),
+                Intent::Click(
+                    Matcher::tags(&["button"]).text(&b),
+                    format!("click button {b}"),
+                ),
             ]
         }
         "enter-text" => {
             let t = first()?;
             vec![
-                Intent::Input(text_field(), t.clone(), format!("type {t:?} into the text field")),
+                Intent::Input(
+                    text_field(),
+                    t.clone(),
+                    format!("type {t:?} into the text field"),
+                ),
                 submit("Submit"),
             ]
         }
@@ -215,16 +242,32 @@ fn plan(task: &str, instr: &str) -> Result<Vec<Intent>> {
                 bail!("login-user: expected a quoted username and password in {instr:?}");
             }
             vec![
-                Intent::Input(Matcher::tags(&["input"]).id("username"), q[0].clone(), format!("type the username {:?}", q[0])),
-                Intent::Input(Matcher::tags(&["input"]).id("password"), q[1].clone(), "type the password".into()),
+                Intent::Input(
+                    Matcher::tags(&["input"]).id("username"),
+                    q[0].clone(),
+                    format!("type the username {:?}", q[0]),
+                ),
+                Intent::Input(
+                    Matcher::tags(&["input"]).id("password"),
+                    q[1].clone(),
+                    "type the password".into(),
+                ),
                 submit("Login"),
             ]
         }
         "enter-password" => {
             let p = first()?;
             vec![
-                Intent::Input(Matcher::tags(&["input"]).id("password"), p.clone(), "type the password".into()),
-                Intent::Input(Matcher::tags(&["input"]).id("verify"), p, "type the password again".into()),
+                Intent::Input(
+                    Matcher::tags(&["input"]).id("password"),
+                    p.clone(),
+                    "type the password".into(),
+                ),
+                Intent::Input(
+                    Matcher::tags(&["input"]).id("verify"),
+                    p,
+                    "type the password again".into(),
+                ),
                 submit("Submit"),
             ]
         }
@@ -245,14 +288,21 @@ fn plan(task: &str, instr: &str) -> Result<Vec<Intent>> {
         "click-option" => {
             let name = cap(r"^Select (.*) and click Submit")?;
             vec![
-                Intent::Click(Matcher::tags(&["input"]).text(&name), format!("choose {name}")),
+                Intent::Click(
+                    Matcher::tags(&["input"]).text(&name),
+                    format!("choose {name}"),
+                ),
                 submit("Submit"),
             ]
         }
         "choose-list" => {
             let item = cap(r"^Select (.*) from the list")?;
             vec![
-                Intent::Select(Matcher::tags(&["select"]), item.clone(), format!("select {item}")),
+                Intent::Select(
+                    Matcher::tags(&["select"]),
+                    item.clone(),
+                    format!("select {item}"),
+                ),
                 submit("Submit"),
             ]
         }
@@ -268,15 +318,24 @@ fn plan(task: &str, instr: &str) -> Result<Vec<Intent>> {
         "click-tab" => {
             let n = cap(r"Click on Tab #(\d+)")?;
             let label = format!("Tab #{n}");
-            vec![Intent::Click(Matcher::tags(&["a"]).text(&label), format!("open {label}"))]
+            vec![Intent::Click(
+                Matcher::tags(&["a"]).text(&label),
+                format!("open {label}"),
+            )]
         }
         "click-dialog" => vec![Intent::Click(close_button(), "close the dialog".into())],
         "click-dialog-2" => {
             let t = first()?;
             if t == "x" {
-                vec![Intent::Click(close_button(), "close the dialog with its x".into())]
+                vec![Intent::Click(
+                    close_button(),
+                    "close the dialog with its x".into(),
+                )]
             } else {
-                vec![Intent::Click(Matcher::tags(&["button"]).text(&t), format!("click the dialog button {t:?}"))]
+                vec![Intent::Click(
+                    Matcher::tags(&["button"]).text(&t),
+                    format!("click the dialog button {t:?}"),
+                )]
             }
         }
         "click-collapsible" => vec![
@@ -334,8 +393,16 @@ impl ScriptedTeacher {
     fn output(&self, thinking: String, goal: &str, action: Action, step: usize) -> PolicyOutput {
         let output = ModelOutput {
             thinking,
-            evaluation_previous_goal: if step == 0 { String::new() } else { "Success: the previous action was executed.".into() },
-            memory: format!("Plan step {} of {}.", (self.pos + 1).min(self.plan_len()), self.plan_len()),
+            evaluation_previous_goal: if step == 0 {
+                String::new()
+            } else {
+                "Success: the previous action was executed.".into()
+            },
+            memory: format!(
+                "Plan step {} of {}.",
+                (self.pos + 1).min(self.plan_len()),
+                self.plan_len()
+            ),
             next_goal: goal.to_string(),
             actions: vec![action],
         };
@@ -420,13 +487,24 @@ impl Policy for ScriptedTeacher {
         let step = input.history.len();
         let elements = &input.state.elements;
         let Some(intent) = self.plan.as_ref().and_then(|p| p.get(self.pos)).cloned() else {
-            let a = Action::new("done", json!({"text": "All steps of the task are done.", "success": true}));
-            return Ok(self.output("Every part of the task has been carried out.".into(), "finish", a, step));
+            let a = Action::new(
+                "done",
+                json!({"text": "All steps of the task are done.", "success": true}),
+            );
+            return Ok(self.output(
+                "Every part of the task has been carried out.".into(),
+                "finish",
+                a,
+                step,
+            ));
         };
         // Premature done: only once at least one step was taken and work remains.
         if step > 0 && self.roll(self.rates.premature_done) {
             self.notes.push(format!("premature_done@{step}"));
-            let a = Action::new("done", json!({"text": "The task is complete.", "success": true}));
+            let a = Action::new(
+                "done",
+                json!({"text": "The task is complete.", "success": true}),
+            );
             return Ok(self.output("The task looks complete.".into(), "finish", a, step));
         }
         if self.detoured_at != Some(self.pos) && self.roll(self.rates.detour) {
@@ -450,7 +528,12 @@ impl Policy for ScriptedTeacher {
                 json!({"text": format!("Could not find the element to {goal}."), "success": false}),
             );
             self.pos = self.plan_len();
-            return Ok(self.output(format!("No element on the page lets me {goal}."), &goal, a, step));
+            return Ok(self.output(
+                format!("No element on the page lets me {goal}."),
+                &goal,
+                a,
+                step,
+            ));
         };
         self.pos += 1;
         let idx = target.index;
@@ -459,17 +542,26 @@ impl Policy for ScriptedTeacher {
                 let mut chosen = target;
                 if self.roll(self.rates.misclick) {
                     // The nearest other element of the same kind, else any other element.
-                    let others: Vec<&Element> = elements.iter().filter(|e| e.index != idx).collect();
-                    let same: Vec<&Element> = others.iter().copied().filter(|e| m.kind_matches(e)).collect();
+                    let others: Vec<&Element> =
+                        elements.iter().filter(|e| e.index != idx).collect();
+                    let same: Vec<&Element> = others
+                        .iter()
+                        .copied()
+                        .filter(|e| m.kind_matches(e))
+                        .collect();
                     let pool = if same.is_empty() { others } else { same };
                     if let Some(d) = pool.iter().copied().min_by_key(|e| e.index.abs_diff(idx)) {
                         chosen = d;
-                        self.notes.push(format!("misclick@{step}: [{}] instead of [{idx}]", d.index));
+                        self.notes
+                            .push(format!("misclick@{step}: [{}] instead of [{idx}]", d.index));
                     }
                 }
                 let a = Action::new("click", json!({"index": chosen.index}));
                 self.output(
-                    format!("To {goal}, click element [{}] ({}).", chosen.index, chosen.text),
+                    format!(
+                        "To {goal}, click element [{}] ({}).",
+                        chosen.index, chosen.text
+                    ),
                     &goal,
                     a,
                     step,
@@ -479,11 +571,17 @@ impl Policy for ScriptedTeacher {
                 let mut v = value.clone();
                 if self.roll(self.rates.wrong_value) {
                     let (w, kind) = corrupt(&value, &mut self.rng);
-                    self.notes.push(format!("{kind}@{step}: {w:?} instead of {value:?}"));
+                    self.notes
+                        .push(format!("{kind}@{step}: {w:?} instead of {value:?}"));
                     v = w;
                 }
                 let a = Action::new("input", json!({"index": idx, "text": v, "clear": true}));
-                self.output(format!("To {goal}, type into element [{idx}]."), &goal, a, step)
+                self.output(
+                    format!("To {goal}, type into element [{idx}]."),
+                    &goal,
+                    a,
+                    step,
+                )
             }
             Intent::Select(_, value, _) => {
                 let mut v = value.clone();
@@ -495,12 +593,18 @@ impl Policy for ScriptedTeacher {
                         .collect();
                     if !options.is_empty() {
                         let o = options[self.rng.gen_range(0..options.len())].to_string();
-                        self.notes.push(format!("wrong value@{step}: {o:?} instead of {value:?}"));
+                        self.notes
+                            .push(format!("wrong value@{step}: {o:?} instead of {value:?}"));
                         v = o;
                     }
                 }
                 let a = Action::new("select_dropdown", json!({"index": idx, "text": v}));
-                self.output(format!("To {goal}, choose it in the list [{idx}]."), &goal, a, step)
+                self.output(
+                    format!("To {goal}, choose it in the list [{idx}]."),
+                    &goal,
+                    a,
+                    step,
+                )
             }
         };
         Ok(out)
@@ -519,7 +623,10 @@ mod tests {
             tag: tag.into(),
             role: String::new(),
             text: text.into(),
-            attrs: attrs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>(),
+            attrs: attrs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<BTreeMap<_, _>>(),
             bbox: [0.0; 4],
         }
     }
@@ -535,8 +642,16 @@ mod tests {
         }
     }
 
-    fn act(t: &mut ScriptedTeacher, task: &Task, elements: Vec<Element>, hist: usize) -> PolicyOutput {
-        let state = State { elements, ..Default::default() };
+    fn act(
+        t: &mut ScriptedTeacher,
+        task: &Task,
+        elements: Vec<Element>,
+        hist: usize,
+    ) -> PolicyOutput {
+        let state = State {
+            elements,
+            ..Default::default()
+        };
         let steps: Vec<crate::trajectory::Step> = (0..hist)
             .map(|i| crate::trajectory::Step {
                 index: i as u32,
@@ -562,33 +677,62 @@ mod tests {
         let cases = [
             ("click-button", "Click on the \"ok\" button."),
             ("click-link", "Click on the link \"nunc\"."),
-            ("enter-text", "Enter \"Kasie\" into the text field and press Submit."),
-            ("login-user", "Enter the username \"ana\" and the password \"x1\" into the text fields and press login."),
+            (
+                "enter-text",
+                "Enter \"Kasie\" into the text field and press Submit.",
+            ),
+            (
+                "login-user",
+                "Enter the username \"ana\" and the password \"x1\" into the text fields and press login.",
+            ),
             ("click-checkboxes", "Select nothing and click Submit."),
             ("click-option", "Select Qe and click Submit."),
             ("choose-list", "Select Ulm from the list and click Submit."),
             ("focus-text-2", "Focus into the 2nd input textbox."),
             ("click-tab", "Click on Tab #2."),
-            ("click-dialog-2", "Click the button in the dialog box labeled \"x\"."),
-            ("enter-password", "Enter the password \"Ab1\" into both text fields and press submit."),
-            ("click-button-sequence", "Click button ONE, then click button TWO."),
+            (
+                "click-dialog-2",
+                "Click the button in the dialog box labeled \"x\".",
+            ),
+            (
+                "enter-password",
+                "Enter the password \"Ab1\" into both text fields and press submit.",
+            ),
+            (
+                "click-button-sequence",
+                "Click button ONE, then click button TWO.",
+            ),
         ];
         for (t, i) in cases {
             assert!(!plan(t, i).unwrap().is_empty(), "{t}");
         }
-        assert_eq!(plan("click-checkboxes", "Select a1, b2 and click Submit.").unwrap().len(), 3);
+        assert_eq!(
+            plan("click-checkboxes", "Select a1, b2 and click Submit.")
+                .unwrap()
+                .len(),
+            3
+        );
         assert!(plan("drag-box", "Drag it").is_err());
         assert!(ScriptedTeacher::supports("miniwob:click-tab"));
     }
 
     #[test]
     fn solves_from_elements_and_writes_browser_use_json() {
-        let t = task("enter-text", "Enter \"Kasie\" into the text field and press Submit.");
+        let t = task(
+            "enter-text",
+            "Enter \"Kasie\" into the text field and press Submit.",
+        );
         let mut teacher = ScriptedTeacher::new(MistakeRates::default());
         teacher.reset(&t, 7);
-        let els = vec![el(1, "input", "", &[("id", "tt")]), el(2, "button", "Submit", &[("id", "subbtn")])];
+        let els = vec![
+            el(1, "input", "", &[("id", "tt")]),
+            el(2, "button", "Submit", &[("id", "subbtn")]),
+        ];
         let o1 = act(&mut teacher, &t, els.clone(), 0);
-        assert_eq!(o1.output.actions[0].short(), "input(1, \"Kasie\", clear=true)");
+        assert_eq!(
+            o1.output.actions[0].short(),
+            "input(1, \"Kasie\", clear=true)"
+        );
         let parsed = crate::action::parse::parse_response(&o1.raw).unwrap();
         assert_eq!(parsed.actions, o1.output.actions);
         let o2 = act(&mut teacher, &t, els, 1);
@@ -599,8 +743,15 @@ mod tests {
     #[test]
     fn mistakes_follow_the_rates_and_are_reproducible() {
         let t = task("click-button", "Click on the \"ok\" button.");
-        let els = vec![el(1, "button", "no", &[]), el(2, "button", "ok", &[]), el(3, "button", "yes", &[])];
-        let mut always = ScriptedTeacher::new(MistakeRates { misclick: 1.0, ..Default::default() });
+        let els = vec![
+            el(1, "button", "no", &[]),
+            el(2, "button", "ok", &[]),
+            el(3, "button", "yes", &[]),
+        ];
+        let mut always = ScriptedTeacher::new(MistakeRates {
+            misclick: 1.0,
+            ..Default::default()
+        });
         always.reset(&t, 1);
         let o = act(&mut always, &t, els.clone(), 0);
         assert_ne!(o.output.actions[0].target_index(), Some(2));
@@ -613,7 +764,10 @@ mod tests {
         assert_eq!(run(42), run(42));
         let distinct: std::collections::BTreeSet<String> =
             (0..40).map(|s| format!("{:?}", run(s).0)).collect();
-        assert!(distinct.len() > 1, "rates of 0.5 must sometimes err and sometimes not");
+        assert!(
+            distinct.len() > 1,
+            "rates of 0.5 must sometimes err and sometimes not"
+        );
     }
 
     #[test]

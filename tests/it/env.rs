@@ -59,12 +59,16 @@ fn scripted_teacher_solves_tasks_by_the_pages_own_reward() {
         "click-dialog",
     ] {
         for seed in [1u64, 2] {
-            let (t, traj, rec) = run_episode(&mut env, &mut teacher, task, seed, &opts("t")).unwrap();
+            let (t, traj, rec) =
+                run_episode(&mut env, &mut teacher, task, seed, &opts("t")).unwrap();
             assert!(
                 rec.success && rec.reward > 0.0,
                 "{task} seed {seed} ({}): {rec:?}\n{:#?}",
                 t.instruction,
-                traj.steps.iter().map(|s| (&s.state.dom_text, &s.output.actions, &s.result)).collect::<Vec<_>>()
+                traj.steps
+                    .iter()
+                    .map(|s| (&s.state.dom_text, &s.output.actions, &s.result))
+                    .collect::<Vec<_>>()
             );
             assert_eq!(traj.teacher, TEACHER_NAME);
             assert_eq!(traj.source, "rmsweb-eval");
@@ -99,10 +103,16 @@ fn a_forced_wrong_click_fails_with_the_pages_reward() {
         let instr = env.start_episode("click-button", seed).unwrap();
         let obs = env.observe().unwrap();
         let wanted = instr.split('"').nth(1).unwrap().to_string();
-        let Some(wrong) = obs.elements.iter().find(|e| e.tag == "button" && e.text != wanted) else {
+        let Some(wrong) = obs
+            .elements
+            .iter()
+            .find(|e| e.tag == "button" && e.text != wanted)
+        else {
             continue;
         };
-        let r = env.execute(&Action::new("click", json!({"index": wrong.index}))).unwrap();
+        let r = env
+            .execute(&Action::new("click", json!({"index": wrong.index})))
+            .unwrap();
         assert!(r.error.is_none(), "{r:?}");
         let page = env.reward().unwrap();
         assert!(page.done, "the page must end the episode on a wrong click");
@@ -113,10 +123,14 @@ fn a_forced_wrong_click_fails_with_the_pages_reward() {
     // Through the teacher with misclicks forced: the outcome is the page's failure
     // (-1 when the distractor was another button; 0 when it was an inert element and
     // the teacher then declared done without the page finishing).
-    let mut teacher = ScriptedTeacher::new(MistakeRates { misclick: 1.0, ..Default::default() });
+    let mut teacher = ScriptedTeacher::new(MistakeRates {
+        misclick: 1.0,
+        ..Default::default()
+    });
     let mut page_failures = 0;
     for seed in 0..8u64 {
-        let (_, traj, rec) = run_episode(&mut env, &mut teacher, "click-button", seed, &opts("m")).unwrap();
+        let (_, traj, rec) =
+            run_episode(&mut env, &mut teacher, "click-button", seed, &opts("m")).unwrap();
         assert!(rec.reason.contains("misclick"), "{rec:?}");
         assert!(!rec.success && !traj.outcome.success, "{rec:?}");
         assert!(rec.reward == -1.0 || rec.reward == 0.0, "{rec:?}");
@@ -125,7 +139,10 @@ fn a_forced_wrong_click_fails_with_the_pages_reward() {
             page_failures += 1;
         }
     }
-    assert!(page_failures >= 3, "only {page_failures} misclicks hit another button");
+    assert!(
+        page_failures >= 3,
+        "only {page_failures} misclicks hit another button"
+    );
 }
 
 #[test]
@@ -145,10 +162,17 @@ fn invalid_index_and_foreign_urls_are_error_results_not_crashes() {
         Action::new("upload_file", json!({"index": 1, "path": "/etc/passwd"})),
     ] {
         let r = env.execute(&a).unwrap();
-        assert!(r.error.is_some(), "{} should be an error result: {r:?}", a.short());
+        assert!(
+            r.error.is_some(),
+            "{} should be an error result: {r:?}",
+            a.short()
+        );
         assert!(!r.is_done);
     }
-    assert!(!env.reward().unwrap().done, "errors must not end the episode");
+    assert!(
+        !env.reward().unwrap().done,
+        "errors must not end the episode"
+    );
     // The episode is still playable afterwards.
     let mut teacher = ScriptedTeacher::new(MistakeRates::default());
     let (_, _, rec) = run_episode(&mut env, &mut teacher, "enter-text", 5, &opts("e")).unwrap();
@@ -166,7 +190,11 @@ fn observations_list_visible_elements_in_browser_use_form() {
     assert!(instr.starts_with("Select"), "{instr}");
     assert!(obs.url.starts_with("http://127.0.0.1:"));
     assert_eq!(obs.title, "Click Checkboxes Task");
-    let boxes: Vec<_> = obs.elements.iter().filter(|e| e.role == "checkbox").collect();
+    let boxes: Vec<_> = obs
+        .elements
+        .iter()
+        .filter(|e| e.role == "checkbox")
+        .collect();
     assert!(boxes.len() >= 2);
     for b in &boxes {
         assert!(!b.text.is_empty(), "a checkbox carries its label text");
@@ -178,17 +206,35 @@ fn observations_list_visible_elements_in_browser_use_form() {
         assert_eq!(e.index as usize, i + 1);
     }
     assert_eq!(obs.dom_text.lines().count(), obs.elements.len());
-    assert!(obs.dom_text.contains("<button id=subbtn />Submit"), "{}", obs.dom_text);
-    assert!(!obs.dom_text.contains("START"), "harness elements are left out");
+    assert!(
+        obs.dom_text.contains("<button id=subbtn />Submit"),
+        "{}",
+        obs.dom_text
+    );
+    assert!(
+        !obs.dom_text.contains("START"),
+        "harness elements are left out"
+    );
     let png = obs.screenshot.expect("screenshot");
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
     let img = image::load_from_memory(&png).unwrap();
-    assert_eq!((img.width(), img.height()), (160, 210), "the task area is captured");
+    assert_eq!(
+        (img.width(), img.height()),
+        (160, 210),
+        "the task area is captured"
+    );
     // Clicking a checkbox is a real click: the next observation sees it checked.
     let first = boxes[0].index;
-    env.execute(&Action::new("click", json!({"index": first}))).unwrap();
+    env.execute(&Action::new("click", json!({"index": first})))
+        .unwrap();
     let after = env.observe().unwrap();
-    assert_eq!(after.elements[first as usize - 1].attrs.get("checked").map(String::as_str), Some("true"));
+    assert_eq!(
+        after.elements[first as usize - 1]
+            .attrs
+            .get("checked")
+            .map(String::as_str),
+        Some("true")
+    );
 }
 
 #[test]
@@ -207,7 +253,10 @@ fn evaluation_saves_trajectories_with_screenshots_into_a_dataset() {
         reflection: None,
     };
     let mut seen = 0;
-    let report = evaluate(&mut env, &mut teacher, &cfg, Some(&mut ds), &mut |_| seen += 1).unwrap();
+    let report = evaluate(&mut env, &mut teacher, &cfg, Some(&mut ds), &mut |_| {
+        seen += 1
+    })
+    .unwrap();
     env.screenshots = false;
     assert_eq!(seen, 4);
     assert_eq!(report.episodes_total, 4);
