@@ -277,3 +277,65 @@ fn evaluation_saves_trajectories_with_screenshots_into_a_dataset() {
         }
     }
 }
+
+/// A stand-in chat model on 127.0.0.1: reads the rendered prompt, finds the button
+/// whose label the task quotes, and answers in the Browser Use JSON contract.
+async fn reading_model(
+    axum::Json(body): axum::Json<serde_json::Value>,
+) -> axum::Json<serde_json::Value> {
+    let user = body["messages"][1]["content"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    let wanted = user.split('"').nth(1).unwrap_or("").to_string();
+    let index = user
+        .lines()
+        .find(|l| l.contains("<button") && l.ends_with(&format!("/>{wanted}")))
+        .and_then(|l| l.strip_prefix('[')?.split(']').next()?.parse::<u32>().ok());
+    let answer = match index {
+        Some(i) => {
+            json!({"thinking": "found it", "memory": "", "next_goal": "click", "action": [{"click": {"index": i}}]})
+        }
+        None => {
+            json!({"thinking": "not found", "action": [{"done": {"text": "no button", "success": false}}]})
+        }
+    };
+    axum::Json(
+        json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": answer.to_string()}}]}),
+    )
+}
+
+#[test]
+fn chat_policy_plays_live_episodes_through_the_rendered_prompt() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    rt.spawn(async move {
+        let app =
+            axum::Router::new().route("/v1/chat/completions", axum::routing::post(reading_model));
+        let _ = axum::serve(listener, app).await;
+    });
+    let client = rmsweb::policy::chat::ChatClient::new(rmsweb::policy::chat::ChatConfig {
+        base_url: format!("http://{addr}/v1"),
+        model: "reading-model".into(),
+        timeout: std::time::Duration::from_secs(10),
+        ..Default::default()
+    })
+    .unwrap();
+    let mut policy = rmsweb::policy::chat::ChatPolicy::new(client);
+    let env = shared_env();
+    let mut env = lock(&env);
+    for seed in [1u64, 2, 3] {
+        let (_, traj, rec) =
+            run_episode(&mut env, &mut policy, "click-button", seed, &opts("c")).unwrap();
+        assert!(rec.success, "{rec:?}");
+        assert_eq!(traj.teacher, "reading-model");
+        assert_eq!(traj.steps.len(), 1);
+    }
+}
