@@ -67,8 +67,19 @@ enum Attempt {
 }
 
 impl ChatClient {
-    /// A client; fails when the named key variable is unset.
+    /// A client; fails when the named key variable is unset or the URL is unusable.
+    /// Only `http://` endpoints are supported: this build has no TLS (local servers
+    /// such as vLLM or SGLang speak plain http; put a local proxy before remote ones).
     pub fn new(cfg: ChatConfig) -> Result<ChatClient> {
+        match url::Url::parse(&cfg.base_url) {
+            Ok(u) if u.scheme() == "http" => {}
+            Ok(u) => bail!(
+                "chat endpoint {}: scheme {:?} is not supported (this build speaks plain http only)",
+                cfg.base_url,
+                u.scheme()
+            ),
+            Err(e) => bail!("chat endpoint {:?} is not a URL: {e}", cfg.base_url),
+        }
         let api_key = match &cfg.api_key_env {
             Some(var) => Some(std::env::var(var).with_context(|| {
                 format!("the API key variable {var} (named by --api-key-env) is not set")

@@ -335,3 +335,20 @@ fn a_missing_key_variable_is_named_in_the_error() {
     .unwrap();
     assert!(err.to_string().contains("RMSWEB_SURELY_UNSET_KEY_VAR"));
 }
+
+#[test]
+fn unusable_endpoint_urls_are_refused_up_front() {
+    for url in [
+        "https://api.example.com/v1",
+        "not a url",
+        "ftp://127.0.0.1/v1",
+    ] {
+        let err = ChatClient::new(ChatConfig {
+            base_url: url.into(),
+            ..Default::default()
+        })
+        .err()
+        .unwrap_or_else(|| panic!("{url} must be refused"));
+        assert!(err.to_string().contains(url), "{err}");
+    }
+}
