@@ -1,10 +1,243 @@
-//! `rmsweb eval` (not built yet: its issue is in progress).
+//! `rmsweb eval`: evaluate a policy on live MiniWoB++ tasks (pass@1, pass@k, steps on
+//! solved tasks), with a progress bar, a per-task table, a results JSON and every
+//! episode saved as a trajectory into a dataset.
+
+use anyhow::{Context, Result, bail};
+use rmsweb::env::miniwob::{resolve_dir, task_name};
+use rmsweb::env::{ChromeOptions, MiniwobEnv};
+use rmsweb::eval::{EvalConfig, evaluate, table, write_report};
+use rmsweb::policy::Policy;
+use rmsweb::policy::chat::{ChatClient, ChatConfig, ChatPolicy};
+use rmsweb::policy::scripted::{MistakeRates, ScriptedTeacher};
+use rmsweb::trajectory::Dataset;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Which policy acts, and how it is configured.
+#[derive(clap::Args, Debug, Clone)]
+pub struct PolicyArgs {
+    /// `scripted` (the scripted MiniWoB teacher) or `chat` (an OpenAI-compatible endpoint).
+    #[arg(long, default_value = "scripted")]
+    pub policy: String,
+    /// Chat endpoint base URL (up to /v1).
+    #[arg(long, default_value = "http://127.0.0.1:8000/v1")]
+    pub base_url: String,
+    /// Chat model name.
+    #[arg(long, default_value = "default")]
+    pub model: String,
+    /// Name of the environment variable holding the API key.
+    #[arg(long)]
+    pub api_key_env: Option<String>,
+    /// Send screenshots to the chat model as images.
+    #[arg(long)]
+    pub vision: bool,
+    /// Chat request timeout in seconds.
+    #[arg(long, default_value_t = 120.0)]
+    pub timeout_s: f64,
+    /// Chat retries on timeouts and 5xx.
+    #[arg(long, default_value_t = 3)]
+    pub retries: u32,
+    /// Scripted teacher: rate of every mistake mode (0..1).
+    #[arg(long, default_value_t = 0.0)]
+    pub mistake_rate: f64,
+    /// Scripted teacher: misclick rate (overrides --mistake-rate).
+    #[arg(long)]
+    pub misclick: Option<f64>,
+    /// Scripted teacher: wrong/partial value rate.
+    #[arg(long)]
+    pub wrong_value: Option<f64>,
+    /// Scripted teacher: premature done rate.
+    #[arg(long)]
+    pub premature_done: Option<f64>,
+    /// Scripted teacher: detour rate.
+    #[arg(long)]
+    pub detour: Option<f64>,
+}
+
+impl PolicyArgs {
+    /// Builds the policy.
+    pub fn build(&self) -> Result<Box<dyn Policy>> {
+        match self.policy.as_str() {
+            "scripted" => {
+                let base = MistakeRates::uniform(self.mistake_rate);
+                let rates = MistakeRates {
+                    misclick: self.misclick.unwrap_or(base.misclick),
+                    wrong_value: self.wrong_value.unwrap_or(base.wrong_value),
+                    premature_done: self.premature_done.unwrap_or(base.premature_done),
+                    detour: self.detour.unwrap_or(base.detour),
+                };
+                for (n, v) in [
+                    ("misclick", rates.misclick),
+                    ("wrong-value", rates.wrong_value),
+                    ("premature-done", rates.premature_done),
+                    ("detour", rates.detour),
+                ] {
+                    if !(0.0..=1.0).contains(&v) {
+                        bail!("--{n} must be within 0..1, got {v}");
+                    }
+                }
+                Ok(Box::new(ScriptedTeacher::new(rates)))
+            }
+            "chat" => {
+                if !(self.timeout_s > 0.0 && self.timeout_s.is_finite()) {
+                    bail!("--timeout-s must be a positive number of seconds");
+                }
+                let client = ChatClient::new(ChatConfig {
+                    base_url: self.base_url.clone(),
+                    model: self.model.clone(),
+                    api_key_env: self.api_key_env.clone(),
+                    timeout: Duration::from_secs_f64(self.timeout_s),
+                    max_retries: self.retries,
+                    vision: self.vision,
+                    ..Default::default()
+                })?;
+                Ok(Box::new(ChatPolicy::new(client)))
+            }
+            "local" => bail!("--policy local needs the local model (built by the model issue)"),
+            other => bail!("unknown --policy {other:?}: use scripted or chat"),
+        }
+    }
+}
+
+/// Where the browser and the MiniWoB pages are.
+#[derive(clap::Args, Debug, Clone)]
+pub struct EnvArgs {
+    /// Chromium executable.
+    #[arg(long, default_value = rmsweb::env::DEFAULT_CHROMIUM)]
+    pub chromium: PathBuf,
+    /// MiniWoB html folder (default: $RMSWEB_MINIWOB_DIR or ~/.cache/rmsweb/miniwob).
+    #[arg(long)]
+    pub miniwob_dir: Option<PathBuf>,
+}
+
+impl EnvArgs {
+    /// Launches the browser and serves the pages.
+    pub fn open(&self) -> Result<MiniwobEnv> {
+        let dir = resolve_dir(self.miniwob_dir.as_deref());
+        MiniwobEnv::open(
+            &dir,
+            &ChromeOptions {
+                executable: self.chromium.clone(),
+                ..Default::default()
+            },
+        )
+    }
+}
 
 /// Arguments of `rmsweb eval`.
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Comma-separated tasks: `miniwob:click-button,miniwob:enter-text`.
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub tasks: Vec<String>,
+    /// Episodes per task (seeds S, S+1, ...).
+    #[arg(long, default_value_t = 10)]
+    pub episodes: usize,
+    /// k of pass@k.
+    #[arg(long, default_value_t = 1)]
+    pub k: usize,
+    /// First seed.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Step limit per episode.
+    #[arg(long, default_value_t = 10)]
+    pub max_steps: usize,
+    /// Dataset folder to append every episode to (created if missing).
+    #[arg(long)]
+    pub dataset: Option<PathBuf>,
+    /// Write the results JSON here.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Reflection text given to every attempt.
+    #[arg(long)]
+    pub reflection: Option<String>,
+    #[command(flatten)]
+    pub policy: Box<PolicyArgs>,
+    #[command(flatten)]
+    pub env: Box<EnvArgs>,
+}
 
 /// Runs the subcommand.
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("`rmsweb eval` is not built yet")
+pub fn run(args: Args) -> Result<()> {
+    if args.episodes == 0 {
+        bail!("--episodes must be at least 1");
+    }
+    if args.max_steps == 0 {
+        bail!("--max-steps must be at least 1");
+    }
+    for t in &args.tasks {
+        if !t.starts_with("miniwob:") && t.contains(':') {
+            bail!("task {t:?}: only miniwob:<name> tasks can be evaluated live");
+        }
+        if args.policy.policy == "scripted" && !ScriptedTeacher::supports(t) {
+            bail!(
+                "task {t:?}: the scripted teacher does not know it (it knows: {})",
+                rmsweb::policy::scripted::SUPPORTED_TASKS.join(", ")
+            );
+        }
+    }
+    if args.k > args.episodes {
+        eprintln!(
+            "note: --k {} exceeds --episodes {}; pass@k is not reported",
+            args.k, args.episodes
+        );
+    }
+    let mut policy = args.policy.build()?;
+    let mut env = args.env.open()?;
+    for t in &args.tasks {
+        if !env.tasks().iter().any(|x| x == task_name(t)) {
+            bail!("unknown MiniWoB task {t:?} (see `rmsweb miniwob list`)");
+        }
+    }
+    let mut dataset = match &args.dataset {
+        Some(d) => Some(
+            Dataset::create(d, "rmsweb-eval", "episodes written by rmsweb eval")
+                .with_context(|| format!("opening dataset {}", d.display()))?,
+        ),
+        None => None,
+    };
+    let cfg = EvalConfig {
+        tasks: args.tasks.clone(),
+        episodes: args.episodes,
+        k: args.k,
+        seed: args.seed,
+        max_steps: args.max_steps,
+        reflection: args.reflection.clone(),
+    };
+    let bar = indicatif::ProgressBar::new((args.tasks.len() * args.episodes) as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} episodes {elapsed} {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let mut solved = 0usize;
+    let mut done = 0usize;
+    let report = evaluate(
+        &mut env,
+        policy.as_mut(),
+        &cfg,
+        dataset.as_mut(),
+        &mut |r| {
+            done += 1;
+            solved += usize::from(r.success);
+            bar.set_message(format!(
+                "{} ok {solved}/{done}",
+                rmsweb::util::sanitize::clean_line(&r.task)
+            ));
+            bar.inc(1);
+        },
+    )?;
+    bar.finish_and_clear();
+    print!("{}", table(&report));
+    if let Some(out) = &args.out {
+        write_report(out, &report)?;
+        println!("results written to {}", out.display());
+    }
+    if let Some(d) = &args.dataset {
+        println!(
+            "{} trajectories appended to {}",
+            report.episodes_total,
+            d.display()
+        );
+    }
+    Ok(())
 }

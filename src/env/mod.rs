@@ -1,1 +1,17 @@
-//! Live environment: Chromium over CDP, the MiniWoB++ suite, observation and actions.
+//! Live environment: a headless Chromium owned over CDP ([`Chrome`]), a static server
+//! for local pages ([`StaticServer`]), Browser Use style observations ([`observe`]),
+//! actions executed as real input events ([`act`]) and the MiniWoB++ suite
+//! ([`miniwob`]).
+
+pub mod act;
+pub mod chrome;
+pub mod miniwob;
+pub mod observe;
+pub mod server;
+pub mod tab;
+
+pub use chrome::{Chrome, ChromeOptions, DEFAULT_CHROMIUM};
+pub use miniwob::{MiniwobEnv, PageReward};
+pub use observe::Observation;
+pub use server::StaticServer;
+pub use tab::{ObserveOptions, Tab};

@@ -1,1 +1,516 @@
-//! Evaluation harness: pass@1, pass@k, steps on solved tasks.
+//! Evaluation harness: runs a [`Policy`] on live MiniWoB++ episodes in a real
+//! browser, takes the outcome from the page's own reward, and reports pass@1 (mean
+//! over episodes), pass@k (the unbiased estimator over each task's episodes) and
+//! mean steps on solved episodes. Every episode can be saved as a trajectory, with
+//! its screenshots, into a dataset so it can be browsed and mined.
+
+use crate::env::MiniwobEnv;
+use crate::env::miniwob::task_name;
+use crate::policy::{Policy, PolicyInput};
+use crate::trajectory::{ActionResult, Dataset, Outcome, Step, Task, Timing, Trajectory};
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// The `source` of trajectories written by the evaluation.
+pub const EVAL_SOURCE: &str = "rmsweb-eval";
+
+/// What to evaluate.
+#[derive(Debug, Clone)]
+pub struct EvalConfig {
+    /// Task names (`click-button` or `miniwob:click-button`).
+    pub tasks: Vec<String>,
+    /// Episodes per task (seeds `seed`, `seed + 1`, ...).
+    pub episodes: usize,
+    /// The k of pass@k.
+    pub k: usize,
+    pub seed: u64,
+    pub max_steps: usize,
+    /// Reflection text given to every attempt, if any.
+    pub reflection: Option<String>,
+}
+
+/// One finished episode.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct EpisodeRecord {
+    pub task: String,
+    pub seed: u64,
+    pub instruction: String,
+    pub success: bool,
+    /// The page's raw reward (`WOB_RAW_REWARD_GLOBAL`), 0 when the page never finished.
+    pub reward: f64,
+    pub steps: usize,
+    pub reason: String,
+    pub trajectory_id: String,
+    pub seconds: f64,
+}
+
+/// Per-task figures.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TaskSummary {
+    pub task: String,
+    pub episodes: usize,
+    pub successes: usize,
+    pub pass_at_1: f64,
+    /// `None` when the task has fewer than k episodes.
+    pub pass_at_k: Option<f64>,
+    pub mean_steps_solved: Option<f64>,
+    pub mean_reward: f64,
+}
+
+/// The whole evaluation.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct EvalReport {
+    pub policy: String,
+    pub k: usize,
+    pub seed: u64,
+    pub max_steps: usize,
+    pub episodes_total: usize,
+    /// Mean success over all episodes.
+    pub pass_at_1: f64,
+    /// Mean over tasks of their pass@k (tasks with at least k episodes).
+    pub pass_at_k: Option<f64>,
+    pub mean_steps_solved: Option<f64>,
+    pub elapsed_s: f64,
+    pub episodes_per_minute: f64,
+    pub tasks: Vec<TaskSummary>,
+    pub episodes: Vec<EpisodeRecord>,
+}
+
+/// The unbiased pass@k estimator for `c` successes among `n` samples:
+/// `1 - C(n-c, k) / C(n, k)`; `None` when `k` is 0 or larger than `n`.
+pub fn pass_at_k(n: usize, c: usize, k: usize) -> Option<f64> {
+    if k == 0 || k > n || c > n {
+        return None;
+    }
+    if n - c < k {
+        return Some(1.0);
+    }
+    let mut fail = 1.0;
+    for i in (n - c + 1)..=n {
+        fail *= 1.0 - k as f64 / i as f64;
+    }
+    Some(1.0 - fail)
+}
+
+/// Aggregates episodes into per-task and overall figures.
+pub fn summarize(
+    policy: &str,
+    cfg: &EvalConfig,
+    episodes: Vec<EpisodeRecord>,
+    elapsed_s: f64,
+) -> EvalReport {
+    let mut names: Vec<String> = Vec::new();
+    for e in &episodes {
+        if !names.contains(&e.task) {
+            names.push(e.task.clone());
+        }
+    }
+    let mean = |v: &[f64]| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
+    let tasks: Vec<TaskSummary> = names
+        .iter()
+        .map(|t| {
+            let eps: Vec<&EpisodeRecord> = episodes.iter().filter(|e| &e.task == t).collect();
+            let n = eps.len();
+            let c = eps.iter().filter(|e| e.success).count();
+            let solved: Vec<f64> = eps
+                .iter()
+                .filter(|e| e.success)
+                .map(|e| e.steps as f64)
+                .collect();
+            let rewards: Vec<f64> = eps.iter().map(|e| e.reward).collect();
+            TaskSummary {
+                task: t.clone(),
+                episodes: n,
+                successes: c,
+                pass_at_1: c as f64 / n.max(1) as f64,
+                pass_at_k: pass_at_k(n, c, cfg.k),
+                mean_steps_solved: mean(&solved),
+                mean_reward: mean(&rewards).unwrap_or(0.0),
+            }
+        })
+        .collect();
+    let total = episodes.len();
+    let successes = episodes.iter().filter(|e| e.success).count();
+    let solved: Vec<f64> = episodes
+        .iter()
+        .filter(|e| e.success)
+        .map(|e| e.steps as f64)
+        .collect();
+    let ks: Vec<f64> = tasks.iter().filter_map(|t| t.pass_at_k).collect();
+    EvalReport {
+        policy: policy.to_string(),
+        k: cfg.k,
+        seed: cfg.seed,
+        max_steps: cfg.max_steps,
+        episodes_total: total,
+        pass_at_1: successes as f64 / total.max(1) as f64,
+        pass_at_k: mean(&ks),
+        mean_steps_solved: mean(&solved),
+        elapsed_s,
+        episodes_per_minute: if elapsed_s > 0.0 {
+            total as f64 * 60.0 / elapsed_s
+        } else {
+            0.0
+        },
+        tasks,
+        episodes,
+    }
+}
+
+/// Where an episode's screenshots go: `<root>/screenshots/<trajectory id>/<step>.png`.
+#[derive(Debug, Clone)]
+pub struct ScreenshotSink {
+    pub root: PathBuf,
+}
+
+fn now_s() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+/// The task record of a MiniWoB episode: one per (task, seed), since the seed fixes
+/// the instruction.
+pub fn miniwob_task(name: &str, seed: u64, instruction: &str) -> Task {
+    Task {
+        task_id: format!("miniwob/{name}/s{seed}"),
+        website: "miniwob".into(),
+        domain: "miniwob".into(),
+        category: name.into(),
+        instruction: instruction.into(),
+        source: format!("miniwob:{name}"),
+    }
+}
+
+/// Options of one episode.
+#[derive(Debug, Clone)]
+pub struct EpisodeOptions<'a> {
+    pub max_steps: usize,
+    pub reflection: Option<&'a str>,
+    /// The trajectory id to write (also the screenshot folder name).
+    pub trajectory_id: String,
+    pub screenshots: Option<&'a ScreenshotSink>,
+}
+
+/// Runs one seeded episode. The outcome is the page's: success when it finished with
+/// a positive raw reward.
+pub fn run_episode(
+    env: &mut MiniwobEnv,
+    policy: &mut dyn Policy,
+    task: &str,
+    seed: u64,
+    opts: &EpisodeOptions<'_>,
+) -> Result<(Task, Trajectory, EpisodeRecord)> {
+    let name = task_name(task).to_string();
+    let started = Instant::now();
+    let instruction = env.start_episode(&name, seed)?;
+    let task = miniwob_task(
+        &name,
+        seed,
+        &crate::util::sanitize::clean_text(&instruction),
+    );
+    policy.reset(&task, seed);
+    let mut steps: Vec<Step> = Vec::new();
+    let mut final_answer = None;
+    let mut ended = None;
+    for i in 0..opts.max_steps {
+        let obs = env.observe()?;
+        let mut shot_abs = None;
+        let mut shot_rel = None;
+        if let (Some(sink), Some(png)) = (opts.screenshots, &obs.screenshot) {
+            let rel = format!("screenshots/{}/{i}.png", opts.trajectory_id);
+            let abs = sink.root.join(&rel);
+            if let Some(dir) = abs.parent() {
+                std::fs::create_dir_all(dir)
+                    .with_context(|| format!("creating {}", dir.display()))?;
+            }
+            std::fs::write(&abs, png).with_context(|| format!("writing {}", abs.display()))?;
+            shot_abs = Some(abs);
+            shot_rel = Some(rel);
+        }
+        let memory = steps
+            .last()
+            .map(|s| s.output.memory.clone())
+            .unwrap_or_default();
+        let state = obs.to_state(shot_rel, &memory);
+        let start = now_s();
+        let answer = policy.act(&PolicyInput {
+            task: &task,
+            state: &state,
+            history: &steps,
+            reflection: opts.reflection,
+            max_steps: opts.max_steps,
+            screenshot: shot_abs.as_deref(),
+        });
+        let answer = match answer {
+            Ok(a) => a,
+            Err(e) => {
+                ended = Some(format!("policy failed: {e:#}"));
+                break;
+            }
+        };
+        let mut results: Vec<ActionResult> = Vec::new();
+        if let Some(err) = &answer.parse_error {
+            results.push(ActionResult {
+                error: Some(format!("invalid model output: {err}")),
+                ..Default::default()
+            });
+        }
+        let mut done = false;
+        for a in &answer.output.actions {
+            let r = env.execute(a)?;
+            let stop = r.is_done || r.error.is_some();
+            if r.is_done {
+                done = true;
+                final_answer = r.extracted_content.clone();
+            }
+            results.push(r);
+            if stop || env.reward()?.done {
+                break;
+            }
+        }
+        steps.push(Step {
+            index: i as u32,
+            state,
+            output: answer.output,
+            result: results,
+            timing: Some(Timing {
+                start,
+                end: now_s(),
+            }),
+        });
+        if env.reward()?.done {
+            break;
+        }
+        if done {
+            ended = Some("the agent called done before the page finished the task".into());
+            break;
+        }
+    }
+    let page = env.reward()?;
+    let success = page.done && page.raw_reward > 0.0;
+    let mut reason = if page.done {
+        match &page.reason {
+            Some(r) => format!("page reward {:.2}: {r}", page.raw_reward),
+            None => format!("page reward {:.2}", page.raw_reward),
+        }
+    } else {
+        ended.unwrap_or_else(|| {
+            format!(
+                "step limit {} reached before the page finished",
+                opts.max_steps
+            )
+        })
+    };
+    let notes = policy.notes();
+    if !notes.is_empty() {
+        reason.push_str(&format!("; teacher notes: {}", notes.join(", ")));
+    }
+    let reward = if page.done { page.raw_reward } else { 0.0 };
+    let mut traj = Trajectory {
+        id: opts.trajectory_id.clone(),
+        task_id: task.task_id.clone(),
+        attempt: 1,
+        round: 1,
+        reflection: opts.reflection.map(str::to_owned),
+        source: EVAL_SOURCE.into(),
+        teacher: policy.name(),
+        outcome: Outcome {
+            success,
+            score: Some(reward),
+            judge: Some("miniwob-page".into()),
+            reason: Some(reason.clone()),
+            final_answer,
+        },
+        steps,
+    };
+    traj.fill_progress();
+    let record = EpisodeRecord {
+        task: name,
+        seed,
+        instruction: task.instruction.clone(),
+        success,
+        reward,
+        steps: traj.steps.len(),
+        reason,
+        trajectory_id: traj.id.clone(),
+        seconds: started.elapsed().as_secs_f64(),
+    };
+    Ok((task, traj, record))
+}
+
+/// A run id unique enough for trajectory ids: `eval-<UTC time>-<pid>`.
+pub fn new_run_id() -> String {
+    format!(
+        "eval-{}-{}",
+        chrono::Utc::now().format("%Y%m%dT%H%M%S"),
+        std::process::id()
+    )
+}
+
+/// Runs every (task, episode) and aggregates. With a dataset, each episode is
+/// appended as it finishes (its task too, once), screenshots included.
+/// `on_episode` is called after each episode (for progress display).
+pub fn evaluate(
+    env: &mut MiniwobEnv,
+    policy: &mut dyn Policy,
+    cfg: &EvalConfig,
+    mut dataset: Option<&mut Dataset>,
+    on_episode: &mut dyn FnMut(&EpisodeRecord),
+) -> Result<EvalReport> {
+    let run_id = new_run_id();
+    let mut known: BTreeSet<String> = match dataset.as_deref() {
+        Some(ds) => ds
+            .tasks()
+            .map_err(|e| anyhow::anyhow!("{e}"))?
+            .into_iter()
+            .map(|t| t.task_id)
+            .collect(),
+        None => BTreeSet::new(),
+    };
+    let sink = dataset.as_deref().map(|d| ScreenshotSink {
+        root: d.root().to_path_buf(),
+    });
+    env.screenshots = sink.is_some();
+    let started = Instant::now();
+    let mut records = Vec::new();
+    for task in &cfg.tasks {
+        let name = task_name(task);
+        for e in 0..cfg.episodes {
+            let seed = cfg.seed + e as u64;
+            let opts = EpisodeOptions {
+                max_steps: cfg.max_steps,
+                reflection: cfg.reflection.as_deref(),
+                trajectory_id: format!("{run_id}-{name}-s{seed}"),
+                screenshots: sink.as_ref(),
+            };
+            let (t, traj, rec) = run_episode(env, policy, name, seed, &opts)
+                .with_context(|| format!("episode {name} seed {seed}"))?;
+            if let Some(ds) = dataset.as_deref_mut() {
+                if known.insert(t.task_id.clone()) {
+                    ds.append_tasks(std::slice::from_ref(&t))?;
+                }
+                ds.append_trajectories(std::slice::from_ref(&traj))?;
+            }
+            on_episode(&rec);
+            records.push(rec);
+        }
+    }
+    Ok(summarize(
+        &policy.name(),
+        cfg,
+        records,
+        started.elapsed().as_secs_f64(),
+    ))
+}
+
+/// Writes the report as pretty JSON (atomically).
+pub fn write_report(path: &Path, report: &EvalReport) -> Result<()> {
+    let text = serde_json::to_string_pretty(report)?;
+    crate::trajectory::jsonl::write_atomic(path, text.as_bytes())
+}
+
+/// The per-task table as text (sanitized task names).
+pub fn table(report: &EvalReport) -> String {
+    let mut s = format!(
+        "{:<28} {:>5} {:>7} {:>7} {:>9} {:>8}\n",
+        "task",
+        "n",
+        "pass@1",
+        format!("pass@{}", report.k),
+        "steps/ok",
+        "reward"
+    );
+    let f = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.2}"));
+    for t in &report.tasks {
+        s.push_str(&format!(
+            "{:<28} {:>5} {:>7.2} {:>7} {:>9} {:>8.2}\n",
+            crate::util::sanitize::clean_line(&t.task),
+            t.episodes,
+            t.pass_at_1,
+            f(t.pass_at_k),
+            f(t.mean_steps_solved),
+            t.mean_reward
+        ));
+    }
+    s.push_str(&format!(
+        "{:<28} {:>5} {:>7.2} {:>7} {:>9}\n",
+        "all",
+        report.episodes_total,
+        report.pass_at_1,
+        f(report.pass_at_k),
+        f(report.mean_steps_solved)
+    ));
+    s.push_str(&format!(
+        "{:.1} episodes/min ({:.1} s)\n",
+        report.episodes_per_minute, report.elapsed_s
+    ));
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pass_at_k_matches_the_closed_form() {
+        assert_eq!(pass_at_k(10, 0, 1), Some(0.0));
+        assert_eq!(pass_at_k(10, 10, 5), Some(1.0));
+        assert!((pass_at_k(10, 3, 1).unwrap() - 0.3).abs() < 1e-12);
+        // 1 - C(7,2)/C(10,2) = 1 - 21/45
+        assert!((pass_at_k(10, 3, 2).unwrap() - (1.0 - 21.0 / 45.0)).abs() < 1e-12);
+        assert_eq!(pass_at_k(10, 8, 3), Some(1.0));
+        assert_eq!(pass_at_k(2, 1, 3), None);
+        assert_eq!(pass_at_k(2, 1, 0), None);
+    }
+
+    fn rec(task: &str, success: bool, steps: usize) -> EpisodeRecord {
+        EpisodeRecord {
+            task: task.into(),
+            seed: 0,
+            instruction: String::new(),
+            success,
+            reward: if success { 1.0 } else { -1.0 },
+            steps,
+            reason: String::new(),
+            trajectory_id: String::new(),
+            seconds: 0.1,
+        }
+    }
+
+    #[test]
+    fn summary_counts_per_task_and_overall() {
+        let cfg = EvalConfig {
+            tasks: vec![],
+            episodes: 2,
+            k: 2,
+            seed: 0,
+            max_steps: 5,
+            reflection: None,
+        };
+        let r = summarize(
+            "p",
+            &cfg,
+            vec![
+                rec("a", true, 2),
+                rec("a", false, 5),
+                rec("b", true, 4),
+                rec("b", true, 6),
+            ],
+            60.0,
+        );
+        assert_eq!(r.tasks.len(), 2);
+        assert_eq!(r.tasks[0].pass_at_1, 0.5);
+        assert_eq!(r.tasks[0].pass_at_k, Some(1.0));
+        assert_eq!(r.tasks[0].mean_steps_solved, Some(2.0));
+        assert_eq!(r.tasks[1].mean_steps_solved, Some(5.0));
+        assert_eq!(r.pass_at_1, 0.75);
+        assert_eq!(r.mean_steps_solved, Some(4.0));
+        assert_eq!(r.episodes_per_minute, 4.0);
+        assert!(table(&r).contains("pass@2"));
+    }
+}

@@ -1,1 +1,60 @@
-//! Policies: the `Policy` trait, the prompt renderer, chat endpoint, scripted teacher, local model.
+//! Policies: the [`Policy`] trait and its implementations.
+//!
+//! - [`prompt`]: THE prompt renderer of the project (task, state, history,
+//!   reflection → chat messages). Collection, SFT flattening, RL prompts and
+//!   evaluation all call it.
+//! - [`chat`]: an OpenAI-compatible chat-completions client and [`chat::ChatPolicy`].
+//! - [`scripted`]: a scripted MiniWoB teacher, a stand-in for an LLM teacher.
+//! - The local candle model policy plugs in here too: the model issue adds a
+//!   `local` module whose type implements [`Policy`] by rendering the prompt with
+//!   [`prompt::render`] (its tokenizer as the [`prompt::TokenCounter`]), generating,
+//!   and parsing with [`crate::action::parse::parse_response`], exactly like
+//!   [`chat::ChatPolicy`] does over HTTP.
+
+pub mod chat;
+pub mod prompt;
+pub mod scripted;
+
+use crate::trajectory::{ModelOutput, State, Step, Task};
+
+/// Everything a policy sees when choosing the next step.
+#[derive(Debug, Clone, Copy)]
+pub struct PolicyInput<'a> {
+    pub task: &'a Task,
+    /// The current observation.
+    pub state: &'a State,
+    /// Previous steps of this attempt, oldest first.
+    pub history: &'a [Step],
+    /// Reflection text given to this attempt (from a failed earlier attempt), if any.
+    pub reflection: Option<&'a str>,
+    /// Step budget of the episode (shown to models).
+    pub max_steps: usize,
+    /// Absolute path of the current screenshot (for vision models), if saved.
+    pub screenshot: Option<&'a std::path::Path>,
+}
+
+/// What a policy answered.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PolicyOutput {
+    pub output: ModelOutput,
+    /// The raw text of the answer (the JSON the teacher or model produced).
+    pub raw: String,
+    /// Set when the answer could not be parsed into actions (after the retry); the
+    /// step is recorded with this error and no actions.
+    pub parse_error: Option<String>,
+}
+
+/// A web agent policy.
+pub trait Policy {
+    /// The name recorded as the trajectory's `teacher`.
+    fn name(&self) -> String;
+    /// Called before each episode (a new task, with the episode's seed).
+    fn reset(&mut self, _task: &Task, _seed: u64) {}
+    /// Remarks about the current episode worth recording in its outcome (for the
+    /// scripted teacher: the mistakes it injected).
+    fn notes(&self) -> Vec<String> {
+        Vec::new()
+    }
+    /// Chooses the next step.
+    fn act(&mut self, input: &PolicyInput<'_>) -> anyhow::Result<PolicyOutput>;
+}

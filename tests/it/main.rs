@@ -1,7 +1,9 @@
 //! Integration tests: one binary, one module per area.
 
 mod annotate;
+mod chat;
 mod dataset;
+mod env;
 mod import;
 mod mine;
 mod reward;

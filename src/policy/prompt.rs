@@ -1,0 +1,577 @@
+//! THE prompt renderer of rmsweb: (task instruction, state, memory/history,
+//! reflection) → chat messages (system + user, with the screenshot path for vision
+//! models).
+//!
+//! Collection, SFT flattening, RL prompts and evaluation all call [`render`], so a
+//! model is trained and tested on exactly the same observation text. Samples record
+//! [`PROMPT_FORMAT_VERSION`]; change it whenever the rendered text changes.
+//!
+//! The element list is fitted to a token budget by keeping what matters: elements
+//! whose text overlaps the task, then elements nearest (in page order) to the element
+//! acted on in the previous step, dropping from the far end and saying how many were
+//! omitted, instead of cutting the list's tail.
+
+use crate::action::Action;
+use crate::env::observe::element_line;
+use crate::trajectory::{Element, State, Step};
+use crate::util::sanitize::{clean_line, clean_text};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+/// Version of the rendered prompt format; recorded by every sample built from it.
+pub const PROMPT_FORMAT_VERSION: &str = "rmsweb-prompt/1";
+
+/// Default total token budget of a prompt.
+pub const DEFAULT_TOKEN_BUDGET: usize = 6000;
+
+/// One chat message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatMessage {
+    /// `system`, `user` or `assistant`.
+    pub role: String,
+    pub content: String,
+    /// A PNG to attach as an image part (vision models only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<PathBuf>,
+}
+
+impl ChatMessage {
+    /// A message without an image.
+    pub fn new(role: &str, content: impl Into<String>) -> ChatMessage {
+        ChatMessage {
+            role: role.into(),
+            content: content.into(),
+            image: None,
+        }
+    }
+}
+
+/// Counts tokens of a text.
+pub trait TokenCounter {
+    fn count(&self, text: &str) -> usize;
+}
+
+/// The approximation used when no tokenizer is given: one token per 4 characters.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CharApprox;
+
+impl TokenCounter for CharApprox {
+    fn count(&self, text: &str) -> usize {
+        text.chars().count().div_ceil(4)
+    }
+}
+
+/// Rendering options.
+#[derive(Debug, Clone)]
+pub struct PromptOptions {
+    /// Total token budget for system + user text.
+    pub token_budget: usize,
+    /// Attach the screenshot (vision models).
+    pub vision: bool,
+    /// Most recent history steps shown.
+    pub max_history: usize,
+}
+
+impl Default for PromptOptions {
+    fn default() -> Self {
+        PromptOptions {
+            token_budget: DEFAULT_TOKEN_BUDGET,
+            vision: false,
+            max_history: 8,
+        }
+    }
+}
+
+/// What the prompt is rendered from.
+#[derive(Debug, Clone, Copy)]
+pub struct PromptInput<'a> {
+    pub instruction: &'a str,
+    pub state: &'a State,
+    /// Previous steps of this attempt, oldest first.
+    pub history: &'a [Step],
+    pub reflection: Option<&'a str>,
+    /// Step budget of the episode.
+    pub max_steps: usize,
+    /// Absolute path of the current screenshot, for vision models.
+    pub screenshot: Option<&'a std::path::Path>,
+}
+
+/// A rendered prompt.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RenderedPrompt {
+    pub messages: Vec<ChatMessage>,
+    /// [`PROMPT_FORMAT_VERSION`] at render time.
+    pub format_version: &'static str,
+    /// Element indices shown, in page order.
+    pub shown: Vec<u32>,
+    /// How many elements were left out to fit the budget.
+    pub omitted: usize,
+    /// Token count of all message texts.
+    pub tokens: usize,
+}
+
+/// The system message: role, action vocabulary and the output contract.
+pub fn system_prompt() -> String {
+    "You are a web agent operating a real browser to complete the user's task.\n\
+     Each step you see the task, your previous steps, and the interactive elements of the \
+     current page as lines `[index]<tag attr=value />text`. Refer to elements by index.\n\
+     \n\
+     Actions (use these names and parameters):\n\
+     - click: {\"index\": int}\n\
+     - input: {\"index\": int, \"text\": str, \"clear\": bool}\n\
+     - select_dropdown: {\"index\": int, \"text\": str}\n\
+     - send_keys: {\"keys\": str}  (e.g. \"Enter\", \"Control+a\")\n\
+     - scroll: {\"down\": bool, \"pages\": float, \"index\": int (optional)}\n\
+     - go_back: {}\n\
+     - navigate: {\"url\": str}\n\
+     - wait: {\"seconds\": float}\n\
+     - done: {\"text\": str, \"success\": bool}\n\
+     \n\
+     Answer with one JSON object and nothing else:\n\
+     {\"thinking\": str, \"evaluation_previous_goal\": str, \"memory\": str, \
+     \"next_goal\": str, \"action\": [{\"<action name>\": {<params>}}]}\n\
+     Give one to three actions; end with `done` once the task is complete."
+        .to_string()
+}
+
+/// Lower-case words of at least two characters, without a few stop words.
+fn words(text: &str) -> BTreeSet<String> {
+    const STOP: &[&str] = &[
+        "the", "and", "a", "an", "to", "of", "on", "in", "into", "for", "then", "click", "select",
+        "enter", "press", "button", "field", "text", "from", "with", "is", "it", "by", "or", "be",
+    ];
+    text.split(|c: char| !c.is_alphanumeric() && c != '#')
+        .map(str::to_lowercase)
+        .filter(|w| w.chars().count() >= 2 && !STOP.contains(&w.as_str()))
+        .collect()
+}
+
+/// How much an element's text and attributes overlap the task words.
+fn relevance(e: &Element, task: &BTreeSet<String>) -> usize {
+    let mut text = e.text.clone();
+    for (k, v) in &e.attrs {
+        if matches!(
+            k.as_str(),
+            "id" | "name" | "placeholder" | "aria-label" | "title" | "value"
+        ) {
+            text.push(' ');
+            text.push_str(v);
+        }
+    }
+    words(&text).intersection(task).count()
+}
+
+/// Position in `elements` of the element the previous step acted on, if any.
+fn anchor_position(elements: &[Element], history: &[Step]) -> Option<usize> {
+    let last = history.last()?;
+    let idx = last
+        .output
+        .actions
+        .iter()
+        .rev()
+        .find_map(Action::target_index)?;
+    elements.iter().position(|e| i64::from(e.index) == idx)
+}
+
+/// Chooses which elements to show within `budget` tokens: relevant ones first (most
+/// overlap first), then by distance from the anchor, dropping the farthest.
+/// Returns positions in `elements`, sorted.
+pub fn select_elements(
+    elements: &[Element],
+    instruction: &str,
+    history: &[Step],
+    budget: usize,
+    counter: &dyn TokenCounter,
+) -> Vec<usize> {
+    let costs: Vec<usize> = elements
+        .iter()
+        .map(|e| counter.count(&element_line(e)) + 1)
+        .collect();
+    if costs.iter().sum::<usize>() <= budget {
+        return (0..elements.len()).collect();
+    }
+    // Room for the "… N elements omitted …" markers.
+    let budget = budget.saturating_sub((budget / 10).max(16));
+    let task = words(instruction);
+    let anchor = anchor_position(elements, history).unwrap_or(0);
+    let dist = |p: usize| p.abs_diff(anchor);
+    let mut relevant: Vec<(usize, usize)> = elements
+        .iter()
+        .enumerate()
+        .map(|(p, e)| (p, relevance(e, &task)))
+        .filter(|(_, r)| *r > 0)
+        .collect();
+    relevant.sort_by_key(|&(p, r)| (std::cmp::Reverse(r), dist(p), p));
+    let mut kept = vec![false; elements.len()];
+    let mut used = 0;
+    for (p, _) in relevant {
+        if used + costs[p] <= budget {
+            kept[p] = true;
+            used += costs[p];
+        }
+    }
+    // Nearest to the anchor first; on ties the element further down the page.
+    let mut by_distance: Vec<usize> = (0..elements.len()).collect();
+    by_distance.sort_by_key(|&p| (dist(p), p < anchor));
+    for p in by_distance {
+        if kept[p] {
+            continue;
+        }
+        if used + costs[p] > budget {
+            break;
+        }
+        kept[p] = true;
+        used += costs[p];
+    }
+    (0..elements.len()).filter(|&p| kept[p]).collect()
+}
+
+fn history_text(history: &[Step], max: usize) -> String {
+    let mut out = String::new();
+    let skip = history.len().saturating_sub(max);
+    if skip > 0 {
+        out.push_str(&format!("({skip} earlier steps omitted)\n"));
+    }
+    for step in &history[skip..] {
+        let o = &step.output;
+        let actions: Vec<String> = o
+            .actions
+            .iter()
+            .map(|a| clean_line(&a.short()).into_owned())
+            .collect();
+        let results: Vec<String> = step
+            .result
+            .iter()
+            .map(|r| match &r.error {
+                Some(e) => format!("error: {}", clean_line(e)),
+                None if r.is_done => "done".into(),
+                None => "ok".into(),
+            })
+            .collect();
+        out.push_str(&format!("<step_{}>\n", step.index + 1));
+        if !o.evaluation_previous_goal.is_empty() {
+            out.push_str(&format!(
+                "Evaluation of previous step: {}\n",
+                clean_line(&o.evaluation_previous_goal)
+            ));
+        }
+        if !o.memory.is_empty() {
+            out.push_str(&format!("Memory: {}\n", clean_line(&o.memory)));
+        }
+        if !o.next_goal.is_empty() {
+            out.push_str(&format!("Next goal: {}\n", clean_line(&o.next_goal)));
+        }
+        out.push_str(&format!(
+            "Actions: {}\n",
+            if actions.is_empty() {
+                "(none)".into()
+            } else {
+                actions.join(", ")
+            }
+        ));
+        out.push_str(&format!(
+            "Results: {}\n",
+            if results.is_empty() {
+                "(none)".into()
+            } else {
+                results.join(", ")
+            }
+        ));
+        out.push_str(&format!("</step_{}>\n", step.index + 1));
+    }
+    out
+}
+
+fn elements_block(elements: &[Element], shown: &[usize]) -> String {
+    let mut out = String::new();
+    let mut next = 0;
+    for &p in shown {
+        if p > next {
+            out.push_str(&format!("… {} elements omitted …\n", p - next));
+        }
+        out.push_str(&element_line(&elements[p]));
+        out.push('\n');
+        next = p + 1;
+    }
+    if elements.len() > next && !shown.is_empty() {
+        out.push_str(&format!("… {} elements omitted …\n", elements.len() - next));
+    }
+    if elements.is_empty() {
+        out.push_str("(no interactive elements)\n");
+    } else if shown.is_empty() {
+        out.push_str(&format!("… {} elements omitted …\n", elements.len()));
+    }
+    out
+}
+
+fn user_text(
+    input: &PromptInput<'_>,
+    history: &str,
+    elements: &str,
+    total: usize,
+    shown: usize,
+) -> String {
+    let state = input.state;
+    let mut s = format!(
+        "<task>\n{}\n</task>\n",
+        clean_text(input.instruction).trim()
+    );
+    if let Some(r) = input.reflection.filter(|r| !r.trim().is_empty()) {
+        s.push_str(&format!(
+            "<reflection>\nA previous attempt at this task failed. Lessons from it:\n{}\n</reflection>\n",
+            clean_text(r).trim()
+        ));
+    }
+    if !history.is_empty() {
+        s.push_str(&format!("<agent_history>\n{history}</agent_history>\n"));
+    }
+    let memory = input
+        .history
+        .last()
+        .map(|st| st.output.memory.as_str())
+        .filter(|m| !m.is_empty())
+        .unwrap_or(state.memory.as_str());
+    if !memory.is_empty() {
+        s.push_str(&format!("<memory>\n{}\n</memory>\n", clean_line(memory)));
+    }
+    s.push_str(&format!(
+        "<browser_state>\nStep {} of at most {}.\nURL: {}\nTitle: {}\nInteractive elements ({} of {} shown):\n{}</browser_state>\n",
+        input.history.len() + 1,
+        input.max_steps,
+        clean_line(&state.url),
+        clean_line(&state.title),
+        shown,
+        total,
+        elements
+    ));
+    s
+}
+
+/// Renders the prompt within `opts.token_budget` tokens as counted by `counter`.
+pub fn render(
+    input: &PromptInput<'_>,
+    opts: &PromptOptions,
+    counter: &dyn TokenCounter,
+) -> RenderedPrompt {
+    let system = system_prompt();
+    let elements = &input.state.elements;
+    let mut max_history = opts.max_history;
+    let mut history = history_text(input.history, max_history);
+    // The fixed part: everything but the element lines.
+    let fixed = |h: &str| {
+        counter.count(&system)
+            + counter.count(&user_text(input, h, "", elements.len(), elements.len()))
+    };
+    while fixed(&history) > opts.token_budget / 2 && max_history > 1 {
+        max_history /= 2;
+        history = history_text(input.history, max_history);
+    }
+    let element_budget = opts.token_budget.saturating_sub(fixed(&history));
+    let shown = select_elements(
+        elements,
+        input.instruction,
+        input.history,
+        element_budget,
+        counter,
+    );
+    let block = elements_block(elements, &shown);
+    let user = user_text(input, &history, &block, elements.len(), shown.len());
+    let tokens = counter.count(&system) + counter.count(&user);
+    let mut user_msg = ChatMessage::new("user", user);
+    if opts.vision {
+        user_msg.image = input.screenshot.map(|p| p.to_path_buf());
+    }
+    RenderedPrompt {
+        messages: vec![ChatMessage::new("system", system), user_msg],
+        format_version: PROMPT_FORMAT_VERSION,
+        omitted: elements.len() - shown.len(),
+        shown: shown.iter().map(|&p| elements[p].index).collect(),
+        tokens,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trajectory::ModelOutput;
+    use serde_json::json;
+
+    fn el(index: u32, text: &str) -> Element {
+        Element {
+            index,
+            tag: "button".into(),
+            role: "button".into(),
+            text: text.into(),
+            ..Default::default()
+        }
+    }
+
+    fn state(n: u32, special: &[(u32, &str)]) -> State {
+        let elements = (1..=n)
+            .map(|i| {
+                let t = special
+                    .iter()
+                    .find(|(j, _)| *j == i)
+                    .map(|(_, t)| t.to_string())
+                    .unwrap_or_else(|| format!("filler item number {i} lorem ipsum"));
+                el(i, &t)
+            })
+            .collect();
+        State {
+            url: "http://127.0.0.1/x".into(),
+            title: "T".into(),
+            elements,
+            ..Default::default()
+        }
+    }
+
+    fn step_clicking(index: u32) -> Step {
+        Step {
+            index: 0,
+            state: State::default(),
+            output: ModelOutput {
+                memory: "clicked once".into(),
+                actions: vec![Action::new("click", json!({"index": index}))],
+                ..Default::default()
+            },
+            result: vec![Default::default()],
+            timing: None,
+        }
+    }
+
+    fn input<'a>(
+        instr: &'a str,
+        st: &'a State,
+        hist: &'a [Step],
+        refl: Option<&'a str>,
+    ) -> PromptInput<'a> {
+        PromptInput {
+            instruction: instr,
+            state: st,
+            history: hist,
+            reflection: refl,
+            max_steps: 10,
+            screenshot: None,
+        }
+    }
+
+    #[test]
+    fn everything_fits_in_a_large_budget() {
+        let st = state(20, &[]);
+        let r = render(
+            &input("Click on the \"OK\" button.", &st, &[], None),
+            &PromptOptions::default(),
+            &CharApprox,
+        );
+        assert_eq!(r.omitted, 0);
+        assert_eq!(r.shown.len(), 20);
+        assert!(
+            r.messages[1]
+                .content
+                .contains("[20]<button />filler item number 20")
+        );
+        assert_eq!(r.format_version, PROMPT_FORMAT_VERSION);
+        assert!(r.tokens <= DEFAULT_TOKEN_BUDGET);
+    }
+
+    #[test]
+    fn trimming_keeps_relevant_and_nearby_elements_and_says_what_was_omitted() {
+        let st = state(400, &[(350, "Checkout basket"), (10, "home")]);
+        let hist = vec![step_clicking(200)];
+        let opts = PromptOptions {
+            token_budget: 1500,
+            ..Default::default()
+        };
+        let r = render(
+            &input("Open the checkout basket", &st, &hist, None),
+            &opts,
+            &CharApprox,
+        );
+        assert!(r.omitted > 0);
+        assert!(r.tokens <= opts.token_budget, "{} tokens", r.tokens);
+        // The element whose text matches the task survives even far from the anchor.
+        assert!(r.shown.contains(&350));
+        // Elements around the previously clicked one survive, the far ends do not.
+        for i in 195..=205 {
+            assert!(r.shown.contains(&i), "missing {i}");
+        }
+        assert!(!r.shown.contains(&1) && !r.shown.contains(&400));
+        let user = &r.messages[1].content;
+        assert!(user.contains("elements omitted"));
+        assert!(user.contains(&format!("({} of 400 shown)", r.shown.len())));
+        // The list is not merely cut at its end: it resumes after the gap.
+        assert!(user.contains("[350]<button />Checkout basket"));
+    }
+
+    #[test]
+    fn without_history_the_top_of_the_page_is_kept() {
+        let st = state(300, &[]);
+        let opts = PromptOptions {
+            token_budget: 1200,
+            ..Default::default()
+        };
+        let r = render(&input("do something", &st, &[], None), &opts, &CharApprox);
+        assert!(r.shown.contains(&1) && !r.shown.contains(&300));
+    }
+
+    #[test]
+    fn reflection_history_and_memory_are_rendered() {
+        let st = state(3, &[]);
+        let hist = vec![step_clicking(2)];
+        let r = render(
+            &input(
+                "Click on the \"OK\" button.",
+                &st,
+                &hist,
+                Some("Do not click Cancel."),
+            ),
+            &PromptOptions::default(),
+            &CharApprox,
+        );
+        let user = &r.messages[1].content;
+        assert!(user.contains("<reflection>") && user.contains("Do not click Cancel."));
+        assert!(user.contains("Actions: click(2)"));
+        assert!(user.contains("<memory>\nclicked once"));
+        assert!(user.contains("Step 2 of at most 10."));
+        assert_eq!(r.messages[0].role, "system");
+        assert!(r.messages[0].content.contains("\"action\""));
+    }
+
+    #[test]
+    fn vision_attaches_the_screenshot_only_when_asked() {
+        let st = state(2, &[]);
+        let mut inp = input("x", &st, &[], None);
+        let p = std::path::PathBuf::from("/tmp/shot.png");
+        inp.screenshot = Some(&p);
+        let plain = render(&inp, &PromptOptions::default(), &CharApprox);
+        assert!(plain.messages[1].image.is_none());
+        let vis = render(
+            &inp,
+            &PromptOptions {
+                vision: true,
+                ..Default::default()
+            },
+            &CharApprox,
+        );
+        assert_eq!(vis.messages[1].image.as_deref(), Some(p.as_path()));
+    }
+
+    #[test]
+    fn a_custom_tokenizer_changes_the_budget_accounting() {
+        struct PerChar;
+        impl TokenCounter for PerChar {
+            fn count(&self, t: &str) -> usize {
+                t.chars().count()
+            }
+        }
+        let st = state(100, &[]);
+        let opts = PromptOptions {
+            token_budget: 4000,
+            ..Default::default()
+        };
+        let approx = render(&input("x", &st, &[], None), &opts, &CharApprox);
+        let strict = render(&input("x", &st, &[], None), &opts, &PerChar);
+        assert!(strict.shown.len() < approx.shown.len());
+    }
+}
