@@ -34,10 +34,13 @@ pub fn parse_response(text: &str) -> Result<Parsed, ParseError> {
         message: format!("not JSON: {e}"),
         offset: None,
     })?;
-    let list = v.get("action").and_then(Value::as_array).ok_or(ParseError {
-        message: "no `action` list".into(),
-        offset: None,
-    })?;
+    let list = v
+        .get("action")
+        .and_then(Value::as_array)
+        .ok_or(ParseError {
+            message: "no `action` list".into(),
+            offset: None,
+        })?;
     let mut actions = Vec::new();
     for item in list {
         let obj = item.as_object().ok_or(ParseError {

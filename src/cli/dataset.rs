@@ -44,7 +44,12 @@ pub fn stats(a: StatsArgs) -> anyhow::Result<()> {
 /// Prints a dataset's statistics.
 pub fn print_stats(dataset: &Path, _json: bool) -> anyhow::Result<()> {
     let ds = rmsweb::trajectory::Dataset::open(dataset)?;
-    println!("{}: {} tasks, {} trajectories", dataset.display(), ds.task_count(), ds.trajectory_count());
+    println!(
+        "{}: {} tasks, {} trajectories",
+        dataset.display(),
+        ds.task_count(),
+        ds.trajectory_count()
+    );
     Ok(())
 }
 

@@ -65,7 +65,12 @@ impl Default for RewardConfig {
 }
 
 /// Scores a model response against the target action in a state with `elements`.
-pub fn score(response: &str, target: &Action, elements: &[Element], cfg: &RewardConfig) -> Decision {
+pub fn score(
+    response: &str,
+    target: &Action,
+    elements: &[Element],
+    cfg: &RewardConfig,
+) -> Decision {
     match parse_response(response) {
         Ok(p) => match p.actions.first() {
             Some(a) => score_action(a, target, elements, cfg),
@@ -85,7 +90,11 @@ pub fn score_action(
     if candidate == target {
         Decision::new(Level::Exact, "exact", "identical action")
     } else if candidate.name == target.name {
-        Decision::new(Level::Type, "type.same", "same action type, other parameters")
+        Decision::new(
+            Level::Type,
+            "type.same",
+            "same action type, other parameters",
+        )
     } else {
         Decision::new(Level::Wrong, "type.other", "another action type")
     }

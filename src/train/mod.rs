@@ -1,1 +1,7 @@
 //! Run config and registry, metrics sink, SFT trainer and Salvage-DS RL.
+
+pub mod optim;
+pub mod run;
+pub mod samples;
+pub mod schedule;
+pub mod sft;

@@ -188,9 +188,10 @@ impl JsonlFile {
 
     /// Parses record `i`.
     pub fn get<T: DeserializeOwned>(&self, i: usize) -> Result<T, RecordError> {
-        let span = self.spans.get(i).ok_or_else(|| {
-            RecordError::record(&self.path, 0, format!("no record number {i}"))
-        })?;
+        let span = self
+            .spans
+            .get(i)
+            .ok_or_else(|| RecordError::record(&self.path, 0, format!("no record number {i}")))?;
         let raw = self.raw(i).unwrap_or_default();
         parse_record(raw, &self.path, span.line as usize)
     }
@@ -348,8 +349,8 @@ mod tests {
 
     #[test]
     fn unknown_schema_is_refused() {
-        let e = parse_record::<serde_json::Value>(br#"{"schema":2}"#, Path::new("f"), 1)
-            .unwrap_err();
+        let e =
+            parse_record::<serde_json::Value>(br#"{"schema":2}"#, Path::new("f"), 1).unwrap_err();
         assert_eq!(e.field, "schema");
     }
 

@@ -84,7 +84,10 @@ impl Dataset {
     pub fn open(root: impl AsRef<Path>) -> Result<Self> {
         let root = root.as_ref().to_path_buf();
         if !root.is_dir() {
-            bail!("{}: not a dataset folder (no such directory)", root.display());
+            bail!(
+                "{}: not a dataset folder (no such directory)",
+                root.display()
+            );
         }
         let meta_path = root.join("dataset.toml");
         let meta = if meta_path.exists() {
@@ -304,7 +307,13 @@ mod tests {
 
     #[test]
     fn id_fast_path_and_fallback_agree() {
-        assert_eq!(id_of(br#"{"id":"t1-a0","task_id":"t1"}"#).as_deref(), Some("t1-a0"));
-        assert_eq!(id_of(br#"{"task_id":"t1","id":"x\"y"}"#).as_deref(), Some("x\"y"));
+        assert_eq!(
+            id_of(br#"{"id":"t1-a0","task_id":"t1"}"#).as_deref(),
+            Some("t1-a0")
+        );
+        assert_eq!(
+            id_of(br#"{"task_id":"t1","id":"x\"y"}"#).as_deref(),
+            Some("x\"y")
+        );
     }
 }

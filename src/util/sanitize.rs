@@ -102,7 +102,10 @@ mod tests {
         assert_eq!(clean_line("a\u{1b}[31mred\u{1b}[0m b"), "ared b");
         assert_eq!(clean_line("t\u{1b}]0;evil title\u{7}x"), "tx");
         assert_eq!(clean_line("t\u{1b}]8;;http://x\u{1b}\\link"), "tlink");
-        assert_eq!(clean_line("a\u{0}b\u{7f}c\u{85}d"), "a\u{FFFD}b\u{FFFD}c\u{FFFD}d");
+        assert_eq!(
+            clean_line("a\u{0}b\u{7f}c\u{85}d"),
+            "a\u{FFFD}b\u{FFFD}c\u{FFFD}d"
+        );
         assert_eq!(clean_line("l1\nl2\tx"), "l1 l2 x");
         assert_eq!(clean_text("l1\r\nl2"), "l1\nl2");
         assert_eq!(clean_line("a\u{202E}b"), "a\u{FFFD}b");
