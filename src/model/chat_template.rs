@@ -97,8 +97,9 @@ impl ChatTemplate {
     /// Renders messages to text.
     pub fn render(&self, messages: &[Message], add_generation_prompt: bool) -> Result<String> {
         let t = self.env.get_template("chat")?;
-        Ok(t.render(context! { messages => minijinja::Value::from(minijinja::value::Serde(messages)), add_generation_prompt => add_generation_prompt })
-            .context("rendering chat template")?)
+        let messages = minijinja::Value::from(minijinja::value::Serde(messages));
+        t.render(context! { messages => messages, add_generation_prompt => add_generation_prompt })
+            .context("rendering chat template")
     }
 
     /// Renders and tokenizes a conversation; the mask is true on the tokens of each

@@ -68,12 +68,12 @@ impl Qwen3Config {
         );
         anyhow::ensure!(kv > 0, "num_key_value_heads must be positive");
         anyhow::ensure!(
-            self.num_attention_heads % kv == 0,
+            self.num_attention_heads.is_multiple_of(kv),
             "num_attention_heads ({}) is not a multiple of num_key_value_heads ({kv})",
             self.num_attention_heads
         );
         anyhow::ensure!(
-            self.head_dim() % 2 == 0 && self.head_dim() > 0,
+            self.head_dim().is_multiple_of(2) && self.head_dim() > 0,
             "head_dim must be even and positive"
         );
         Ok(())
