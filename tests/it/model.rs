@@ -695,3 +695,81 @@ fn unknown_set_key_and_missing_model_are_clear_errors() {
         (1e-4, 3, 42, 12_000, 32)
     );
 }
+
+#[test]
+fn local_policy_is_send_and_sync() {
+    fn check<T: Send + Sync>() {}
+    check::<LocalModelPolicy>();
+}
+
+#[test]
+fn qwen3_lora_sft_trains_only_adapters_and_exports_a_loadable_peft_checkpoint() {
+    let d = tempfile::tempdir().unwrap();
+    let ds = d.path().join("ds");
+    make_dataset(&ds, 5);
+    // A "pretrained" base: random weights, a BPE tokenizer, a chat template.
+    let base = d.path().join("base");
+    std::fs::create_dir_all(&base).unwrap();
+    let tok = small_tokenizer();
+    tokenizer::save(&tok, &base).unwrap();
+    let cfg = Qwen3Config {
+        vocab_size: tok.get_vocab_size(true),
+        max_position_embeddings: 1024,
+        ..tiny_config(true)
+    };
+    saved_model(&base, &cfg, 4);
+    std::fs::write(
+        base.join("tokenizer_config.json"),
+        json!({"chat_template": rmsweb::model::chat_template::CHATML}).to_string(),
+    )
+    .unwrap();
+    let sets: Vec<String> = [
+        "lora.r=4",
+        "lora.alpha=8",
+        "micro_batch=2",
+        "grad_accum=2",
+        "context=512",
+        "max_steps=4",
+        "checkpoint_every=2",
+        "lr=0.01",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let scfg = SftConfig::preset("qwen3-lora", &ds, Some(&base))
+        .unwrap()
+        .with_overrides(&sets)
+        .unwrap();
+    let run_dir = d.path().join("run");
+    let run = rmsweb::train::run::RunDir::open(&run_dir).unwrap();
+    let out = sft::train(
+        &scfg,
+        &run,
+        false,
+        Arc::new(AtomicBool::new(false)),
+        &mut |_| {},
+    )
+    .unwrap();
+    assert_eq!(out, sft::Outcome::Finished);
+    let ck = run_dir.join("checkpoints/step-4");
+    let trained = weights::load_file(&ck.join("trainable.safetensors"), &Device::Cpu).unwrap();
+    assert!(!trained.is_empty());
+    assert!(
+        trained.keys().all(|k| k.contains(".lora_")),
+        "only adapters train"
+    );
+    // B moved away from zero: the adapters learned something.
+    let b = &trained["model.layers.0.self_attn.q_proj.lora_B.weight"];
+    assert!(max_diff(b, &b.zeros_like().unwrap()) > 0.0);
+    let adapter = ck.join("adapter");
+    let c: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(adapter.join("adapter_config.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(c["r"], 4);
+    assert_eq!(c["target_modules"].as_array().unwrap().len(), 7);
+    // The policy loads base + adapter from the checkpoint and generates.
+    let mut p = LocalModelPolicy::from_checkpoint(&ck, &Device::Cpu).unwrap();
+    p.sampling.max_new_tokens = 5;
+    p.generate(&chat()[..2]).unwrap();
+}
