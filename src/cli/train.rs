@@ -68,6 +68,7 @@ fn progress() -> (ProgressBar, impl FnMut(&StepReport)) {
         .unwrap_or_else(|_| ProgressStyle::default_bar())
         .progress_chars("=> "),
     );
+    bar.set_message("preparing tokenizer, samples and model");
     let b = bar.clone();
     let cb = move |r: &StepReport| {
         b.set_length(r.total);

@@ -429,6 +429,15 @@ pub fn train(
     stop: Arc<AtomicBool>,
     on_step: &mut dyn FnMut(&StepReport),
 ) -> Result<Outcome> {
+    // Checked before anything is written, so the existing run's files stay intact.
+    if !resume {
+        anyhow::ensure!(
+            !run.root().join("run.toml").exists(),
+            "{} already holds a run; continue it with `rmsweb train resume {}` or choose another --run-dir",
+            run.root().display(),
+            run.root().display()
+        );
+    }
     let result = train_inner(cfg, run, resume, stop, on_step);
     if let Err(e) = &result {
         let _ = run.log(&format!("failed: {e:#}"));

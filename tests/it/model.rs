@@ -507,6 +507,21 @@ fn tiny_sft_drives_the_loss_down_and_writes_a_run_folder() {
     let status = rmsweb::train::run::RunDir::read_status(&run_dir).unwrap();
     assert_eq!(status.state, rmsweb::train::run::RunState::Finished);
     assert_eq!(status.step, 30);
+    // Starting a new run over an existing one is refused (resume it instead).
+    let again = sft::train(
+        &cfg,
+        &run,
+        false,
+        Arc::new(AtomicBool::new(false)),
+        &mut |_| {},
+    );
+    assert!(format!("{:#}", again.unwrap_err()).contains("train resume"));
+    let status = rmsweb::train::run::RunDir::read_status(&run_dir).unwrap();
+    assert_eq!(
+        status.state,
+        rmsweb::train::run::RunState::Finished,
+        "the old run is untouched"
+    );
     let toml_text = std::fs::read_to_string(run_dir.join("run.toml")).unwrap();
     assert_eq!(SftConfig::from_toml(&toml_text).unwrap(), cfg);
     for s in [10, 20, 30] {
