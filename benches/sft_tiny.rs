@@ -23,10 +23,12 @@ fn arg(args: &[String], name: &str, default: usize) -> usize {
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
-    let seq = arg(&args, "--seq", 512);
+    // `cargo bench` passes --bench; under `cargo test --all-targets` run a short smoke.
+    let full = args.iter().any(|a| a == "--bench");
+    let seq = arg(&args, "--seq", if full { 512 } else { 32 });
     let micro = arg(&args, "--micro-batch", 4);
     let accum = arg(&args, "--grad-accum", 2);
-    let steps = arg(&args, "--steps", 6);
+    let steps = arg(&args, "--steps", if full { 6 } else { 1 });
     let cfg = Qwen3Config {
         vocab_size: arg(&args, "--vocab", 4096),
         hidden_size: arg(&args, "--hidden", 256),
