@@ -387,7 +387,7 @@ impl ScriptedTeacher {
     }
 
     fn roll(&mut self, p: f64) -> bool {
-        p > 0.0 && self.rng.r#gen::<f64>() < p
+        p > 0.0 && self.rng.random::<f64>() < p
     }
 
     fn output(&self, thinking: String, goal: &str, action: Action, step: usize) -> PolicyOutput {
@@ -438,8 +438,8 @@ pub fn browser_use_json(o: &ModelOutput) -> String {
 /// A wrong or partial version of a value.
 fn corrupt(value: &str, rng: &mut StdRng) -> (String, &'static str) {
     let chars: Vec<char> = value.chars().collect();
-    if chars.len() > 1 && rng.gen_bool(0.5) {
-        let keep = rng.gen_range(1..chars.len());
+    if chars.len() > 1 && rng.random_bool(0.5) {
+        let keep = rng.random_range(1..chars.len());
         (chars[..keep].iter().collect(), "partial value")
     } else {
         let mut w: Vec<char> = chars.iter().rev().copied().collect();
@@ -592,7 +592,7 @@ impl Policy for ScriptedTeacher {
                         .filter(|o| !o.eq_ignore_ascii_case(&value))
                         .collect();
                     if !options.is_empty() {
-                        let o = options[self.rng.gen_range(0..options.len())].to_string();
+                        let o = options[self.rng.random_range(0..options.len())].to_string();
                         self.notes
                             .push(format!("wrong value@{step}: {o:?} instead of {value:?}"));
                         v = o;

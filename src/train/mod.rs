@@ -1,3 +1,8 @@
 //! Run config and registry, metrics sink, SFT trainer and Salvage-DS RL.
 
+pub mod optim;
 pub mod rl;
+pub mod run;
+pub mod samples;
+pub mod schedule;
+pub mod sft;

@@ -1,0 +1,254 @@
+//! Linear layers with optional LoRA adapters, and the parameter type shared by the
+//! decoder: a frozen tensor or a trainable variable.
+//!
+//! `y = x Wᵀ + (α/r) · dropout(x) Aᵀ Bᵀ` with `A` (r × in) drawn from a scaled normal
+//! (Kaiming-uniform bound, as PEFT) and `B` (out × r) zero, so a fresh adapter leaves
+//! the model unchanged. The α/r scale applies to the BA path only.
+
+use candle_core::{DType, Device, Result, Tensor, Var};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A weight: frozen (no gradient is computed for it) or trainable.
+#[derive(Debug, Clone)]
+pub enum Param {
+    Frozen(Tensor),
+    Trainable(Var),
+}
+
+impl Param {
+    /// The tensor to compute with.
+    pub fn tensor(&self) -> &Tensor {
+        match self {
+            Param::Frozen(t) => t,
+            Param::Trainable(v) => v.as_tensor(),
+        }
+    }
+
+    /// A parameter of the given trainability holding `t`.
+    pub fn new(t: Tensor, trainable: bool) -> Result<Self> {
+        Ok(if trainable {
+            Param::Trainable(Var::from_tensor(&t)?)
+        } else {
+            Param::Frozen(t.detach())
+        })
+    }
+
+    /// Whether it receives gradients.
+    pub fn is_trainable(&self) -> bool {
+        matches!(self, Param::Trainable(_))
+    }
+
+    /// Replaces the value (shape must match for trainable parameters).
+    pub fn set(&mut self, t: &Tensor) -> Result<()> {
+        match self {
+            Param::Frozen(old) => *old = t.detach(),
+            Param::Trainable(v) => v.set(t)?,
+        }
+        Ok(())
+    }
+}
+
+/// LoRA hyper-parameters.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LoraConfig {
+    pub r: usize,
+    pub alpha: f64,
+    pub dropout: f32,
+    /// Module names (`q_proj`, `k_proj`, `v_proj`, `o_proj`, `gate_proj`, `up_proj`,
+    /// `down_proj`) that get an adapter.
+    pub target_modules: Vec<String>,
+}
+
+impl LoraConfig {
+    /// Every linear layer of the decoder.
+    pub const ALL_LINEAR: [&'static str; 7] = [
+        "q_proj",
+        "k_proj",
+        "v_proj",
+        "o_proj",
+        "gate_proj",
+        "up_proj",
+        "down_proj",
+    ];
+
+    /// The paper's adapter: r 64, α 128, dropout 0.05 on all linear layers.
+    pub fn paper() -> Self {
+        LoraConfig {
+            r: 64,
+            alpha: 128.0,
+            dropout: 0.05,
+            target_modules: Self::ALL_LINEAR.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    /// `α / r`.
+    pub fn scale(&self) -> f64 {
+        self.alpha / self.r as f64
+    }
+
+    /// Whether a module named `name` (its last path component) is a target.
+    pub fn targets(&self, module_path: &str) -> bool {
+        let last = module_path.rsplit('.').next().unwrap_or(module_path);
+        self.target_modules.iter().any(|t| t == last)
+    }
+}
+
+/// Shared dropout switch: the trainer sets a key per micro-batch; masks are a pure
+/// function of (key, module id), so a resumed run draws the same masks. `None`
+/// disables dropout (evaluation, sampling). Clones share the switch.
+#[derive(Debug, Clone, Default)]
+pub struct DropoutKey(Arc<AtomicU64>);
+
+impl DropoutKey {
+    /// Sets the key for the next forward passes (`None`: no dropout).
+    pub fn set(&self, key: Option<u64>) {
+        // 0 encodes "off"; keys are remapped so that 0 stays usable.
+        let v = key.map_or(0, |k| k.wrapping_mul(2).wrapping_add(1));
+        self.0.store(v, Ordering::Relaxed);
+    }
+
+    /// The current key.
+    pub fn get(&self) -> Option<u64> {
+        match self.0.load(Ordering::Relaxed) {
+            0 => None,
+            v => Some(v),
+        }
+    }
+}
+
+/// A LoRA adapter on one linear layer.
+#[derive(Debug, Clone)]
+pub struct Lora {
+    pub a: Param,
+    pub b: Param,
+    pub scale: f64,
+    pub dropout: f32,
+    module_id: u64,
+    key: DropoutKey,
+}
+
+/// A bias-free linear layer `y = x Wᵀ`, W of shape (out, in), with an optional adapter.
+#[derive(Debug, Clone)]
+pub struct Linear {
+    /// The HF module path, e.g. `model.layers.0.self_attn.q_proj`.
+    pub name: String,
+    pub weight: Param,
+    pub lora: Option<Lora>,
+}
+
+fn stable_hash(s: &str) -> u64 {
+    // FNV-1a: stable across runs and platforms.
+    s.bytes().fold(0xcbf29ce484222325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100000001b3)
+    })
+}
+
+impl Linear {
+    /// A linear layer named `name` around `weight`.
+    pub fn new(name: impl Into<String>, weight: Param) -> Self {
+        Linear {
+            name: name.into(),
+            weight,
+            lora: None,
+        }
+    }
+
+    /// Attaches a fresh adapter (A random from `seed` and the module name, B zero).
+    pub fn add_lora(&mut self, cfg: &LoraConfig, seed: u64, key: DropoutKey) -> Result<()> {
+        let w = self.weight.tensor();
+        let (out_dim, in_dim) = w.dims2()?;
+        let module_id = stable_hash(&self.name);
+        let mut rng = ChaCha8Rng::seed_from_u64(seed ^ module_id);
+        // PEFT: kaiming_uniform(a=√5) ⇒ U(-1/√in, 1/√in).
+        let bound = 1.0 / (in_dim as f64).sqrt();
+        let a: Vec<f32> = (0..cfg.r * in_dim)
+            .map(|_| rng.random_range(-bound..bound) as f32)
+            .collect();
+        // Adapters stay in f32 (f64 for an f64 model) so small updates are not lost.
+        let dt = if w.dtype() == DType::F64 {
+            DType::F64
+        } else {
+            DType::F32
+        };
+        let a = Tensor::from_vec(a, (cfg.r, in_dim), w.device())?.to_dtype(dt)?;
+        let b = Tensor::zeros((out_dim, cfg.r), dt, w.device())?;
+        self.lora = Some(Lora {
+            a: Param::new(a, true)?,
+            b: Param::new(b, true)?,
+            scale: cfg.scale(),
+            dropout: cfg.dropout,
+            module_id,
+            key,
+        });
+        Ok(())
+    }
+
+    /// Applies the layer to `x` of shape (..., in).
+    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let w = self.weight.tensor();
+        let dims = x.dims().to_vec();
+        let in_dim = *dims.last().unwrap_or(&0);
+        let n = x.elem_count() / in_dim.max(1);
+        let x2 = x.reshape((n, in_dim))?;
+        let mut y = x2.matmul(&w.t()?)?;
+        if let Some(l) = &self.lora {
+            let xd = l.dropout_input(&x2)?;
+            // Adapters may be kept in f32 under a bf16 base; cast for the product.
+            let a = l.a.tensor().to_dtype(x2.dtype())?;
+            let b = l.b.tensor().to_dtype(x2.dtype())?;
+            let down = xd.matmul(&a.t()?)?;
+            let up = down.matmul(&b.t()?)?;
+            y = (y + (up * l.scale)?)?;
+        }
+        let mut out = dims;
+        if let Some(last) = out.last_mut() {
+            *last = w.dim(0)?;
+        }
+        y.reshape(out)
+    }
+
+    /// Folds the adapter into W (`W += scale · B A`) and removes it.
+    pub fn merge(&mut self) -> Result<()> {
+        if let Some(l) = self.lora.take() {
+            let delta = (l.b.tensor().matmul(l.a.tensor())? * l.scale)?;
+            let delta = delta.to_dtype(self.weight.tensor().dtype())?;
+            let merged = (self.weight.tensor() + delta)?;
+            self.weight.set(&merged)?;
+        }
+        Ok(())
+    }
+}
+
+impl Lora {
+    fn dropout_input(&self, x: &Tensor) -> Result<Tensor> {
+        let Some(key) = self.key.get() else {
+            return Ok(x.clone());
+        };
+        if self.dropout <= 0.0 {
+            return Ok(x.clone());
+        }
+        let p = f64::from(self.dropout);
+        let mut rng = ChaCha8Rng::seed_from_u64(key ^ self.module_id.rotate_left(17));
+        let keep = (1.0 / (1.0 - p)) as f32;
+        let mask: Vec<f32> = (0..x.elem_count())
+            .map(|_| if rng.random::<f64>() < p { 0.0 } else { keep })
+            .collect();
+        let mask = Tensor::from_vec(mask, x.shape(), &Device::Cpu)?
+            .to_device(x.device())?
+            .to_dtype(x.dtype())?;
+        x * mask
+    }
+}
+
+/// Dtype-preserving zero check used by tests and export.
+pub fn is_zero(t: &Tensor) -> Result<bool> {
+    Ok(t.to_dtype(DType::F32)?
+        .abs()?
+        .max_all()?
+        .to_scalar::<f32>()?
+        == 0.0)
+}

@@ -1,0 +1,98 @@
+//! The local model as a policy: chat messages in, the model's text out.
+
+use super::chat_template::{ChatTemplate, Message};
+use super::config::Qwen3Config;
+use super::qwen3::Qwen3;
+use super::sample::{SampleConfig, generate};
+use super::{peft, tokenizer, weights};
+use anyhow::{Context, Result};
+use candle_core::{DType, Device};
+use std::path::Path;
+use tokenizers::Tokenizer;
+
+/// A model, its tokenizer and chat template, and decoding settings.
+pub struct LocalModelPolicy {
+    pub model: Qwen3,
+    pub tokenizer: Tokenizer,
+    pub template: ChatTemplate,
+    pub sampling: SampleConfig,
+    stop: Vec<u32>,
+}
+
+impl LocalModelPolicy {
+    /// Wraps a loaded model. Generation stops at `<|im_end|>` / `<|endoftext|>`.
+    pub fn new(model: Qwen3, tokenizer: Tokenizer, template: ChatTemplate) -> Self {
+        let stop = [tokenizer::IM_END, tokenizer::END_OF_TEXT]
+            .iter()
+            .filter_map(|t| tokenizer.token_to_id(t))
+            .collect();
+        LocalModelPolicy {
+            model,
+            tokenizer,
+            template,
+            sampling: SampleConfig::default(),
+            stop,
+        }
+    }
+
+    /// Loads an HF model folder (`config.json`, safetensors, `tokenizer.json`,
+    /// optional `tokenizer_config.json`), with an optional PEFT adapter merged in.
+    pub fn load(model_dir: &Path, adapter: Option<&Path>, device: &Device) -> Result<Self> {
+        let config = Qwen3Config::from_file(model_dir.join("config.json"))?;
+        let w = weights::load_dir(model_dir, device)?;
+        let dtype = if device.is_cpu() {
+            DType::F32
+        } else {
+            DType::BF16
+        };
+        let mut model = Qwen3::from_weights(&config, w, dtype, device, false)
+            .with_context(|| format!("loading model from {}", model_dir.display()))?;
+        if let Some(dir) = adapter {
+            let (cfg, tensors) = peft::import(dir, device)?;
+            model.add_lora(&cfg, 0)?;
+            model.load_params(&tensors)?;
+            model.merge_lora()?;
+        }
+        let tok = tokenizer::load(model_dir.join("tokenizer.json"))?;
+        let template = ChatTemplate::for_model_dir(model_dir)?;
+        Ok(Self::new(model, tok, template))
+    }
+
+    /// Loads a training checkpoint folder: a full model folder, or a PEFT adapter
+    /// whose `base_model_name_or_path` names the base model folder.
+    pub fn from_checkpoint(dir: &Path, device: &Device) -> Result<Self> {
+        if dir.join("config.json").exists() {
+            return Self::load(dir, None, device);
+        }
+        let adapter = dir.join("adapter");
+        let adapter = if adapter.join("adapter_config.json").exists() {
+            adapter
+        } else {
+            dir.to_path_buf()
+        };
+        let cpath = adapter.join("adapter_config.json");
+        let text = std::fs::read_to_string(&cpath)
+            .with_context(|| format!("{}: neither a model nor an adapter", dir.display()))?;
+        let v: serde_json::Value = serde_json::from_str(&text)
+            .with_context(|| format!("{}: invalid JSON", cpath.display()))?;
+        let base = v
+            .get("base_model_name_or_path")
+            .and_then(|b| b.as_str())
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "{}: field `base_model_name_or_path` missing",
+                    cpath.display()
+                )
+            })?;
+        Self::load(Path::new(base), Some(&adapter), device)
+    }
+
+    /// Generates the assistant reply to `messages` (greedy when temperature is 0).
+    pub fn generate(&self, messages: &[Message]) -> Result<String> {
+        let prompt = self.template.encode_prompt(&self.tokenizer, messages)?;
+        let ids = generate(&self.model, &prompt, &self.stop, &self.sampling)?;
+        self.tokenizer
+            .decode(&ids, true)
+            .map_err(|e| anyhow::anyhow!("decoding: {e}"))
+    }
+}

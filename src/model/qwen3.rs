@@ -1,0 +1,619 @@
+//! A Qwen3 decoder written for training: every op has a backward pass (no fused
+//! softmax / rms-norm / rope kernels, which drop gradients in candle 0.11).
+//!
+//! Per-head q/k RMS norm, grouped-query attention, rotary embeddings (`rope_slow`),
+//! additive causal mask, SwiGLU MLP, optional tied embeddings. `forward` returns the
+//! logits of every position; a [`KvCache`] makes incremental decoding possible.
+
+use super::config::Qwen3Config;
+use super::lora::{DropoutKey, Linear, LoraConfig, Param};
+use candle_core::{D, DType, Device, Result, Tensor, Var};
+use candle_nn::ops::softmax;
+use candle_nn::rotary_emb::rope_slow;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use rand_distr::{Distribution, Normal};
+use std::collections::HashMap;
+
+/// Per-layer cached keys and values, `(batch, kv_heads, positions, head_dim)`.
+#[derive(Debug, Clone, Default)]
+pub struct KvCache {
+    layers: Vec<Option<(Tensor, Tensor)>>,
+}
+
+impl KvCache {
+    /// An empty cache.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Number of cached positions.
+    pub fn len(&self) -> usize {
+        self.layers
+            .first()
+            .and_then(|l| l.as_ref())
+            .and_then(|(k, _)| k.dim(2).ok())
+            .unwrap_or(0)
+    }
+
+    /// Whether nothing is cached.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+struct Attention {
+    q_proj: Linear,
+    k_proj: Linear,
+    v_proj: Linear,
+    o_proj: Linear,
+    q_norm: Param,
+    k_norm: Param,
+}
+
+struct Mlp {
+    gate_proj: Linear,
+    up_proj: Linear,
+    down_proj: Linear,
+}
+
+struct Layer {
+    attn: Attention,
+    mlp: Mlp,
+    input_layernorm: Param,
+    post_attention_layernorm: Param,
+}
+
+/// The decoder with its LM head.
+pub struct Qwen3 {
+    pub config: Qwen3Config,
+    embed_tokens: Param,
+    layers: Vec<Layer>,
+    norm: Param,
+    /// `None` when the embeddings are tied.
+    lm_head: Option<Linear>,
+    cos: Tensor,
+    sin: Tensor,
+    dropout_key: DropoutKey,
+    dtype: DType,
+}
+
+/// Takes a weight by HF name from `weights`, checking its shape.
+fn take(
+    weights: &mut HashMap<String, Tensor>,
+    name: &str,
+    shape: &[usize],
+    dtype: DType,
+    device: &Device,
+    trainable: bool,
+) -> anyhow::Result<Param> {
+    let t = weights
+        .remove(name)
+        .ok_or_else(|| anyhow::anyhow!("weight `{name}` is missing"))?;
+    anyhow::ensure!(
+        t.dims() == shape,
+        "weight `{name}` has shape {:?}, expected {shape:?}",
+        t.dims()
+    );
+    Ok(Param::new(
+        t.to_dtype(dtype)?.to_device(device)?,
+        trainable,
+    )?)
+}
+
+impl Qwen3 {
+    /// Builds the model from HF-named weights (`model.layers.0.self_attn.q_proj.weight`,
+    /// ...). `trainable` makes every base weight a training variable (full fine-tuning);
+    /// otherwise base weights are frozen and only adapters train.
+    pub fn from_weights(
+        config: &Qwen3Config,
+        mut weights: HashMap<String, Tensor>,
+        dtype: DType,
+        device: &Device,
+        trainable: bool,
+    ) -> anyhow::Result<Self> {
+        config.validate()?;
+        let (h, hd, inter) = (
+            config.hidden_size,
+            config.head_dim(),
+            config.intermediate_size,
+        );
+        let (nh, nkv) = (config.num_attention_heads, config.kv_heads());
+        let w = &mut weights;
+        let mut lin = |name: String, shape: [usize; 2]| -> anyhow::Result<Linear> {
+            let p = take(
+                w,
+                &format!("{name}.weight"),
+                &shape,
+                dtype,
+                device,
+                trainable,
+            )?;
+            Ok(Linear::new(name, p))
+        };
+        let mut layers_lin = Vec::new();
+        for i in 0..config.num_hidden_layers {
+            let p = format!("model.layers.{i}");
+            layers_lin.push((
+                lin(format!("{p}.self_attn.q_proj"), [nh * hd, h])?,
+                lin(format!("{p}.self_attn.k_proj"), [nkv * hd, h])?,
+                lin(format!("{p}.self_attn.v_proj"), [nkv * hd, h])?,
+                lin(format!("{p}.self_attn.o_proj"), [h, nh * hd])?,
+                lin(format!("{p}.mlp.gate_proj"), [inter, h])?,
+                lin(format!("{p}.mlp.up_proj"), [inter, h])?,
+                lin(format!("{p}.mlp.down_proj"), [h, inter])?,
+            ));
+        }
+        let lm_head = if config.tie_word_embeddings {
+            None
+        } else {
+            Some(lin("lm_head".to_string(), [config.vocab_size, h])?)
+        };
+        let mut layers = Vec::new();
+        for (i, (q, k, v, o, g, u, d)) in layers_lin.into_iter().enumerate() {
+            let p = format!("model.layers.{i}");
+            let mut t = |n: &str, dim: usize| {
+                take(
+                    w,
+                    &format!("{p}.{n}.weight"),
+                    &[dim],
+                    dtype,
+                    device,
+                    trainable,
+                )
+            };
+            layers.push(Layer {
+                attn: Attention {
+                    q_proj: q,
+                    k_proj: k,
+                    v_proj: v,
+                    o_proj: o,
+                    q_norm: t("self_attn.q_norm", hd)?,
+                    k_norm: t("self_attn.k_norm", hd)?,
+                },
+                mlp: Mlp {
+                    gate_proj: g,
+                    up_proj: u,
+                    down_proj: d,
+                },
+                input_layernorm: t("input_layernorm", h)?,
+                post_attention_layernorm: t("post_attention_layernorm", h)?,
+            });
+        }
+        let embed_tokens = take(
+            w,
+            "model.embed_tokens.weight",
+            &[config.vocab_size, h],
+            dtype,
+            device,
+            trainable,
+        )?;
+        let norm = take(w, "model.norm.weight", &[h], dtype, device, trainable)?;
+        let (cos, sin) = rope_tables(config, device, dtype)?;
+        Ok(Qwen3 {
+            config: config.clone(),
+            embed_tokens,
+            layers,
+            norm,
+            lm_head,
+            cos,
+            sin,
+            dropout_key: DropoutKey::default(),
+            dtype,
+        })
+    }
+
+    /// Random weights (normal, std 0.02; norms 1), seeded; HF names, f32 on CPU.
+    pub fn random_weights(config: &Qwen3Config, seed: u64) -> Result<HashMap<String, Tensor>> {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let normal = Normal::new(0.0f32, 0.02).map_err(candle_core::Error::wrap)?;
+        let mut out = HashMap::new();
+        let dev = Device::Cpu;
+        let mut rand = |shape: &[usize]| -> Result<Tensor> {
+            let n: usize = shape.iter().product();
+            let v: Vec<f32> = (0..n).map(|_| normal.sample(&mut rng)).collect();
+            Tensor::from_vec(v, shape, &dev)
+        };
+        let (h, hd, inter) = (
+            config.hidden_size,
+            config.head_dim(),
+            config.intermediate_size,
+        );
+        let (nh, nkv) = (config.num_attention_heads, config.kv_heads());
+        out.insert(
+            "model.embed_tokens.weight".into(),
+            rand(&[config.vocab_size, h])?,
+        );
+        if !config.tie_word_embeddings {
+            out.insert("lm_head.weight".into(), rand(&[config.vocab_size, h])?);
+        }
+        out.insert(
+            "model.norm.weight".into(),
+            Tensor::ones(h, DType::F32, &dev)?,
+        );
+        for i in 0..config.num_hidden_layers {
+            let p = format!("model.layers.{i}");
+            for (n, s) in [
+                ("self_attn.q_proj", [nh * hd, h]),
+                ("self_attn.k_proj", [nkv * hd, h]),
+                ("self_attn.v_proj", [nkv * hd, h]),
+                ("self_attn.o_proj", [h, nh * hd]),
+                ("mlp.gate_proj", [inter, h]),
+                ("mlp.up_proj", [inter, h]),
+                ("mlp.down_proj", [h, inter]),
+            ] {
+                out.insert(format!("{p}.{n}.weight"), rand(&s)?);
+            }
+            for (n, d) in [
+                ("self_attn.q_norm", hd),
+                ("self_attn.k_norm", hd),
+                ("input_layernorm", h),
+                ("post_attention_layernorm", h),
+            ] {
+                out.insert(
+                    format!("{p}.{n}.weight"),
+                    Tensor::ones(d, DType::F32, &dev)?,
+                );
+            }
+        }
+        Ok(out)
+    }
+
+    /// The compute dtype.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// The device the weights live on.
+    pub fn device(&self) -> &Device {
+        self.embed_tokens.tensor().device()
+    }
+
+    /// The shared dropout switch of the adapters (see [`DropoutKey`]).
+    pub fn dropout_key(&self) -> &DropoutKey {
+        &self.dropout_key
+    }
+
+    fn linears_mut(&mut self) -> Vec<&mut Linear> {
+        let mut v = Vec::new();
+        for l in &mut self.layers {
+            let a = &mut l.attn;
+            let m = &mut l.mlp;
+            v.extend([
+                &mut a.q_proj,
+                &mut a.k_proj,
+                &mut a.v_proj,
+                &mut a.o_proj,
+                &mut m.gate_proj,
+                &mut m.up_proj,
+                &mut m.down_proj,
+            ]);
+        }
+        v
+    }
+
+    /// Every linear layer, in HF order.
+    pub fn linears(&self) -> Vec<&Linear> {
+        let mut v = Vec::new();
+        for l in &self.layers {
+            let (a, m) = (&l.attn, &l.mlp);
+            v.extend([
+                &a.q_proj,
+                &a.k_proj,
+                &a.v_proj,
+                &a.o_proj,
+                &m.gate_proj,
+                &m.up_proj,
+                &m.down_proj,
+            ]);
+        }
+        v
+    }
+
+    /// Attaches LoRA adapters to the target modules; returns how many were added.
+    pub fn add_lora(&mut self, cfg: &LoraConfig, seed: u64) -> Result<usize> {
+        let key = self.dropout_key.clone();
+        let mut n = 0;
+        for lin in self.linears_mut() {
+            if cfg.targets(&lin.name) {
+                lin.add_lora(cfg, seed, key.clone())?;
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    /// Folds every adapter into its base weight.
+    pub fn merge_lora(&mut self) -> Result<()> {
+        for lin in self.linears_mut() {
+            lin.merge()?;
+        }
+        Ok(())
+    }
+
+    /// Every parameter by HF name (adapters as `<module>.lora_A.weight` /
+    /// `<module>.lora_B.weight`), with whether it trains.
+    pub fn named_params(&self) -> Vec<(String, Param)> {
+        let mut v: Vec<(String, Param)> = vec![(
+            "model.embed_tokens.weight".into(),
+            self.embed_tokens.clone(),
+        )];
+        for (i, l) in self.layers.iter().enumerate() {
+            let p = format!("model.layers.{i}");
+            v.push((
+                format!("{p}.self_attn.q_norm.weight"),
+                l.attn.q_norm.clone(),
+            ));
+            v.push((
+                format!("{p}.self_attn.k_norm.weight"),
+                l.attn.k_norm.clone(),
+            ));
+            v.push((
+                format!("{p}.input_layernorm.weight"),
+                l.input_layernorm.clone(),
+            ));
+            v.push((
+                format!("{p}.post_attention_layernorm.weight"),
+                l.post_attention_layernorm.clone(),
+            ));
+        }
+        let mut lins = self.linears();
+        if let Some(h) = &self.lm_head {
+            lins.push(h);
+        }
+        for lin in lins {
+            v.push((format!("{}.weight", lin.name), lin.weight.clone()));
+            if let Some(l) = &lin.lora {
+                v.push((format!("{}.lora_A.weight", lin.name), l.a.clone()));
+                v.push((format!("{}.lora_B.weight", lin.name), l.b.clone()));
+            }
+        }
+        v.push(("model.norm.weight".into(), self.norm.clone()));
+        v
+    }
+
+    /// The trainable variables by name.
+    pub fn trainable_vars(&self) -> Vec<(String, Var)> {
+        self.named_params()
+            .into_iter()
+            .filter_map(|(n, p)| match p {
+                Param::Trainable(v) => Some((n, v)),
+                Param::Frozen(_) => None,
+            })
+            .collect()
+    }
+
+    /// Base weights (no adapters) by HF name, e.g. for saving a merged model.
+    pub fn base_weights(&self) -> HashMap<String, Tensor> {
+        self.named_params()
+            .into_iter()
+            .filter(|(n, _)| !n.contains(".lora_"))
+            .map(|(n, p)| (n, p.tensor().clone()))
+            .collect()
+    }
+
+    /// Sets parameters by name (e.g. from a checkpoint); unknown names are an error.
+    pub fn load_params(&mut self, values: &HashMap<String, Tensor>) -> anyhow::Result<()> {
+        let params: HashMap<String, Param> = self.named_params().into_iter().collect();
+        for (name, t) in values {
+            let p = params
+                .get(name)
+                .ok_or_else(|| anyhow::anyhow!("checkpoint has unknown parameter `{name}`"))?;
+            let cur = p.tensor();
+            anyhow::ensure!(
+                cur.dims() == t.dims(),
+                "parameter `{name}`: checkpoint shape {:?}, model shape {:?}",
+                t.dims(),
+                cur.dims()
+            );
+            let t = t.to_dtype(cur.dtype())?.to_device(cur.device())?;
+            match p {
+                Param::Trainable(v) => v.set(&t)?,
+                Param::Frozen(_) => self.set_frozen(name, &t)?,
+            }
+        }
+        Ok(())
+    }
+
+    fn set_frozen(&mut self, name: &str, t: &Tensor) -> anyhow::Result<()> {
+        let mut slots: Vec<(String, &mut Param)> = Vec::new();
+        slots.push(("model.embed_tokens.weight".into(), &mut self.embed_tokens));
+        slots.push(("model.norm.weight".into(), &mut self.norm));
+        for (i, l) in self.layers.iter_mut().enumerate() {
+            let p = format!("model.layers.{i}");
+            slots.push((format!("{p}.self_attn.q_norm.weight"), &mut l.attn.q_norm));
+            slots.push((format!("{p}.self_attn.k_norm.weight"), &mut l.attn.k_norm));
+            slots.push((
+                format!("{p}.input_layernorm.weight"),
+                &mut l.input_layernorm,
+            ));
+            slots.push((
+                format!("{p}.post_attention_layernorm.weight"),
+                &mut l.post_attention_layernorm,
+            ));
+            for lin in [
+                &mut l.attn.q_proj,
+                &mut l.attn.k_proj,
+                &mut l.attn.v_proj,
+                &mut l.attn.o_proj,
+                &mut l.mlp.gate_proj,
+                &mut l.mlp.up_proj,
+                &mut l.mlp.down_proj,
+            ] {
+                slots.push((format!("{}.weight", lin.name), &mut lin.weight));
+            }
+        }
+        if let Some(h) = &mut self.lm_head {
+            slots.push(("lm_head.weight".into(), &mut h.weight));
+        }
+        for (n, slot) in slots {
+            if n == name {
+                slot.set(t)?;
+                return Ok(());
+            }
+        }
+        anyhow::bail!("parameter `{name}` cannot be set")
+    }
+
+    /// Logits `(batch, seq, vocab)` for every position of `input_ids` `(batch, seq)`,
+    /// the first token being at absolute position `start_pos`. With a cache, keys and
+    /// values of earlier positions are read from it and the new ones appended.
+    pub fn forward(
+        &self,
+        input_ids: &Tensor,
+        start_pos: usize,
+        mut cache: Option<&mut KvCache>,
+    ) -> Result<Tensor> {
+        let (b, l) = input_ids.dims2()?;
+        if start_pos + l > self.cos.dim(0)? {
+            candle_core::bail!(
+                "sequence of {} positions exceeds max_position_embeddings {}",
+                start_pos + l,
+                self.cos.dim(0)?
+            );
+        }
+        let emb = self.embed_tokens.tensor();
+        let mut x = emb.index_select(&input_ids.flatten_all()?, 0)?.reshape((
+            b,
+            l,
+            self.config.hidden_size,
+        ))?;
+        let cos = self.cos.narrow(0, start_pos, l)?;
+        let sin = self.sin.narrow(0, start_pos, l)?;
+        let past = cache.as_ref().map_or(0, |c| c.len());
+        let mask = causal_mask(l, past, self.dtype, x.device())?;
+        if let Some(c) = cache.as_deref_mut()
+            && c.layers.len() != self.layers.len()
+        {
+            c.layers = vec![None; self.layers.len()];
+        }
+        let eps = self.config.rms_norm_eps as f32;
+        for (i, layer) in self.layers.iter().enumerate() {
+            let slot = cache.as_deref_mut().map(|c| &mut c.layers[i]);
+            let hnorm = rms_norm(&x, layer.input_layernorm.tensor(), eps)?;
+            let a = self.attention(&layer.attn, &hnorm, &cos, &sin, mask.as_ref(), slot)?;
+            x = (x + a)?;
+            let hnorm = rms_norm(&x, layer.post_attention_layernorm.tensor(), eps)?;
+            let m = &layer.mlp;
+            let gate = m.gate_proj.forward(&hnorm)?.silu()?;
+            let up = m.up_proj.forward(&hnorm)?;
+            x = (x + m.down_proj.forward(&(gate * up)?)?)?;
+        }
+        let x = rms_norm(&x, self.norm.tensor(), eps)?;
+        match &self.lm_head {
+            Some(h) => h.forward(&x),
+            None => {
+                let x2 = x.reshape((b * l, self.config.hidden_size))?;
+                x2.matmul(&emb.t()?)?
+                    .reshape((b, l, self.config.vocab_size))
+            }
+        }
+    }
+
+    fn attention(
+        &self,
+        at: &Attention,
+        x: &Tensor,
+        cos: &Tensor,
+        sin: &Tensor,
+        mask: Option<&Tensor>,
+        cache: Option<&mut Option<(Tensor, Tensor)>>,
+    ) -> Result<Tensor> {
+        let (b, l, _) = x.dims3()?;
+        let hd = self.config.head_dim();
+        let (nh, nkv) = (self.config.num_attention_heads, self.config.kv_heads());
+        let eps = self.config.rms_norm_eps as f32;
+        let q = at.q_proj.forward(x)?.reshape((b, l, nh, hd))?;
+        let k = at.k_proj.forward(x)?.reshape((b, l, nkv, hd))?;
+        let v = at.v_proj.forward(x)?.reshape((b, l, nkv, hd))?;
+        let q = rms_norm(&q, at.q_norm.tensor(), eps)?.transpose(1, 2)?;
+        let k = rms_norm(&k, at.k_norm.tensor(), eps)?.transpose(1, 2)?;
+        let v = v.transpose(1, 2)?.contiguous()?;
+        let q = rope_slow(&q.contiguous()?, cos, sin)?;
+        let k = rope_slow(&k.contiguous()?, cos, sin)?;
+        let (k, v) = match cache {
+            Some(slot) => {
+                let (k, v) = match slot.take() {
+                    Some((pk, pv)) => (Tensor::cat(&[&pk, &k], 2)?, Tensor::cat(&[&pv, &v], 2)?),
+                    None => (k, v),
+                };
+                *slot = Some((k.clone(), v.clone()));
+                (k, v)
+            }
+            None => (k, v),
+        };
+        let k = repeat_kv(&k, nh / nkv)?;
+        let v = repeat_kv(&v, nh / nkv)?;
+        let scale = 1.0 / (hd as f64).sqrt();
+        let mut scores = (q.matmul(&k.t()?)? * scale)?;
+        if let Some(m) = mask {
+            scores = scores.broadcast_add(m)?;
+        }
+        let probs = if self.dtype == DType::F32 || self.dtype == DType::F64 {
+            softmax(&scores, D::Minus1)?
+        } else {
+            softmax(&scores.to_dtype(DType::F32)?, D::Minus1)?.to_dtype(self.dtype)?
+        };
+        let ctx = probs
+            .matmul(&v)?
+            .transpose(1, 2)?
+            .reshape((b, l, nh * hd))?;
+        at.o_proj.forward(&ctx)
+    }
+}
+
+/// RMS norm over the last dimension with a differentiable graph.
+fn rms_norm(x: &Tensor, w: &Tensor, eps: f32) -> Result<Tensor> {
+    candle_nn::ops::rms_norm_slow(x, w, eps)
+}
+
+/// Repeats each kv head `n` times: `(b, kv, l, d)` → `(b, kv·n, l, d)`.
+fn repeat_kv(x: &Tensor, n: usize) -> Result<Tensor> {
+    if n == 1 {
+        return Ok(x.clone());
+    }
+    let (b, kv, l, d) = x.dims4()?;
+    x.unsqueeze(2)?
+        .broadcast_as((b, kv, n, l, d))?
+        .contiguous()?
+        .reshape((b, kv * n, l, d))
+}
+
+/// Additive mask `(l, past + l)`: 0 where key ≤ query position, −∞ after. `None` for
+/// a single new token (it may attend to everything cached).
+fn causal_mask(l: usize, past: usize, dtype: DType, dev: &Device) -> Result<Option<Tensor>> {
+    if l <= 1 {
+        return Ok(None);
+    }
+    let total = past + l;
+    let v: Vec<f32> = (0..l)
+        .flat_map(|i| {
+            (0..total).map(move |j| {
+                if j <= past + i {
+                    0.0
+                } else {
+                    f32::NEG_INFINITY
+                }
+            })
+        })
+        .collect();
+    Tensor::from_vec(v, (l, total), dev)?
+        .to_dtype(dtype)
+        .map(Some)
+}
+
+/// cos/sin tables `(max_positions, head_dim/2)`.
+fn rope_tables(cfg: &Qwen3Config, dev: &Device, dtype: DType) -> Result<(Tensor, Tensor)> {
+    let hd = cfg.head_dim();
+    let inv: Vec<f32> = (0..hd)
+        .step_by(2)
+        .map(|i| 1.0 / cfg.rope_theta.powf(i as f64 / hd as f64) as f32)
+        .collect();
+    let n = cfg.max_position_embeddings;
+    let inv = Tensor::from_vec(inv, (1, hd / 2), dev)?;
+    let t = Tensor::arange(0u32, n as u32, dev)?
+        .to_dtype(DType::F32)?
+        .reshape((n, 1))?;
+    let f = t.matmul(&inv)?;
+    Ok((f.cos()?.to_dtype(dtype)?, f.sin()?.to_dtype(dtype)?))
+}

@@ -1,0 +1,96 @@
+//! Tokenizers: load a HF `tokenizer.json`, or train a small byte-level BPE on text
+//! with the ChatML special tokens.
+
+use anyhow::{Context, Result};
+use std::path::Path;
+use tokenizers::models::bpe::{BPE, BpeTrainerBuilder};
+use tokenizers::pre_tokenizers::byte_level::ByteLevel;
+use tokenizers::{AddedToken, Tokenizer, TokenizerBuilder};
+
+/// ChatML turn start.
+pub const IM_START: &str = "<|im_start|>";
+/// ChatML turn end (generation stops here).
+pub const IM_END: &str = "<|im_end|>";
+/// End of document / padding.
+pub const END_OF_TEXT: &str = "<|endoftext|>";
+
+/// Loads `tokenizer.json`.
+pub fn load(path: impl AsRef<Path>) -> Result<Tokenizer> {
+    let path = path.as_ref();
+    Tokenizer::from_file(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+}
+
+/// Trains a byte-level BPE of `vocab_size` tokens (special tokens included) on `texts`.
+/// Every byte is in the base alphabet, so any text encodes.
+pub fn train_bpe<I, S>(texts: I, vocab_size: usize) -> Result<Tokenizer>
+where
+    I: Iterator<Item = S> + Send,
+    S: AsRef<str> + Send,
+{
+    let specials: Vec<AddedToken> = [END_OF_TEXT, IM_START, IM_END]
+        .iter()
+        .map(|s| AddedToken::from(s.to_string(), true))
+        .collect();
+    let mut trainer = BpeTrainerBuilder::new()
+        .show_progress(false)
+        .vocab_size(vocab_size)
+        .min_frequency(2)
+        .special_tokens(specials)
+        .initial_alphabet(ByteLevel::alphabet().into_iter().collect())
+        .build();
+    let mut tk = TokenizerBuilder::new()
+        .with_model(BPE::default())
+        .with_normalizer(None::<tokenizers::NormalizerWrapper>)
+        .with_pre_tokenizer(Some(ByteLevel::new(false, true, true)))
+        .with_post_processor(None::<tokenizers::PostProcessorWrapper>)
+        .with_decoder(Some(ByteLevel::default()))
+        .build()
+        .map_err(|e| anyhow::anyhow!("building tokenizer: {e}"))?;
+    tk.train(&mut trainer, texts)
+        .map_err(|e| anyhow::anyhow!("training BPE: {e}"))?;
+    let mut tok: Tokenizer = tk.into();
+    // Mark them special again at the tokenizer level so decoding can skip them.
+    tok.add_special_tokens(&[
+        AddedToken::from(END_OF_TEXT.to_string(), true),
+        AddedToken::from(IM_START.to_string(), true),
+        AddedToken::from(IM_END.to_string(), true),
+    ]);
+    Ok(tok)
+}
+
+/// Saves `tokenizer.json` into `dir`.
+pub fn save(tok: &Tokenizer, dir: &Path) -> Result<()> {
+    let path = dir.join("tokenizer.json");
+    let text = tok
+        .to_string(false)
+        .map_err(|e| anyhow::anyhow!("serializing tokenizer: {e}"))?;
+    crate::trajectory::jsonl::write_atomic(&path, text.as_bytes())
+        .with_context(|| format!("writing {}", path.display()))
+}
+
+/// The id of a token that must exist (e.g. `<|im_end|>`).
+pub fn token_id(tok: &Tokenizer, token: &str) -> Result<u32> {
+    tok.token_to_id(token)
+        .ok_or_else(|| anyhow::anyhow!("tokenizer has no `{token}` token"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trained_bpe_roundtrips_and_keeps_specials_whole() {
+        let texts = [
+            "click the button",
+            "type hello world",
+            "click the link ünïcode",
+        ];
+        let tok = train_bpe(texts.iter().cycle().take(60), 300).unwrap();
+        let s = "<|im_start|>user\nclick the ünïcode link<|im_end|>\n";
+        let enc = tok.encode(s, false).unwrap();
+        assert_eq!(enc.get_ids()[0], token_id(&tok, IM_START).unwrap());
+        assert!(enc.get_ids().contains(&token_id(&tok, IM_END).unwrap()));
+        assert_eq!(tok.decode(enc.get_ids(), false).unwrap(), s);
+        assert!(tok.get_vocab_size(true) <= 300);
+    }
+}

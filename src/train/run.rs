@@ -1,0 +1,229 @@
+//! Run folders (`runs/<id>/`, FORMATS.md): resolved config, atomically updated
+//! status, metrics lines in verl's file-logger format, the process log, checkpoints.
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Lifecycle of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunState {
+    Queued,
+    Running,
+    Finished,
+    Failed,
+    Stopped,
+}
+
+/// `status.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Status {
+    pub state: RunState,
+    pub pid: u32,
+    /// RFC 3339.
+    pub started: String,
+    /// RFC 3339.
+    pub updated: String,
+    pub step: u64,
+    pub message: String,
+}
+
+/// A run folder.
+#[derive(Debug, Clone)]
+pub struct RunDir {
+    root: PathBuf,
+    started: String,
+}
+
+fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+impl RunDir {
+    /// Creates (or reopens) the folder and its `checkpoints/`.
+    pub fn open(root: impl Into<PathBuf>) -> Result<Self> {
+        let root = root.into();
+        std::fs::create_dir_all(root.join("checkpoints"))
+            .with_context(|| format!("creating run folder {}", root.display()))?;
+        let started = Self::read_status(&root)
+            .ok()
+            .map_or_else(now, |s| s.started);
+        Ok(RunDir { root, started })
+    }
+
+    /// The folder.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Writes `run.toml`.
+    pub fn write_config(&self, toml_text: &str) -> Result<()> {
+        crate::trajectory::jsonl::write_atomic(&self.root.join("run.toml"), toml_text.as_bytes())
+    }
+
+    /// Reads `run.toml`.
+    pub fn read_config(&self) -> Result<String> {
+        let p = self.root.join("run.toml");
+        std::fs::read_to_string(&p).with_context(|| format!("reading {}", p.display()))
+    }
+
+    /// Replaces `status.json` atomically.
+    pub fn set_status(&self, state: RunState, step: u64, message: &str) -> Result<()> {
+        let s = Status {
+            state,
+            pid: std::process::id(),
+            started: self.started.clone(),
+            updated: now(),
+            step,
+            message: crate::util::sanitize::clean_line(message).into_owned(),
+        };
+        crate::trajectory::jsonl::write_atomic(
+            &self.root.join("status.json"),
+            serde_json::to_string_pretty(&s)?.as_bytes(),
+        )
+    }
+
+    /// Reads `status.json` of a run folder.
+    pub fn read_status(root: &Path) -> Result<Status> {
+        let p = root.join("status.json");
+        let text =
+            std::fs::read_to_string(&p).with_context(|| format!("reading {}", p.display()))?;
+        serde_json::from_str(&text).with_context(|| format!("{}: invalid status", p.display()))
+    }
+
+    /// Appends one `{"step": N, "data": {...}}` line to `metrics.jsonl` and flushes it.
+    pub fn log_metrics(
+        &self,
+        step: u64,
+        data: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<()> {
+        let line = serde_json::json!({"step": step, "data": data}).to_string();
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.root.join("metrics.jsonl"))?;
+        writeln!(f, "{line}")?;
+        f.sync_data()?;
+        Ok(())
+    }
+
+    /// Drops metric lines after `step` (and any torn last line): a resumed run
+    /// rewrites the steps after its checkpoint.
+    pub fn truncate_metrics_after(&self, step: u64) -> Result<()> {
+        let p = self.root.join("metrics.jsonl");
+        let Ok(text) = std::fs::read_to_string(&p) else {
+            return Ok(());
+        };
+        let mut keep = String::new();
+        for line in text.lines() {
+            let v: serde_json::Value = match serde_json::from_str(line) {
+                Ok(v) => v,
+                Err(_) => break,
+            };
+            if v.get("step")
+                .and_then(|s| s.as_u64())
+                .is_some_and(|s| s <= step)
+            {
+                keep.push_str(line);
+                keep.push('\n');
+            }
+        }
+        crate::trajectory::jsonl::write_atomic(&p, keep.as_bytes())
+    }
+
+    /// Appends a line to `stdout.log` (timestamped, sanitized).
+    pub fn log(&self, msg: &str) -> Result<()> {
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.root.join("stdout.log"))?;
+        writeln!(f, "{} {}", now(), crate::util::sanitize::clean_line(msg))?;
+        Ok(())
+    }
+
+    /// `checkpoints/step-N`.
+    pub fn checkpoint_dir(&self, step: u64) -> PathBuf {
+        self.root.join("checkpoints").join(format!("step-{step}"))
+    }
+
+    /// The latest complete checkpoint (one with `trainer_state.json`), if any.
+    pub fn latest_checkpoint(&self) -> Option<(u64, PathBuf)> {
+        let rd = std::fs::read_dir(self.root.join("checkpoints")).ok()?;
+        rd.filter_map(|e| e.ok())
+            .filter_map(|e| {
+                let name = e.file_name().to_string_lossy().to_string();
+                let n: u64 = name.strip_prefix("step-")?.parse().ok()?;
+                e.path()
+                    .join("trainer_state.json")
+                    .exists()
+                    .then(|| (n, e.path()))
+            })
+            .max_by_key(|(n, _)| *n)
+    }
+}
+
+/// Writes a checkpoint folder atomically: `fill` writes into `step-N.tmp`, which is
+/// then renamed to `step-N` (a killed process never leaves a half checkpoint).
+pub fn write_checkpoint(
+    run: &RunDir,
+    step: u64,
+    fill: impl FnOnce(&Path) -> Result<()>,
+) -> Result<PathBuf> {
+    let dir = run.checkpoint_dir(step);
+    let tmp = dir.with_extension("tmp");
+    if tmp.exists() {
+        std::fs::remove_dir_all(&tmp)?;
+    }
+    std::fs::create_dir_all(&tmp)?;
+    fill(&tmp)?;
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir)?;
+    }
+    std::fs::rename(&tmp, &dir)
+        .with_context(|| format!("finishing checkpoint {}", dir.display()))?;
+    if let Some(parent) = dir.parent()
+        && let Ok(f) = std::fs::File::open(parent)
+    {
+        let _ = f.sync_all();
+    }
+    Ok(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_metrics_and_checkpoints() {
+        let d = tempfile::tempdir().unwrap();
+        let run = RunDir::open(d.path().join("r1")).unwrap();
+        run.set_status(RunState::Running, 3, "step \x1b[31m3")
+            .unwrap();
+        let s = RunDir::read_status(run.root()).unwrap();
+        assert_eq!(s.state, RunState::Running);
+        assert_eq!(s.pid, std::process::id());
+        assert!(!s.message.contains('\x1b'));
+        let mut m = serde_json::Map::new();
+        m.insert("sft/loss".into(), 1.5.into());
+        for step in 1..=4 {
+            run.log_metrics(step, &m).unwrap();
+        }
+        run.truncate_metrics_after(2).unwrap();
+        let text = std::fs::read_to_string(run.root().join("metrics.jsonl")).unwrap();
+        assert_eq!(text.lines().count(), 2);
+        assert!(
+            text.starts_with(r#"{"data":{"sft/loss":1.5},"step":1}"#)
+                || text.contains(r#""step":1"#)
+        );
+        assert!(run.latest_checkpoint().is_none());
+        write_checkpoint(&run, 2, |p| {
+            Ok(std::fs::write(p.join("trainer_state.json"), "{}")?)
+        })
+        .unwrap();
+        // An unfinished folder is ignored.
+        std::fs::create_dir_all(run.checkpoint_dir(4)).unwrap();
+        assert_eq!(run.latest_checkpoint().unwrap().0, 2);
+    }
+}
