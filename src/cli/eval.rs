@@ -16,7 +16,8 @@ use std::time::Duration;
 /// Which policy acts, and how it is configured.
 #[derive(clap::Args, Debug, Clone)]
 pub struct PolicyArgs {
-    /// `scripted` (the scripted MiniWoB teacher) or `chat` (an OpenAI-compatible endpoint).
+    /// `scripted` (the scripted MiniWoB teacher), `chat` (an OpenAI-compatible endpoint)
+    /// or `local` (a candle model checkpoint, see `--checkpoint`).
     #[arg(long, default_value = "scripted")]
     pub policy: String,
     /// Chat endpoint base URL (up to /v1).
@@ -37,6 +38,15 @@ pub struct PolicyArgs {
     /// Chat retries on timeouts and 5xx.
     #[arg(long, default_value_t = 3)]
     pub retries: u32,
+    /// Local model: a model folder or a training checkpoint (`runs/ID/checkpoints/step-N`).
+    #[arg(long)]
+    pub checkpoint: Option<PathBuf>,
+    /// Local model: device (`cpu` or `cuda:N`).
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
+    /// Local model: sampling temperature (0 = greedy).
+    #[arg(long, default_value_t = 0.0)]
+    pub temperature: f64,
     /// Scripted teacher: rate of every mistake mode (0..1).
     #[arg(long, default_value_t = 0.0)]
     pub mistake_rate: f64,
@@ -93,8 +103,21 @@ impl PolicyArgs {
                 })?;
                 Ok(Box::new(ChatPolicy::new(client)))
             }
-            "local" => bail!("--policy local needs the local model (built by the model issue)"),
-            other => bail!("unknown --policy {other:?}: use scripted or chat"),
+            "local" => {
+                let Some(dir) = &self.checkpoint else {
+                    bail!(
+                        "--policy local needs --checkpoint DIR (a model folder or a run checkpoint)"
+                    );
+                };
+                let device = rmsweb::model::parse_device(&self.device)?;
+                let mut model = rmsweb::model::LocalModelPolicy::from_checkpoint(dir, &device)?;
+                model.sampling.temperature = self.temperature;
+                let name = format!("local:{}", dir.display());
+                Ok(Box::new(rmsweb::policy::local::LocalPolicy::new(
+                    model, name,
+                )))
+            }
+            other => bail!("unknown --policy {other:?}: use scripted, chat or local"),
         }
     }
 }

@@ -2,7 +2,7 @@
 
 use anyhow::{Context, Result, bail};
 use rmsweb::mine::explain::{explain_pair_id, explain_trajectories, render};
-use rmsweb::mine::{HeuristicJudge, Judge, MineConfig, mine_dataset, write_output};
+use rmsweb::mine::{HeuristicJudge, Judge, LlmJudge, MineConfig, mine_dataset, write_output};
 use rmsweb::trajectory::Dataset;
 use std::path::PathBuf;
 
@@ -41,6 +41,9 @@ pub struct Common {
     /// Model name for the LLM judge.
     #[arg(long, requires = "judge_url")]
     pub judge_model: Option<String>,
+    /// Environment variable holding the judge endpoint's API key (none: no key sent).
+    #[arg(long, requires = "judge_url")]
+    pub judge_api_key_env: Option<String>,
 }
 
 /// `rmsweb mine` subcommands.
@@ -81,20 +84,31 @@ fn config(c: &Common) -> Result<MineConfig> {
 
 fn judge(c: &Common) -> Result<Box<dyn Judge>> {
     match (&c.judge_url, &c.judge_model) {
-        (Some(url), Some(model)) => judge_over_http(url, model),
+        (Some(url), Some(model)) => judge_over_http(url, model, c.judge_api_key_env.as_deref()),
         _ => Ok(Box::new(HeuristicJudge)),
     }
 }
 
-/// The LLM judge needs the OpenAI-compatible chat client; until it is wired here
-/// (`LlmJudge::new(completion_fn)`), asking for it is an error rather than a silent
-/// heuristic run.
-fn judge_over_http(url: &str, model: &str) -> Result<Box<dyn Judge>> {
-    let _ = (url, model);
-    bail!(
-        "--judge-url needs the OpenAI-compatible chat client, which this build does not \
-         include yet; run without it to use the heuristic labeller"
-    )
+/// The LLM judge over the project's OpenAI-compatible chat client: the judge's prompt
+/// goes out as one user message; transport and parse failures fall back to the
+/// heuristic label with a note (see `label_pair`).
+fn judge_over_http(url: &str, model: &str, key_env: Option<&str>) -> Result<Box<dyn Judge>> {
+    use rmsweb::policy::chat::{ChatClient, ChatConfig};
+    use rmsweb::policy::prompt::ChatMessage;
+    let client = ChatClient::new(ChatConfig {
+        base_url: url.to_string(),
+        model: model.to_string(),
+        api_key_env: key_env.map(str::to_owned),
+        max_tokens: Some(256),
+        ..ChatConfig::default()
+    })?;
+    Ok(Box::new(LlmJudge::new(Box::new(move |prompt: &str| {
+        client.complete(&[ChatMessage {
+            role: "user".into(),
+            content: prompt.to_string(),
+            image: None,
+        }])
+    }))))
 }
 
 /// Runs the subcommand.

@@ -242,27 +242,37 @@ impl ChatPolicy {
     }
 
     /// Sends the messages; parses the answer, feeding a parse error back once.
-    pub fn ask(&self, mut messages: Vec<ChatMessage>) -> Result<PolicyOutput> {
-        let raw = self.client.complete(&messages)?;
-        let first_err = match parse_response(&raw) {
-            Ok(p) => return Ok(to_output(p, raw)),
-            Err(e) => e.message,
-        };
-        messages.push(ChatMessage::new("assistant", raw));
-        messages.push(ChatMessage::new("user", parse_feedback(&first_err)));
-        let raw2 = self.client.complete(&messages)?;
-        Ok(match parse_response(&raw2) {
-            Ok(p) => to_output(p, raw2),
-            Err(e) => PolicyOutput {
-                output: ModelOutput::default(),
-                raw: raw2,
-                parse_error: Some(format!(
-                    "unparseable answer twice: {first_err}; then {}",
-                    e.message
-                )),
-            },
-        })
+    pub fn ask(&self, messages: Vec<ChatMessage>) -> Result<PolicyOutput> {
+        ask_with_feedback(messages, |m| self.client.complete(m))
     }
+}
+
+/// Asks `complete` for an answer and parses it; an unparseable answer is fed back once
+/// (as the assistant's message and a user message naming the parse error) before the
+/// step is recorded with the error. Every policy that generates text goes through it.
+pub fn ask_with_feedback(
+    mut messages: Vec<ChatMessage>,
+    mut complete: impl FnMut(&[ChatMessage]) -> Result<String>,
+) -> Result<PolicyOutput> {
+    let raw = complete(&messages)?;
+    let first_err = match parse_response(&raw) {
+        Ok(p) => return Ok(to_output(p, raw)),
+        Err(e) => e.message,
+    };
+    messages.push(ChatMessage::new("assistant", raw));
+    messages.push(ChatMessage::new("user", parse_feedback(&first_err)));
+    let raw2 = complete(&messages)?;
+    Ok(match parse_response(&raw2) {
+        Ok(p) => to_output(p, raw2),
+        Err(e) => PolicyOutput {
+            output: ModelOutput::default(),
+            raw: raw2,
+            parse_error: Some(format!(
+                "unparseable answer twice: {first_err}; then {}",
+                e.message
+            )),
+        },
+    })
 }
 
 fn to_output(p: crate::action::parse::Parsed, raw: String) -> PolicyOutput {

@@ -5,13 +5,12 @@
 //!   evaluation all call it.
 //! - [`chat`]: an OpenAI-compatible chat-completions client and [`chat::ChatPolicy`].
 //! - [`scripted`]: a scripted MiniWoB teacher, a stand-in for an LLM teacher.
-//! - The local candle model policy plugs in here too: the model issue adds a
-//!   `local` module whose type implements [`Policy`] by rendering the prompt with
-//!   [`prompt::render`] (its tokenizer as the [`prompt::TokenCounter`]), generating,
-//!   and parsing with [`crate::action::parse::parse_response`], exactly like
-//!   [`chat::ChatPolicy`] does over HTTP.
+//! - [`local`]: the local candle model ([`crate::model::LocalModelPolicy`]) as a
+//!   policy: the same renderer (its tokenizer as the [`prompt::TokenCounter`]) and the
+//!   same parse contract as [`chat::ChatPolicy`].
 
 pub mod chat;
+pub mod local;
 pub mod prompt;
 pub mod scripted;
 

@@ -6,6 +6,7 @@ mod dataset;
 mod env;
 mod import;
 mod mine;
+mod mine_judge;
 mod model;
 mod reward;
 mod rl_groups;

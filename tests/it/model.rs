@@ -788,3 +788,58 @@ fn qwen3_lora_sft_trains_only_adapters_and_exports_a_loadable_peft_checkpoint() 
     p.sampling.max_new_tokens = 5;
     p.generate(&chat()[..2]).unwrap();
 }
+
+/// The local model plays through the project's prompt renderer and parse contract:
+/// a random tiny model answers (unparseable text, fed back once) without crashing.
+#[test]
+fn local_model_acts_as_a_policy_through_the_prompt_renderer() {
+    use rmsweb::policy::local::LocalPolicy;
+    use rmsweb::policy::{Policy, PolicyInput};
+    let dir = tempfile::tempdir().unwrap();
+    let texts = ["click the login button", "input the username"];
+    let tok = tokenizer::train_bpe(texts.iter().copied(), 300).unwrap();
+    tokenizer::save(&tok, dir.path()).unwrap();
+    let mut cfg = tiny_config(true);
+    cfg.vocab_size = tok.get_vocab_size(true);
+    cfg.max_position_embeddings = 8192;
+    saved_model(dir.path(), &cfg, 3);
+    let mut model = LocalModelPolicy::load(dir.path(), None, &Device::Cpu).unwrap();
+    model.sampling.max_new_tokens = 8;
+    let mut policy = LocalPolicy::new(model, "tiny");
+    let task = Task {
+        task_id: "t".into(),
+        website: String::new(),
+        domain: String::new(),
+        category: String::new(),
+        instruction: "click the login button".into(),
+        source: "test".into(),
+    };
+    let state = State {
+        url: "http://127.0.0.1/login".into(),
+        elements: vec![rmsweb::trajectory::Element {
+            index: 0,
+            tag: "button".into(),
+            text: "Login".into(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let out = policy
+        .act(&PolicyInput {
+            task: &task,
+            state: &state,
+            history: &[],
+            reflection: None,
+            max_steps: 5,
+            screenshot: None,
+        })
+        .unwrap();
+    assert_eq!(policy.name(), "tiny");
+    // A random model does not speak the action contract: the step records why.
+    assert!(out.output.actions.is_empty());
+    assert!(
+        out.parse_error
+            .unwrap()
+            .contains("unparseable answer twice")
+    );
+}

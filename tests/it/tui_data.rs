@@ -198,6 +198,7 @@ fn pair(
             progress: true,
         },
         evidence,
+        loc_failure: None,
     }
 }
 
@@ -453,4 +454,26 @@ pub fn build(root: &Path) {
     }
     std::fs::create_dir_all(root.join("mined")).unwrap();
     std::fs::write(root.join("mined/pairs.jsonl"), buf).unwrap();
+}
+
+/// Copies the bundled `fixtures/` dataset into `to` (tests write to the copy).
+pub fn copy_fixtures(to: &Path) {
+    fn walk(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+    let mut files = Vec::new();
+    walk(&from, &mut files);
+    for f in files {
+        let dest = to.join(f.strip_prefix(&from).unwrap());
+        std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+        std::fs::copy(&f, &dest).unwrap();
+    }
 }

@@ -45,8 +45,12 @@ impl Journal {
             cur = d.parent();
         }
         for d in missing.into_iter().rev() {
-            std::fs::create_dir(&d).with_context(|| format!("creating {}", d.display()))?;
-            self.undo.push(Undo::CreatedDir(d));
+            match std::fs::create_dir(&d) {
+                Ok(()) => self.undo.push(Undo::CreatedDir(d)),
+                // A concurrent import created it first: it is not ours to undo.
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(e).with_context(|| format!("creating {}", d.display())),
+            }
         }
         Ok(())
     }

@@ -2,7 +2,7 @@
 //! keys to accept, reject, relabel, edit the target, note and undo. Every change is
 //! an [`Action::Annotate`] that the app appends to `annotations.jsonl` at once.
 
-use super::step_view::element_lines;
+use super::step_view::element_window;
 use super::{Component, Cursor, filter_indices, pane};
 use crate::action::Action as BrowserAction;
 use crate::action::parse::parse_response;
@@ -461,7 +461,14 @@ impl PairsView {
                         Span::styled(trunc(&action.short(), w.saturating_sub(7)), th.warn()),
                     ]),
                 ];
-                lines.extend(element_lines(&step.state, action.target_index(), &th, w));
+                let room = (text.height as usize).saturating_sub(lines.len());
+                lines.extend(element_window(
+                    &step.state,
+                    action.target_index(),
+                    &th,
+                    w,
+                    room,
+                ));
                 f.render_widget(Paragraph::new(lines), text);
             }
             Err(e) => f.render_widget(

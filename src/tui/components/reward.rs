@@ -2,7 +2,7 @@
 //! trajectory selected in tab 1), type a candidate response, and see the rubric's
 //! score, level, rule and reason as you type.
 
-use super::step_view::{action_json, element_lines};
+use super::step_view::{action_json, element_window};
 use super::{Component, Cursor, pane};
 use crate::action::Action as BrowserAction;
 use crate::reward::{Level, score};
@@ -292,11 +292,12 @@ impl Component for RewardView {
         let ei = b.inner(elems);
         f.render_widget(b, elems);
         f.render_widget(
-            Paragraph::new(element_lines(
+            Paragraph::new(element_window(
                 &state,
                 item.target.target_index(),
                 &th,
                 ei.width as usize,
+                ei.height as usize,
             )),
             ei,
         );

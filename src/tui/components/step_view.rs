@@ -40,6 +40,44 @@ pub fn element_lines(
     out
 }
 
+/// At most `max_lines` lines of [`element_lines`], scrolled so that the acted-on
+/// element is in view (centred when it can be), with `… N above` / `… N below`
+/// markers for what is cut. For panes that do not scroll.
+pub fn element_window(
+    state: &State,
+    acted_on: Option<i64>,
+    theme: &Theme,
+    width: usize,
+    max_lines: usize,
+) -> Vec<Line<'static>> {
+    let all = element_lines(state, acted_on, theme, width);
+    if all.len() <= max_lines || max_lines < 3 {
+        return all;
+    }
+    let hit = acted_on
+        .and_then(|i| state.elements.iter().position(|e| i64::from(e.index) == i))
+        .unwrap_or(0);
+    // Room for elements once both markers are shown.
+    let room = max_lines - 2;
+    let start = hit.saturating_sub(room / 2).min(all.len() - room);
+    let end = start + room;
+    let mut out = Vec::with_capacity(max_lines);
+    if start > 0 {
+        out.push(Line::from(Span::styled(
+            format!("  … {start} above"),
+            theme.dim(),
+        )));
+    }
+    out.extend(all[start..end].iter().cloned());
+    if end < all.len() {
+        out.push(Line::from(Span::styled(
+            format!("  … {} below", all.len() - end),
+            theme.dim(),
+        )));
+    }
+    out
+}
+
 /// An action as highlighted pretty JSON.
 pub fn action_json(action: &Action, theme: &Theme) -> Vec<Line<'static>> {
     let json = serde_json::to_string(action).unwrap_or_else(|e| format!("(unprintable: {e})"));
@@ -112,4 +150,40 @@ pub fn step_lines(step: &Step, theme: &Theme, width: usize) -> Vec<Line<'static>
     .unwrap_or_default();
     out.extend(json_lines(&json, &theme.syntax));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trajectory::Element;
+
+    fn text(lines: &[Line]) -> Vec<String> {
+        lines.iter().map(|l| l.to_string()).collect()
+    }
+
+    #[test]
+    fn window_keeps_the_acted_element_in_view_with_markers() {
+        let state = State {
+            elements: (0..20)
+                .map(|i| Element {
+                    index: i,
+                    tag: "a".into(),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        };
+        let th = Theme::load("dark").unwrap();
+        let w = text(&element_window(&state, Some(15), &th, 40, 7));
+        assert_eq!(w.len(), 7);
+        assert_eq!(w[0], "  … 13 above");
+        assert!(w.iter().any(|l| l.starts_with("▶ [15]")), "{w:?}");
+        assert_eq!(w[6], "  … 2 below");
+        // at the end: no "below" marker, the last element shown
+        let w = text(&element_window(&state, Some(19), &th, 40, 7));
+        assert_eq!(w.last().unwrap(), "▶ [19] <a>");
+        assert_eq!(w.len(), 6);
+        // room for everything: no markers
+        assert_eq!(element_window(&state, Some(3), &th, 40, 30).len(), 20);
+    }
 }

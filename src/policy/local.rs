@@ -1,0 +1,70 @@
+//! The local candle model as a [`Policy`]: the project's prompt renderer (with the
+//! model's own tokenizer counting the budget), the model's chat template, greedy or
+//! sampled decoding, and the same parse-and-feed-back-once contract as the chat policy.
+
+use super::chat::ask_with_feedback;
+use super::prompt::{PromptInput, PromptOptions, TokenCounter, render};
+use super::{Policy, PolicyInput, PolicyOutput};
+use crate::model::LocalModelPolicy;
+use crate::model::chat_template::Message;
+use anyhow::Result;
+
+/// Counts tokens with the model's tokenizer.
+pub struct TokenizerCounter<'a>(pub &'a tokenizers::Tokenizer);
+
+impl TokenCounter for TokenizerCounter<'_> {
+    fn count(&self, text: &str) -> usize {
+        self.0
+            .encode(text, false)
+            .map(|e| e.len())
+            .unwrap_or_else(|_| text.chars().count().div_ceil(4))
+    }
+}
+
+/// A local model acting as a web agent.
+pub struct LocalPolicy {
+    pub model: LocalModelPolicy,
+    pub prompt: PromptOptions,
+    /// The name recorded as the trajectories' teacher.
+    pub name: String,
+}
+
+impl LocalPolicy {
+    /// Wraps a loaded model under `name`.
+    pub fn new(model: LocalModelPolicy, name: impl Into<String>) -> Self {
+        LocalPolicy {
+            model,
+            prompt: PromptOptions::default(),
+            name: name.into(),
+        }
+    }
+}
+
+impl Policy for LocalPolicy {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    fn act(&mut self, input: &PolicyInput<'_>) -> Result<PolicyOutput> {
+        let rendered = render(
+            &PromptInput {
+                instruction: &input.task.instruction,
+                state: input.state,
+                history: input.history,
+                reflection: input.reflection,
+                max_steps: input.max_steps,
+                screenshot: None,
+            },
+            &self.prompt,
+            &TokenizerCounter(&self.model.tokenizer),
+        );
+        let model = &self.model;
+        ask_with_feedback(rendered.messages, |msgs| {
+            let msgs: Vec<Message> = msgs
+                .iter()
+                .map(|m| Message::new(&m.role, m.content.clone()))
+                .collect();
+            model.generate(&msgs)
+        })
+    }
+}
