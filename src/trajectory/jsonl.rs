@@ -1,7 +1,6 @@
-//! JSON Lines on disk: a line-offset index over a memory map (records are parsed only
+//! JSON Lines on disk: a line-offset index (records are read and parsed only
 //! when asked for), errors that name file, line and field, and crash-safe appends.
 
-use memmap2::Mmap;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::fs::{File, OpenOptions};
@@ -109,48 +108,41 @@ pub struct LineSpan {
 
 /// A read-only line index over a JSON Lines file. Blank lines are skipped; a final
 /// line without its newline (a torn append) is left out and reported.
+///
+/// Opening reads the file once through a buffer to find line starts; records are
+/// read back with positioned reads when asked for, so memory holds the index only
+/// (16 bytes a record), never the file.
 #[derive(Debug)]
 pub struct JsonlFile {
     path: PathBuf,
-    map: Option<Mmap>,
+    file: Option<File>,
     spans: Vec<LineSpan>,
     torn_tail: Option<u32>,
 }
 
+/// Bytes read at once while indexing.
+const SCAN_CHUNK: usize = 1 << 20;
+
 impl JsonlFile {
     /// Indexes `path`; a missing file is an empty one.
     pub fn open(path: &Path) -> anyhow::Result<Self> {
-        let file = match File::open(path) {
+        let empty = |file| JsonlFile {
+            path: path.to_path_buf(),
+            file,
+            spans: Vec::new(),
+            torn_tail: None,
+        };
+        let mut file = match File::open(path) {
             Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Ok(JsonlFile {
-                    path: path.to_path_buf(),
-                    map: None,
-                    spans: Vec::new(),
-                    torn_tail: None,
-                });
-            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(empty(None)),
             Err(e) => return Err(anyhow::anyhow!("{}: {e}", path.display())),
         };
-        let len = file.metadata()?.len();
-        if len == 0 {
-            return Ok(JsonlFile {
-                path: path.to_path_buf(),
-                map: None,
-                spans: Vec::new(),
-                torn_tail: None,
-            });
-        }
-        // SAFETY: the file is only ever appended to (never rewritten in place) by
-        // rmsweb; the index covers the length seen at open.
-        let map = unsafe { Mmap::map(&file) }
-            .map_err(|e| anyhow::anyhow!("{}: cannot map: {e}", path.display()))?;
-        let (spans, torn_tail) = index_lines(&map);
+        let (spans, torn_tail) = index_lines(&mut file)
+            .map_err(|e| anyhow::anyhow!("{}: reading: {e}", path.display()))?;
         Ok(JsonlFile {
-            path: path.to_path_buf(),
-            map: Some(map),
             spans,
             torn_tail,
+            ..empty(Some(file))
         })
     }
 
@@ -179,11 +171,23 @@ impl JsonlFile {
         self.spans.get(i).copied()
     }
 
-    /// The raw bytes of record `i`.
-    pub fn raw(&self, i: usize) -> Option<&[u8]> {
+    /// The raw bytes of record `i` (`None` past the end or when the file cannot be read).
+    pub fn raw(&self, i: usize) -> Option<Vec<u8>> {
         let s = self.spans.get(i)?;
-        let map = self.map.as_ref()?;
-        Some(&map[s.offset as usize..s.offset as usize + s.len as usize])
+        self.read_at(s.offset, s.len as usize)
+    }
+
+    /// At most the first `n` bytes of record `i` (cheap peeks such as the id).
+    pub fn head(&self, i: usize, n: usize) -> Option<Vec<u8>> {
+        let s = self.spans.get(i)?;
+        self.read_at(s.offset, n.min(s.len as usize))
+    }
+
+    fn read_at(&self, offset: u64, len: usize) -> Option<Vec<u8>> {
+        use std::os::unix::fs::FileExt;
+        let mut buf = vec![0u8; len];
+        self.file.as_ref()?.read_exact_at(&mut buf, offset).ok()?;
+        Some(buf)
     }
 
     /// Parses record `i`.
@@ -192,8 +196,22 @@ impl JsonlFile {
             .spans
             .get(i)
             .ok_or_else(|| RecordError::record(&self.path, 0, format!("no record number {i}")))?;
-        let raw = self.raw(i).unwrap_or_default();
-        parse_record(raw, &self.path, span.line as usize)
+        let line = span.line as usize;
+        if span.len as usize > MAX_RECORD_BYTES {
+            return Err(RecordError::record(
+                &self.path,
+                line,
+                format!(
+                    "record is {} bytes, over the {} MiB limit",
+                    span.len,
+                    MAX_RECORD_BYTES >> 20
+                ),
+            ));
+        }
+        let raw = self
+            .raw(i)
+            .ok_or_else(|| RecordError::record(&self.path, line, "cannot read the record"))?;
+        parse_record(&raw, &self.path, line)
     }
 
     /// Parses every record, in order, stopping at the first error.
@@ -202,31 +220,48 @@ impl JsonlFile {
     }
 }
 
-fn index_lines(bytes: &[u8]) -> (Vec<LineSpan>, Option<u32>) {
+/// Finds every non-blank complete line, reading through a buffer.
+fn index_lines(r: &mut impl Read) -> std::io::Result<(Vec<LineSpan>, Option<u32>)> {
     let mut spans = Vec::new();
-    let mut start = 0usize;
+    let mut buf = vec![0u8; SCAN_CHUNK];
+    let mut pos = 0u64; // file offset of buf[0]
+    let mut start = 0u64; // offset of the current line
     let mut line = 1u32;
-    for nl in memchr::memchr_iter(b'\n', bytes) {
-        push_span(&mut spans, bytes, start, nl, line);
-        start = nl + 1;
-        line += 1;
+    let mut blank = true; // the current line so far is whitespace only
+    let mut last_byte = b'\n';
+    loop {
+        let n = match r.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        let chunk = &buf[..n];
+        let mut from = 0usize;
+        for nl in memchr::memchr_iter(b'\n', chunk) {
+            blank &= chunk[from..nl].iter().all(u8::is_ascii_whitespace);
+            let end = pos + nl as u64;
+            if !blank {
+                // Drop a `\r` before the newline.
+                let cr =
+                    u64::from(nl > 0 && chunk[nl - 1] == b'\r' || nl == 0 && last_byte == b'\r');
+                spans.push(LineSpan {
+                    offset: start,
+                    len: (end - start - cr).min(u64::from(u32::MAX)) as u32,
+                    line,
+                });
+            }
+            start = end + 1;
+            line += 1;
+            blank = true;
+            from = nl + 1;
+        }
+        blank &= chunk[from..].iter().all(u8::is_ascii_whitespace);
+        last_byte = chunk[n - 1];
+        pos += n as u64;
     }
-    let torn = (start < bytes.len() && !bytes[start..].iter().all(u8::is_ascii_whitespace))
-        .then_some(line);
-    (spans, torn)
-}
-
-fn push_span(spans: &mut Vec<LineSpan>, bytes: &[u8], start: usize, end: usize, line: u32) {
-    let body = &bytes[start..end];
-    let body = body.strip_suffix(b"\r").unwrap_or(body);
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return;
-    }
-    spans.push(LineSpan {
-        offset: start as u64,
-        len: body.len().min(u32::MAX as usize) as u32,
-        line,
-    });
+    let torn = (start < pos && !blank).then_some(line);
+    Ok((spans, torn))
 }
 
 /// Appends records to a JSON Lines file as one write under an exclusive lock, then
@@ -321,11 +356,45 @@ mod tests {
 
     #[test]
     fn index_skips_blank_lines_and_reports_torn_tail() {
-        let (spans, torn) = index_lines(b"{\"a\":1}\n\n  \n{\"a\":2}\r\n{\"a\":");
+        let (spans, torn) =
+            index_lines(&mut &b"{\"a\":1}\n\n  \n{\"a\":2}\r\n{\"a\":"[..]).unwrap();
         assert_eq!(spans.len(), 2);
         assert_eq!(spans[1].line, 4);
         assert_eq!(spans[1].len, 7);
         assert_eq!(torn, Some(5));
+    }
+
+    /// A reader that hands out `n` bytes at a time, to cross chunk boundaries.
+    struct Trickle<'a>(&'a [u8], usize);
+
+    impl Read for Trickle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.1.min(self.0.len()).min(buf.len());
+            buf[..n].copy_from_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn index_is_the_same_whatever_the_read_sizes() {
+        let text = b"{\"a\":1}\r\n  \n\n{\"bb\":22}\n \t\r\n{\"c\":3}\r\n{\"torn\"";
+        let whole = index_lines(&mut &text[..]).unwrap();
+        for n in 1..8 {
+            assert_eq!(
+                index_lines(&mut Trickle(text, n)).unwrap(),
+                whole,
+                "reads of {n}"
+            );
+        }
+        let (spans, torn) = whole;
+        let lens: Vec<u32> = spans.iter().map(|s| s.len).collect();
+        assert_eq!(lens, vec![7, 9, 7]);
+        assert_eq!(
+            spans.iter().map(|s| s.line).collect::<Vec<_>>(),
+            vec![1, 4, 6]
+        );
+        assert_eq!(torn, Some(7));
     }
 
     #[test]

@@ -197,8 +197,12 @@ impl Dataset {
                 (0..self.trajectories.len())
                     .into_par_iter()
                     .filter_map(|i| {
-                        let raw = self.trajectories.raw(i)?;
-                        Some((id_of(raw)?, i))
+                        let head = self.trajectories.head(i, 512)?;
+                        let id = match leading_id(&head) {
+                            Some(id) => id,
+                            None => id_of(&self.trajectories.raw(i)?)?,
+                        };
+                        Some((id, i))
                     })
                     .collect::<Vec<_>>()
                     .into_iter()
@@ -221,10 +225,7 @@ impl Dataset {
         (0..self.trajectories.len())
             .into_par_iter()
             .map(|i| {
-                let span = self.trajectories.span(i).expect("index in range");
-                let raw = self.trajectories.raw(i).unwrap_or_default();
-                let mut s: TrajectorySummary =
-                    jsonl::parse_record(raw, self.trajectories.path(), span.line as usize)?;
+                let mut s: TrajectorySummary = self.trajectories.get(i)?;
                 s.record = i;
                 Ok(s)
             })
@@ -249,15 +250,25 @@ impl Dataset {
     }
 }
 
-/// The `id` of a trajectory record: fast path for records that start with it,
-/// otherwise a parse that skips everything else.
+/// The `id` of a record that starts with it (`{"id": "…"` with any whitespace, no
+/// escapes): what rmsweb and most writers produce, read from the first bytes only.
+fn leading_id(head: &[u8]) -> Option<String> {
+    let skip_ws = |b: &[u8]| -> usize { b.iter().take_while(|c| c.is_ascii_whitespace()).count() };
+    let mut rest = head.strip_prefix(b"{")?;
+    rest = &rest[skip_ws(rest)..];
+    rest = rest.strip_prefix(b"\"id\"")?;
+    rest = &rest[skip_ws(rest)..];
+    rest = rest.strip_prefix(b":")?;
+    rest = &rest[skip_ws(rest)..];
+    rest = rest.strip_prefix(b"\"")?;
+    let end = memchr::memchr2(b'"', b'\\', rest)?;
+    (rest[end] == b'"')
+        .then(|| std::str::from_utf8(&rest[..end]).ok().map(str::to_owned))
+        .flatten()
+}
+
+/// The `id` of a trajectory record by a parse that skips everything else.
 fn id_of(raw: &[u8]) -> Option<String> {
-    if let Some(rest) = raw.strip_prefix(b"{\"id\":\"") {
-        let end = memchr::memchr2(b'"', b'\\', rest)?;
-        if rest[end] == b'"' {
-            return std::str::from_utf8(&rest[..end]).ok().map(str::to_owned);
-        }
-    }
     #[derive(Deserialize)]
     struct Probe {
         id: String,

@@ -251,7 +251,7 @@ impl Shared {
                 let file = ds.trajectories_file();
                 let span = file.span(i)?;
                 let mut s: TrajectorySummary =
-                    jsonl::parse_record(file.raw(i)?, file.path(), span.line as usize).ok()?;
+                    jsonl::parse_record(&file.raw(i)?, file.path(), span.line as usize).ok()?;
                 s.record = i;
                 Some(s)
             })
