@@ -36,6 +36,8 @@ enum Command {
     Annotate(cli::annotate::Args),
     /// The MiniWoB++ task suite: install, list, run an episode.
     Miniwob(cli::miniwob::Args),
+    /// Collect live MiniWoB attempts with reflection-conditioned retries, and a yield report.
+    Collect(cli::collect::Args),
     /// Evaluate a policy on live tasks: pass@1, pass@k, steps on solved tasks.
     Eval(cli::eval::Args),
     /// RL tools: gate decisions, advantages and salvage counts for reward groups.
@@ -64,6 +66,7 @@ fn main() -> ExitCode {
         Some(Command::Mine(a)) => cli::mine::run(a),
         Some(Command::Annotate(a)) => cli::annotate::run(a),
         Some(Command::Miniwob(a)) => cli::miniwob::run(a),
+        Some(Command::Collect(a)) => cli::collect::run(a),
         Some(Command::Eval(a)) => cli::eval::run(a),
         Some(Command::Rl(a)) => cli::rl::run(a),
         Some(Command::Train(a)) => cli::train::run(a),

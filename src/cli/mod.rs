@@ -1,6 +1,7 @@
 //! One file per subcommand: its clap arguments and a `run` that calls the library.
 
 pub mod annotate;
+pub mod collect;
 pub mod curate;
 pub mod dataset;
 pub mod eval;

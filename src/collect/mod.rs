@@ -1,1 +1,241 @@
-//! Reflection-conditioned multi-round collection and its yield report.
+//! Reflection-conditioned multi-round collection and its yield report
+//! (ALGORITHMS.md §1).
+//!
+//! For each (task, seed): attempt 1 runs the teacher with no reflection. When an
+//! attempt fails, or succeeds in more than `detour_factor` × the shortest success
+//! known for that task type (in this run), a [`Reflector`] distils a short reflection
+//! from it and the next attempt's prompt carries it ([`PolicyInput::reflection`]), up
+//! to `rounds` attempts. Every attempt is stored (`attempt` = `round` = its number
+//! for that seed, `reflection`, source [`COLLECT_SOURCE`]); failures feed the miner.
+//!
+//! Episodes are run by the evaluation's [`run_episode`], so collection and evaluation
+//! see the same observation, actions and outcome. Each attempt re-seeds the policy
+//! with `seed + 1_000_003 × (attempt − 1)` (through [`AttemptSeeded`]) while the
+//! page keeps the episode seed: the task instance is the same, the teacher's sampling
+//! is fresh, as an LLM teacher sampled at temperature would be. Without this, a
+//! retry of a deterministic policy would replay the failed attempt exactly.
+//!
+//! With `reflection` off ([`CollectConfig::reflection`] false) the same retries
+//! happen with no reflection, which is the baseline of the yield comparison.
+
+pub mod reflect;
+pub mod report;
+
+pub use reflect::{HeuristicReflector, LlmReflector, Reflection, Reflector, RetryCause};
+pub use report::{AttemptRecord, CollectReport, RoundStats, compare_table, summarize, table};
+
+use crate::env::MiniwobEnv;
+use crate::env::miniwob::task_name;
+use crate::eval::{EpisodeOptions, ScreenshotSink, run_episode};
+use crate::policy::{Policy, PolicyInput, PolicyOutput};
+use crate::trajectory::{Dataset, Task};
+use anyhow::{Context, Result};
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Instant;
+
+/// The `source` of trajectories written by collection.
+pub const COLLECT_SOURCE: &str = "rmsweb-collect";
+
+/// Stride between the policy seeds of successive attempts (a prime, so attempt
+/// streams of neighbouring seeds do not collide).
+pub const ATTEMPT_SEED_STRIDE: u64 = 1_000_003;
+
+/// What to collect.
+#[derive(Debug, Clone)]
+pub struct CollectConfig {
+    /// Task names (`click-button` or `miniwob:click-button`).
+    pub tasks: Vec<String>,
+    /// Seeds per task: `seed_start`, `seed_start + 1`, ...
+    pub seeds: usize,
+    pub seed_start: u64,
+    /// Attempts per (task, seed), at least 1.
+    pub rounds: usize,
+    /// Retry a success longer than this × the shortest known success of its task.
+    pub detour_factor: f64,
+    /// Give retries a reflection (false: plain retries, the comparison baseline).
+    pub reflection: bool,
+    pub max_steps: usize,
+}
+
+impl Default for CollectConfig {
+    fn default() -> Self {
+        CollectConfig {
+            tasks: Vec::new(),
+            seeds: 10,
+            seed_start: 0,
+            rounds: 3,
+            detour_factor: 1.5,
+            reflection: true,
+            max_steps: 10,
+        }
+    }
+}
+
+/// Wraps a policy so that [`Policy::reset`] gets the attempt's policy seed.
+pub struct AttemptSeeded<'a> {
+    pub inner: &'a mut dyn Policy,
+    pub attempt: u32,
+}
+
+impl Policy for AttemptSeeded<'_> {
+    fn name(&self) -> String {
+        self.inner.name()
+    }
+    fn reset(&mut self, task: &Task, seed: u64) {
+        let salt = ATTEMPT_SEED_STRIDE.wrapping_mul(u64::from(self.attempt.saturating_sub(1)));
+        self.inner.reset(task, seed.wrapping_add(salt));
+    }
+    fn notes(&self) -> Vec<String> {
+        self.inner.notes()
+    }
+    fn act(&mut self, input: &PolicyInput<'_>) -> Result<PolicyOutput> {
+        self.inner.act(input)
+    }
+}
+
+/// Whether an attempt is retried, and why: failures always; successes longer than
+/// `factor × shortest` (when a shortest success is known).
+pub fn retry_cause(
+    success: bool,
+    steps: usize,
+    shortest: Option<usize>,
+    factor: f64,
+) -> Option<RetryCause> {
+    if !success {
+        return Some(RetryCause::Failed);
+    }
+    match shortest {
+        Some(s) if steps as f64 > factor * s as f64 => {
+            Some(RetryCause::Detour { steps, shortest: s })
+        }
+        _ => None,
+    }
+}
+
+/// Runs the collection. With a dataset, each attempt (and its task, once) is appended
+/// as it finishes, screenshots included. `on_attempt` is called after each attempt.
+pub fn collect(
+    env: &mut MiniwobEnv,
+    policy: &mut dyn Policy,
+    reflector: &mut dyn Reflector,
+    cfg: &CollectConfig,
+    mut dataset: Option<&mut Dataset>,
+    on_attempt: &mut dyn FnMut(&AttemptRecord),
+) -> Result<CollectReport> {
+    anyhow::ensure!(cfg.rounds >= 1, "rounds must be at least 1");
+    let run_id = format!(
+        "collect-{}-{}{}",
+        chrono::Utc::now().format("%Y%m%dT%H%M%S"),
+        std::process::id(),
+        if cfg.reflection { "" } else { "-norefl" }
+    );
+    let mut known: BTreeSet<String> = match dataset.as_deref() {
+        Some(ds) => ds
+            .tasks()
+            .map_err(|e| anyhow::anyhow!("{e}"))?
+            .into_iter()
+            .map(|t| t.task_id)
+            .collect(),
+        None => BTreeSet::new(),
+    };
+    let sink = dataset.as_deref().map(|d| ScreenshotSink {
+        root: d.root().to_path_buf(),
+    });
+    env.screenshots = sink.is_some();
+    let started = Instant::now();
+    let mut shortest: BTreeMap<String, usize> = BTreeMap::new();
+    let mut records = Vec::new();
+    for task in &cfg.tasks {
+        let name = task_name(task).to_string();
+        for i in 0..cfg.seeds {
+            let seed = cfg.seed_start + i as u64;
+            let mut reflection: Option<Reflection> = None;
+            for round in 1..=cfg.rounds as u32 {
+                let opts = EpisodeOptions {
+                    max_steps: cfg.max_steps,
+                    reflection: reflection.as_ref().map(|r| r.text.as_str()),
+                    trajectory_id: format!("{run_id}-{name}-s{seed}-a{round}"),
+                    screenshots: sink.as_ref(),
+                };
+                let mut p = AttemptSeeded {
+                    inner: &mut *policy,
+                    attempt: round,
+                };
+                let (t, mut traj, ep) = run_episode(env, &mut p, &name, seed, &opts)
+                    .with_context(|| format!("{name} seed {seed} attempt {round}"))?;
+                traj.attempt = round;
+                traj.round = round;
+                traj.source = COLLECT_SOURCE.into();
+                if let Some(note) = reflection.as_ref().and_then(|r| r.note.as_ref())
+                    && let Some(reason) = traj.outcome.reason.as_mut()
+                {
+                    reason.push_str(&format!("; reflection note: {note}"));
+                }
+                if ep.success {
+                    let s = shortest.entry(name.clone()).or_insert(ep.steps);
+                    *s = (*s).min(ep.steps);
+                }
+                let cause = retry_cause(
+                    ep.success,
+                    ep.steps,
+                    shortest.get(&name).copied(),
+                    cfg.detour_factor,
+                );
+                if let Some(ds) = dataset.as_deref_mut() {
+                    if known.insert(t.task_id.clone()) {
+                        ds.append_tasks(std::slice::from_ref(&t))?;
+                    }
+                    ds.append_trajectories(std::slice::from_ref(&traj))?;
+                }
+                let rec = AttemptRecord {
+                    task: name.clone(),
+                    seed,
+                    round,
+                    success: ep.success,
+                    steps: ep.steps,
+                    reason: ep.reason.clone(),
+                    detour: matches!(cause, Some(RetryCause::Detour { .. })),
+                    reflection: reflection.as_ref().map(|r| r.text.clone()),
+                    reflector: reflection.as_ref().map(|r| r.reflector.clone()),
+                    trajectory_id: traj.id.clone(),
+                    seconds: ep.seconds,
+                };
+                on_attempt(&rec);
+                records.push(rec);
+                let Some(cause) = cause else { break };
+                if round as usize == cfg.rounds {
+                    break;
+                }
+                reflection = cfg.reflection.then(|| reflector.reflect(&t, &traj, &cause));
+            }
+        }
+    }
+    Ok(summarize(
+        &policy.name(),
+        cfg,
+        records,
+        started.elapsed().as_secs_f64(),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failures_and_detours_are_retried() {
+        assert_eq!(
+            retry_cause(false, 3, Some(2), 1.5),
+            Some(RetryCause::Failed)
+        );
+        assert_eq!(retry_cause(true, 3, Some(2), 1.5), None);
+        assert_eq!(
+            retry_cause(true, 4, Some(2), 1.5),
+            Some(RetryCause::Detour {
+                steps: 4,
+                shortest: 2
+            })
+        );
+        assert_eq!(retry_cause(true, 9, None, 1.5), None);
+    }
+}

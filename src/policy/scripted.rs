@@ -16,6 +16,11 @@
 //! - **premature done**: it declares the task done before the plan is finished;
 //! - **detour**: it makes one useless step (a scroll) before resuming the plan.
 //!
+//! **Reflection**: when its input carries a reflection ([`PolicyInput::reflection`]),
+//! every mistake rate is multiplied by [`REFLECTION_MISTAKE_FACTOR`] (0.3). This
+//! stands in for an LLM teacher that reads the lesson in its prompt and errs less;
+//! the scripted teacher does not parse the text, only its presence.
+//!
 //! Each injected mistake is reported by [`Policy::notes`] so the evaluation can
 //! record it in the trajectory's outcome reason.
 
@@ -52,6 +57,9 @@ pub const SUPPORTED_TASKS: &[&str] = &[
     "login-user",
 ];
 
+/// Factor applied to every mistake rate when the attempt carries a reflection.
+pub const REFLECTION_MISTAKE_FACTOR: f64 = 0.3;
+
 /// Probabilities (0..=1) of each mistake mode, drawn per step.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct MistakeRates {
@@ -69,6 +77,16 @@ impl MistakeRates {
             wrong_value: rate,
             premature_done: rate,
             detour: rate,
+        }
+    }
+
+    /// Every rate multiplied by `f`.
+    pub fn scaled(self, f: f64) -> MistakeRates {
+        MistakeRates {
+            misclick: self.misclick * f,
+            wrong_value: self.wrong_value * f,
+            premature_done: self.premature_done * f,
+            detour: self.detour * f,
         }
     }
 }
@@ -486,6 +504,11 @@ impl Policy for ScriptedTeacher {
         }
         let step = input.history.len();
         let elements = &input.state.elements;
+        let rates = if input.reflection.is_some_and(|r| !r.trim().is_empty()) {
+            self.rates.scaled(REFLECTION_MISTAKE_FACTOR)
+        } else {
+            self.rates
+        };
         let Some(intent) = self.plan.as_ref().and_then(|p| p.get(self.pos)).cloned() else {
             let a = Action::new(
                 "done",
@@ -499,7 +522,7 @@ impl Policy for ScriptedTeacher {
             ));
         };
         // Premature done: only once at least one step was taken and work remains.
-        if step > 0 && self.roll(self.rates.premature_done) {
+        if step > 0 && self.roll(rates.premature_done) {
             self.notes.push(format!("premature_done@{step}"));
             let a = Action::new(
                 "done",
@@ -507,7 +530,7 @@ impl Policy for ScriptedTeacher {
             );
             return Ok(self.output("The task looks complete.".into(), "finish", a, step));
         }
-        if self.detoured_at != Some(self.pos) && self.roll(self.rates.detour) {
+        if self.detoured_at != Some(self.pos) && self.roll(rates.detour) {
             self.detoured_at = Some(self.pos);
             self.notes.push(format!("detour@{step}"));
             let a = Action::new("scroll", json!({"down": true, "pages": 0.5}));
@@ -540,7 +563,7 @@ impl Policy for ScriptedTeacher {
         let out = match intent {
             Intent::Click(m, _) => {
                 let mut chosen = target;
-                if self.roll(self.rates.misclick) {
+                if self.roll(rates.misclick) {
                     // The nearest other element of the same kind, else any other element.
                     let others: Vec<&Element> =
                         elements.iter().filter(|e| e.index != idx).collect();
@@ -569,7 +592,7 @@ impl Policy for ScriptedTeacher {
             }
             Intent::Input(_, value, _) => {
                 let mut v = value.clone();
-                if self.roll(self.rates.wrong_value) {
+                if self.roll(rates.wrong_value) {
                     let (w, kind) = corrupt(&value, &mut self.rng);
                     self.notes
                         .push(format!("{kind}@{step}: {w:?} instead of {value:?}"));
@@ -585,7 +608,7 @@ impl Policy for ScriptedTeacher {
             }
             Intent::Select(_, value, _) => {
                 let mut v = value.clone();
-                if self.roll(self.rates.wrong_value) {
+                if self.roll(rates.wrong_value) {
                     let options: Vec<&str> = target
                         .text
                         .split(" | ")
@@ -768,6 +791,49 @@ mod tests {
             distinct.len() > 1,
             "rates of 0.5 must sometimes err and sometimes not"
         );
+    }
+
+    #[test]
+    fn a_reflection_cuts_the_mistake_rates() {
+        let t = task("click-button", "Click on the \"ok\" button.");
+        let els = vec![el(1, "button", "no", &[]), el(2, "button", "ok", &[])];
+        let state = State {
+            elements: els,
+            ..Default::default()
+        };
+        let misclicks = |reflection: Option<&str>| {
+            (0..400u64)
+                .filter(|&seed| {
+                    let mut tt = ScriptedTeacher::new(MistakeRates {
+                        misclick: 0.5,
+                        ..Default::default()
+                    });
+                    tt.reset(&t, seed);
+                    let o = tt
+                        .act(&PolicyInput {
+                            task: &t,
+                            state: &state,
+                            history: &[],
+                            reflection,
+                            max_steps: 10,
+                            screenshot: None,
+                        })
+                        .unwrap();
+                    o.output.actions[0].target_index() != Some(2)
+                })
+                .count() as f64
+                / 400.0
+        };
+        let plain = misclicks(None);
+        let reflected = misclicks(Some("Step 1 clicked the wrong button."));
+        assert!((plain - 0.5).abs() < 0.1, "plain misclick rate {plain}");
+        let want = 0.5 * REFLECTION_MISTAKE_FACTOR;
+        assert!(
+            (reflected - want).abs() < 0.07,
+            "reflected rate {reflected}"
+        );
+        // A blank reflection is no reflection.
+        assert_eq!(misclicks(Some("  ")), plain);
     }
 
     #[test]

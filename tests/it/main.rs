@@ -2,6 +2,7 @@
 
 mod annotate;
 mod chat;
+mod collect;
 mod dataset;
 mod env;
 mod import;

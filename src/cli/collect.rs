@@ -1,0 +1,206 @@
+//! `rmsweb collect`: reflection-conditioned multi-round collection on live MiniWoB++
+//! tasks, every attempt appended to a dataset, with a yield report (table and JSON)
+//! and optionally the same seeds run without reflection for comparison.
+
+use super::eval::{EnvArgs, PolicyArgs};
+use anyhow::{Context, Result, bail};
+use rmsweb::collect::{
+    CollectConfig, CollectReport, HeuristicReflector, LlmReflector, Reflector, collect,
+    compare_table, table,
+};
+use rmsweb::env::miniwob::task_name;
+use rmsweb::policy::chat::{ChatClient, ChatConfig};
+use rmsweb::policy::scripted::ScriptedTeacher;
+use rmsweb::trajectory::Dataset;
+use serde::Serialize;
+use std::path::PathBuf;
+
+/// Arguments of `rmsweb collect`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Comma-separated tasks: `miniwob:click-button,miniwob:enter-text`.
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub tasks: Vec<String>,
+    /// Seeds per task.
+    #[arg(long, default_value_t = 10)]
+    pub seeds: usize,
+    /// First seed.
+    #[arg(long, default_value_t = 0)]
+    pub seed_start: u64,
+    /// Attempts per (task, seed).
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
+    /// Retry successes longer than this × the task's shortest known success.
+    #[arg(long, default_value_t = 1.5)]
+    pub detour_factor: f64,
+    /// Retry without reflections (the baseline).
+    #[arg(long)]
+    pub no_reflection: bool,
+    /// Also run the same seeds without reflection and report both side by side
+    /// (the baseline's attempts go to the dataset too, with no reflection).
+    #[arg(long, conflicts_with = "no_reflection")]
+    pub compare_no_reflection: bool,
+    /// Step limit per attempt.
+    #[arg(long, default_value_t = 10)]
+    pub max_steps: usize,
+    /// Dataset folder every attempt is appended to (created if missing).
+    #[arg(long)]
+    pub dataset: PathBuf,
+    /// Write the yield report JSON here.
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+    /// LLM reflector endpoint (up to /v1); without it the heuristic reflector is used.
+    #[arg(long, requires = "reflector_model")]
+    pub reflector_url: Option<String>,
+    /// LLM reflector model name.
+    #[arg(long, requires = "reflector_url")]
+    pub reflector_model: Option<String>,
+    #[command(flatten)]
+    pub policy: Box<PolicyArgs>,
+    #[command(flatten)]
+    pub env: Box<EnvArgs>,
+}
+
+/// The JSON written by `--report`.
+#[derive(Serialize)]
+struct ReportFile<'a> {
+    with_reflection: Option<&'a CollectReport>,
+    without_reflection: Option<&'a CollectReport>,
+}
+
+fn reflector(args: &Args) -> Result<Box<dyn Reflector>> {
+    match (&args.reflector_url, &args.reflector_model) {
+        (Some(url), Some(model)) => {
+            let client = ChatClient::new(ChatConfig {
+                base_url: url.clone(),
+                model: model.clone(),
+                api_key_env: args.policy.api_key_env.clone(),
+                temperature: 0.0,
+                max_tokens: Some(256),
+                ..Default::default()
+            })?;
+            Ok(Box::new(LlmReflector {
+                client,
+                fallback: HeuristicReflector,
+            }))
+        }
+        _ => Ok(Box::new(HeuristicReflector)),
+    }
+}
+
+/// Runs the subcommand.
+pub fn run(args: Args) -> Result<()> {
+    if args.seeds == 0 || args.rounds == 0 || args.max_steps == 0 {
+        bail!("--seeds, --rounds and --max-steps must be at least 1");
+    }
+    if !(args.detour_factor >= 1.0 && args.detour_factor.is_finite()) {
+        bail!("--detour-factor must be a number of at least 1");
+    }
+    for t in &args.tasks {
+        if !t.starts_with("miniwob:") && t.contains(':') {
+            bail!("task {t:?}: only miniwob:<name> tasks can be collected live");
+        }
+        if args.policy.policy == "scripted" && !ScriptedTeacher::supports(t) {
+            bail!(
+                "task {t:?}: the scripted teacher does not know it (it knows: {})",
+                rmsweb::policy::scripted::SUPPORTED_TASKS.join(", ")
+            );
+        }
+    }
+    let mut policy = args.policy.build()?;
+    let mut refl = reflector(&args)?;
+    let mut env = args.env.open()?;
+    for t in &args.tasks {
+        if !env.tasks().iter().any(|x| x == task_name(t)) {
+            bail!("unknown MiniWoB task {t:?} (see `rmsweb miniwob list`)");
+        }
+    }
+    let mut dataset = Dataset::create(
+        &args.dataset,
+        "rmsweb-collect",
+        "attempts written by rmsweb collect",
+    )
+    .with_context(|| format!("opening dataset {}", args.dataset.display()))?;
+    let base = CollectConfig {
+        tasks: args.tasks.clone(),
+        seeds: args.seeds,
+        seed_start: args.seed_start,
+        rounds: args.rounds,
+        detour_factor: args.detour_factor,
+        reflection: !args.no_reflection,
+        max_steps: args.max_steps,
+    };
+    let mut runs = vec![base.clone()];
+    if args.compare_no_reflection {
+        runs.push(CollectConfig {
+            reflection: false,
+            ..base
+        });
+    }
+    let mut reports = Vec::new();
+    for cfg in &runs {
+        let bar = indicatif::ProgressBar::new((cfg.tasks.len() * cfg.seeds) as u64);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{prefix} {bar:30} {pos}/{len} seeds {elapsed} {msg}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        bar.set_prefix(if cfg.reflection {
+            "reflection on "
+        } else {
+            "reflection off"
+        });
+        let (mut attempts, mut ok) = (0usize, 0usize);
+        let rounds = cfg.rounds as u32;
+        let report = collect(
+            &mut env,
+            policy.as_mut(),
+            refl.as_mut(),
+            cfg,
+            Some(&mut dataset),
+            &mut |a| {
+                attempts += 1;
+                ok += usize::from(a.success);
+                bar.set_message(format!(
+                    "{} s{} round {} — {ok}/{attempts} attempts ok",
+                    rmsweb::util::sanitize::clean_line(&a.task),
+                    a.seed,
+                    a.round
+                ));
+                // A seed is finished when it needs no retry or used its last round.
+                if (a.success && !a.detour) || a.round == rounds {
+                    bar.inc(1);
+                }
+            },
+        )?;
+        bar.finish_and_clear();
+        print!("{}", table(&report));
+        reports.push(report);
+    }
+    let (on, off) = match (base_reflection(&args), reports.as_slice()) {
+        (true, [a, b]) => (Some(a), Some(b)),
+        (true, [a]) => (Some(a), None),
+        (false, [a]) => (None, Some(a)),
+        _ => (None, None),
+    };
+    if let (Some(a), Some(b)) = (on, off) {
+        println!("\nwith vs without reflection (same seeds):");
+        print!("{}", compare_table(a, b));
+    }
+    if let Some(path) = &args.report {
+        let text = serde_json::to_string_pretty(&ReportFile {
+            with_reflection: on,
+            without_reflection: off,
+        })?;
+        rmsweb::trajectory::jsonl::write_atomic(path, text.as_bytes())?;
+        println!("report written to {}", path.display());
+    }
+    let n: usize = reports.iter().map(|r| r.attempts_total).sum();
+    println!("{n} attempts appended to {}", args.dataset.display());
+    Ok(())
+}
+
+fn base_reflection(args: &Args) -> bool {
+    !args.no_reflection
+}

@@ -1,0 +1,454 @@
+//! Reflection-conditioned collection: the heuristic and LLM reflectors on constructed
+//! attempts, and live runs on MiniWoB++ in a real Chromium (they need
+//! `.ci/install-env.sh`; without it they fail saying so).
+
+use rmsweb::action::Action;
+use rmsweb::collect::{
+    CollectConfig, HeuristicReflector, LlmReflector, Reflector, RetryCause, collect,
+};
+use rmsweb::env::miniwob::resolve_dir;
+use rmsweb::env::{ChromeOptions, MiniwobEnv};
+use rmsweb::policy::chat::{ChatClient, ChatConfig};
+use rmsweb::policy::prompt::{CharApprox, PromptInput, PromptOptions, render};
+use rmsweb::policy::scripted::{MistakeRates, ScriptedTeacher};
+use rmsweb::policy::{Policy, PolicyInput, PolicyOutput};
+use rmsweb::trajectory::{
+    ActionResult, Dataset, Element, ModelOutput, Outcome, State, Step, Task, Trajectory,
+};
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::time::Duration;
+
+fn task(instruction: &str) -> Task {
+    Task {
+        task_id: "miniwob/click-button/s1".into(),
+        website: "miniwob".into(),
+        domain: "miniwob".into(),
+        category: "click-button".into(),
+        instruction: instruction.into(),
+        source: "miniwob:click-button".into(),
+    }
+}
+
+fn el(index: u32, tag: &str, text: &str) -> Element {
+    Element {
+        index,
+        tag: tag.into(),
+        text: text.into(),
+        ..Default::default()
+    }
+}
+
+fn step(i: u32, action: Action, error: Option<&str>) -> Step {
+    Step {
+        index: i,
+        state: State {
+            elements: vec![el(1, "button", "no"), el(2, "button", "ok")],
+            ..Default::default()
+        },
+        output: ModelOutput {
+            next_goal: "go on".into(),
+            actions: vec![action],
+            ..Default::default()
+        },
+        result: vec![ActionResult {
+            error: error.map(str::to_owned),
+            ..Default::default()
+        }],
+        timing: None,
+    }
+}
+
+fn attempt(steps: Vec<Step>, success: bool, reason: &str) -> Trajectory {
+    Trajectory {
+        id: "a1".into(),
+        task_id: "miniwob/click-button/s1".into(),
+        attempt: 1,
+        round: 1,
+        reflection: None,
+        source: "rmsweb-collect".into(),
+        teacher: "t".into(),
+        outcome: Outcome {
+            success,
+            reason: Some(reason.into()),
+            ..Default::default()
+        },
+        steps,
+    }
+}
+
+fn click(i: i64) -> Action {
+    Action::new("click", json!({ "index": i }))
+}
+
+fn done() -> Action {
+    Action::new("done", json!({"text": "ok", "success": true}))
+}
+
+const OK: &str = "Click on the \"ok\" button.";
+
+#[test]
+fn heuristic_reflector_names_the_failing_step_and_what_to_do_instead() {
+    let t = task(OK);
+    let h = HeuristicReflector;
+    // An error result.
+    let a = attempt(
+        vec![
+            step(0, Action::new("scroll", json!({"down": true})), None),
+            step(1, click(9), Some("no element with index 9")),
+        ],
+        false,
+        "step limit 10 reached before the page finished",
+    );
+    let r = h.text(&t, &a, &RetryCause::Failed);
+    assert!(r.starts_with("Step 2 failed"), "{r}");
+    assert!(
+        r.contains("no element with index 9") && r.contains("Instead"),
+        "{r}"
+    );
+
+    // A premature done.
+    let a = attempt(
+        vec![
+            step(0, Action::new("scroll", json!({"down": true})), None),
+            step(1, done(), None),
+        ],
+        false,
+        "the agent called done before the page finished the task",
+    );
+    let r = h.text(&t, &a, &RetryCause::Failed);
+    assert!(r.starts_with("Step 2 called done before"), "{r}");
+    assert!(r.contains("call done only after"), "{r}");
+
+    // A wrong click that the page judged: names what was clicked and what was asked.
+    let a = attempt(vec![step(0, click(1), None)], false, "page reward -1.00");
+    let r = h.text(&t, &a, &RetryCause::Failed);
+    assert!(r.starts_with("Step 1 (click"), "{r}");
+    assert!(
+        r.contains("Step 1 clicked \"no\" but the instruction names \"ok\""),
+        "{r}"
+    );
+    assert!(r.contains("Instead, check"), "{r}");
+
+    // A loop of identical actions.
+    let a = attempt(
+        (0..4).map(|i| step(i, click(2), None)).collect(),
+        false,
+        "step limit 4 reached before the page finished",
+    );
+    let r = h.text(&t, &a, &RetryCause::Failed);
+    assert!(r.starts_with("Steps 1-4 repeated the same action"), "{r}");
+
+    // A detour: a success longer than needed names the useless step.
+    let a = attempt(
+        vec![
+            step(0, Action::new("scroll", json!({"down": true})), None),
+            step(1, click(2), None),
+        ],
+        true,
+        "page reward 1.00",
+    );
+    let r = h.text(
+        &t,
+        &a,
+        &RetryCause::Detour {
+            steps: 2,
+            shortest: 1,
+        },
+    );
+    assert!(r.contains("took 2 steps where 1 suffice"), "{r}");
+    assert!(r.contains("step 1 (scroll"), "{r}");
+
+    // Untrusted page text never carries control characters, and the text stays short.
+    let mut s = step(0, click(1), None);
+    s.state.elements[0].text = format!("no\u{1b}[31m{}", "x".repeat(2000));
+    let a = attempt(vec![s], false, "page reward -1.00");
+    let r = h.text(&t, &a, &RetryCause::Failed);
+    assert!(!r.chars().any(|c| c.is_control()), "{r:?}");
+    assert!(r.chars().count() <= rmsweb::collect::reflect::MAX_REFLECTION_CHARS + 1);
+}
+
+/// Answers `n` HTTP requests on 127.0.0.1 with the given chat completion text and
+/// returns the base URL and the request bodies.
+fn fake_chat(answer: &str) -> (String, std::thread::JoinHandle<Vec<Value>>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let body =
+        json!({"choices": [{"message": {"role": "assistant", "content": answer}}]}).to_string();
+    let handle = std::thread::spawn(move || {
+        let (mut conn, _) = listener.accept().unwrap();
+        let mut reader = BufReader::new(conn.try_clone().unwrap());
+        let mut len = 0usize;
+        loop {
+            let mut line = String::new();
+            reader.read_line(&mut line).unwrap();
+            if line.trim().is_empty() {
+                break;
+            }
+            if let Some(v) = line.to_lowercase().strip_prefix("content-length:") {
+                len = v.trim().parse().unwrap();
+            }
+        }
+        let mut req = vec![0u8; len];
+        reader.read_exact(&mut req).unwrap();
+        write!(
+            conn,
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        vec![serde_json::from_slice(&req).unwrap()]
+    });
+    (format!("http://{addr}/v1"), handle)
+}
+
+fn llm(base_url: String) -> LlmReflector {
+    LlmReflector {
+        client: ChatClient::new(ChatConfig {
+            base_url,
+            model: "reflector".into(),
+            timeout: Duration::from_secs(5),
+            max_retries: 0,
+            ..Default::default()
+        })
+        .unwrap(),
+        fallback: HeuristicReflector,
+    }
+}
+
+#[test]
+fn llm_reflector_uses_the_endpoint_and_falls_back_to_the_heuristic() {
+    let t = task(OK);
+    let a = attempt(vec![step(0, click(1), None)], false, "page reward -1.00");
+    let (url, server) = fake_chat("Step 1 clicked \"no\"; click \"ok\" instead.");
+    let r = llm(url).reflect(&t, &a, &RetryCause::Failed);
+    assert_eq!(r.text, "Step 1 clicked \"no\"; click \"ok\" instead.");
+    assert_eq!(r.reflector, "llm:reflector");
+    assert_eq!(r.note, None);
+    let sent = server.join().unwrap();
+    let prompt = sent[0]["messages"][1]["content"].as_str().unwrap();
+    assert!(
+        prompt.contains(OK) && prompt.contains("page reward -1.00"),
+        "{prompt}"
+    );
+    assert!(
+        prompt.contains("1. goal: go on | action: click"),
+        "{prompt}"
+    );
+
+    // A closed port: the heuristic stands in and says so.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", closed.local_addr().unwrap());
+    drop(closed);
+    let r = llm(url).reflect(&t, &a, &RetryCause::Failed);
+    assert_eq!(r.reflector, "heuristic");
+    assert_eq!(r.text, HeuristicReflector.text(&t, &a, &RetryCause::Failed));
+    assert!(r.note.unwrap().starts_with("llm reflector failed"));
+}
+
+/// Records the reflection and the rendered prompt of every step it is asked for.
+struct Recording {
+    inner: ScriptedTeacher,
+    /// (task id, reflection, user prompt) per act call.
+    seen: Vec<(String, Option<String>, String)>,
+}
+
+impl Policy for Recording {
+    fn name(&self) -> String {
+        self.inner.name()
+    }
+    fn reset(&mut self, task: &Task, seed: u64) {
+        self.inner.reset(task, seed)
+    }
+    fn notes(&self) -> Vec<String> {
+        self.inner.notes()
+    }
+    fn act(&mut self, input: &PolicyInput<'_>) -> anyhow::Result<PolicyOutput> {
+        let prompt = render(
+            &PromptInput {
+                instruction: &input.task.instruction,
+                state: input.state,
+                history: input.history,
+                reflection: input.reflection,
+                max_steps: input.max_steps,
+                screenshot: None,
+            },
+            &PromptOptions::default(),
+            &CharApprox,
+        );
+        self.seen.push((
+            input.task.task_id.clone(),
+            input.reflection.map(str::to_owned),
+            prompt.messages[1].content.clone(),
+        ));
+        self.inner.act(input)
+    }
+}
+
+fn open_env() -> MiniwobEnv {
+    MiniwobEnv::open(&resolve_dir(None), &ChromeOptions::default()).unwrap_or_else(|e| {
+        panic!("live environment unavailable: {e:#}\n(run `.ci/install-env.sh` to install Chromium and MiniWoB++)")
+    })
+}
+
+fn tempdir(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("rmsweb-it-collect-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+#[test]
+fn reflections_reach_the_next_attempts_prompt_and_every_attempt_is_stored() {
+    let mut env = open_env();
+    let mut policy = Recording {
+        inner: ScriptedTeacher::new(MistakeRates {
+            misclick: 0.7,
+            ..Default::default()
+        }),
+        seen: Vec::new(),
+    };
+    let dir = tempdir("prompt");
+    let mut ds = Dataset::create(&dir, "t", "collect test").unwrap();
+    let cfg = CollectConfig {
+        tasks: vec!["miniwob:click-button".into()],
+        seeds: 4,
+        seed_start: 0,
+        rounds: 3,
+        max_steps: 5,
+        ..Default::default()
+    };
+    let mut calls = 0;
+    let report = collect(
+        &mut env,
+        &mut policy,
+        &mut HeuristicReflector,
+        &cfg,
+        Some(&mut ds),
+        &mut |_| calls += 1,
+    )
+    .unwrap();
+    assert_eq!(calls, report.attempts_total);
+    ds.reload().unwrap();
+    let trajs: Vec<Trajectory> = (0..ds.trajectory_count())
+        .map(|i| ds.trajectory(i).unwrap())
+        .collect();
+    assert_eq!(trajs.len(), report.attempts_total);
+    let retried: Vec<&Trajectory> = trajs.iter().filter(|t| t.attempt > 1).collect();
+    assert!(!retried.is_empty(), "misclicks at 0.7 must cause retries");
+    for t in &trajs {
+        assert_eq!(t.source, "rmsweb-collect");
+        assert_eq!(t.attempt, t.round);
+        assert_eq!(t.reflection.is_some(), t.attempt > 1, "{}", t.id);
+    }
+    // Every retry's reflection is what its policy saw at every step, inside the
+    // rendered prompt, and it describes the previous attempt's failing click.
+    let mut checked = 0;
+    for (i, t) in trajs.iter().enumerate() {
+        let Some(refl) = &t.reflection else { continue };
+        let prev = &trajs[i - 1];
+        assert_eq!(prev.task_id, t.task_id);
+        assert_eq!(prev.attempt + 1, t.attempt);
+        assert!(!prev.outcome.success, "only failures are retried here");
+        assert!(refl.starts_with("Step "), "{refl}");
+        let seen: Vec<&(String, Option<String>, String)> = policy
+            .seen
+            .iter()
+            .filter(|(id, r, _)| id == &t.task_id && r.as_deref() == Some(refl.as_str()))
+            .collect();
+        assert!(
+            seen.len() >= t.steps.len(),
+            "reflection not seen for {}",
+            t.id
+        );
+        for (_, _, user) in seen {
+            assert!(user.contains("<reflection>") && user.contains(refl.as_str()));
+        }
+        checked += 1;
+    }
+    assert_eq!(checked, retried.len());
+    // First attempts saw no reflection.
+    assert!(policy.seen.iter().any(|(_, r, _)| r.is_none()));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn cli_collects_two_tasks_with_and_without_reflection_and_reports_counts_that_add_up() {
+    let dir = tempdir("cli");
+    let report = dir.join("report.json");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rmsweb"))
+        .args([
+            "collect",
+            "--tasks",
+            "miniwob:click-button,miniwob:enter-text",
+            "--seeds",
+            "3",
+            "--seed-start",
+            "10",
+            "--policy",
+            "scripted",
+            "--mistake-rate",
+            "0.5",
+            "--rounds",
+            "3",
+            "--max-steps",
+            "6",
+            "--compare-no-reflection",
+            "--dataset",
+        ])
+        .arg(dir.join("ds"))
+        .arg("--report")
+        .arg(&report)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("with vs without reflection"), "{stdout}");
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let ds = Dataset::open(dir.join("ds")).unwrap();
+    let mut total = 0;
+    for (key, reflection) in [("with_reflection", true), ("without_reflection", false)] {
+        let x = &r[key];
+        assert_eq!(x["reflection"], reflection);
+        assert_eq!(x["seeds_total"], 6);
+        let n = x["attempts_total"].as_u64().unwrap();
+        let attempts = x["attempts"].as_array().unwrap();
+        assert_eq!(attempts.len() as u64, n);
+        let rounds = x["per_round"].as_array().unwrap();
+        let sum = |k: &str| rounds.iter().map(|p| p[k].as_u64().unwrap()).sum::<u64>();
+        assert_eq!(sum("attempts"), n);
+        assert_eq!(sum("successes"), x["successes_total"].as_u64().unwrap());
+        assert_eq!(rounds[0]["attempts"], 6, "every seed has a first attempt");
+        // A round's attempts are the previous round's retries: failures and detours.
+        for (w, round) in rounds.iter().enumerate().skip(1) {
+            let prev = w as u64;
+            let retried = attempts
+                .iter()
+                .filter(|a| {
+                    a["round"].as_u64() == Some(prev)
+                        && (a["success"] == false || a["detour"] == true)
+                })
+                .count() as u64;
+            assert_eq!(round["attempts"].as_u64().unwrap(), retried);
+        }
+        for a in attempts {
+            assert_eq!(
+                a["reflection"].is_string(),
+                reflection && a["round"].as_u64() > Some(1),
+                "{a}"
+            );
+        }
+        assert!(n > 6, "mistakes at 0.5 must cause retries ({key})");
+        total += n;
+    }
+    // Every attempt of both runs is in the dataset, with its round and reflection.
+    assert_eq!(ds.trajectory_count() as u64, total);
+    let with_refl = (0..ds.trajectory_count())
+        .filter(|&i| ds.trajectory(i).unwrap().reflection.is_some())
+        .count();
+    assert!(with_refl > 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
