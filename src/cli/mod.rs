@@ -4,6 +4,7 @@ pub mod annotate;
 pub mod curate;
 pub mod dataset;
 pub mod eval;
+pub mod export;
 pub mod import;
 pub mod mine;
 pub mod miniwob;

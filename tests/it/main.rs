@@ -2,6 +2,7 @@
 
 mod annotate;
 mod chat;
+mod curate;
 mod dataset;
 mod env;
 mod import;
