@@ -141,3 +141,42 @@ pub fn llamafactory_dataset_info(name: &str, file_name: &str) -> serde_json::Val
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::curate::flatten::{SampleKind, SampleMessage};
+
+    #[test]
+    fn literal_image_tokens_in_text_are_defused() {
+        let d = tempfile::tempdir().unwrap();
+        let ds = Dataset::create(d.path(), "t", "").unwrap();
+        std::fs::create_dir_all(d.path().join("shots")).unwrap();
+        std::fs::write(d.path().join("shots/0.png"), b"png").unwrap();
+        let s = Sample {
+            id: "t#0".into(),
+            kind: SampleKind::Action,
+            trajectory: "t".into(),
+            step: 0,
+            task_id: "task".into(),
+            prompt_format: "v".into(),
+            messages: vec![
+                SampleMessage {
+                    role: "user".into(),
+                    content: "page says <image> here".into(),
+                },
+                SampleMessage {
+                    role: "assistant".into(),
+                    content: "{}".into(),
+                },
+            ],
+            images: vec!["shots/0.png".into()],
+        };
+        let r = record(&ds, &s).unwrap();
+        assert_eq!(r.messages[0].content, "<image>page says <image > here");
+        assert!(Path::new(&r.images[0]).is_absolute());
+        let mut escaping = s.clone();
+        escaping.images = vec!["../outside.png".into()];
+        assert!(record(&ds, &escaping).is_err());
+    }
+}

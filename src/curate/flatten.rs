@@ -315,3 +315,44 @@ pub fn read_samples(path: &Path) -> Result<Vec<Sample>> {
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trajectory::State;
+
+    #[test]
+    fn extracted_text_drops_the_browser_use_preamble_and_control_characters() {
+        assert_eq!(
+            extracted_text("📄  Extracted from page\n: price: $12\n"),
+            "price: $12"
+        );
+        assert_eq!(extracted_text("Total 1 hr 15 min"), "Total 1 hr 15 min");
+        assert!(!extracted_text("a\u{1b}[2Jb").contains('\u{1b}'));
+    }
+
+    #[test]
+    fn extraction_prompt_cuts_long_pages_to_the_budget() {
+        let step = Step {
+            state: State {
+                url: "https://a.test".into(),
+                dom_text: "word ".repeat(10_000),
+                ..Default::default()
+            },
+            index: 0,
+            output: Default::default(),
+            result: Vec::new(),
+            timing: None,
+        };
+        let short = extraction_prompt("find it", "the price", &step, 500);
+        assert!(
+            CharApprox.count(&short) <= 500,
+            "{}",
+            CharApprox.count(&short)
+        );
+        assert!(short.contains("page text cut"));
+        assert!(short.contains("the price") && short.contains("https://a.test"));
+        let full = extraction_prompt("find it", "the price", &step, 100_000);
+        assert!(!full.contains("page text cut"));
+    }
+}

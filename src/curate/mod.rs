@@ -92,14 +92,23 @@ pub fn filter_dataset(ds: &Dataset, cfg: &FilterConfig) -> FilterReport {
 /// Where the filter report is written, relative to the dataset root.
 pub const FILTER_FILE: &str = "sft/filter.json";
 
-/// Whether `derived` exists and is at least as new as the dataset's trajectories.
-pub fn is_fresh(ds: &Dataset, derived: &std::path::Path) -> bool {
+/// Whether `derived` exists and is at least as new as the dataset's tasks and
+/// trajectories (and as each of `also`, where those exist).
+pub fn is_fresh(ds: &Dataset, derived: &std::path::Path, also: &[&std::path::Path]) -> bool {
     let mtime = |p: &std::path::Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
-    match (mtime(derived), mtime(&ds.root().join("trajectories.jsonl"))) {
-        (Some(d), Some(t)) => d >= t,
-        (Some(_), None) => true,
-        _ => false,
-    }
+    let Some(d) = mtime(derived) else {
+        return false;
+    };
+    let inputs = [
+        ds.root().join("trajectories.jsonl"),
+        ds.root().join("tasks.jsonl"),
+    ];
+    inputs
+        .iter()
+        .map(|p| p.as_path())
+        .chain(also.iter().copied())
+        .filter_map(mtime)
+        .all(|t| d >= t)
 }
 
 /// The filter report of the dataset: `sft/filter.json` when it is fresh, otherwise a
@@ -107,7 +116,7 @@ pub fn is_fresh(ds: &Dataset, derived: &std::path::Path) -> bool {
 /// The flag says whether the filter ran.
 pub fn current_filter(ds: &Dataset, write: bool) -> anyhow::Result<(FilterReport, bool)> {
     let path = ds.root().join(FILTER_FILE);
-    if is_fresh(ds, &path) {
+    if is_fresh(ds, &path, &[]) {
         let text = std::fs::read_to_string(&path)?;
         if let Ok(r) = serde_json::from_str::<FilterReport>(&text) {
             return Ok((r, false));
@@ -137,11 +146,12 @@ pub fn flatten_kept(
     flatten::flatten_ids(ds, &ids, opts)
 }
 
-/// The SFT samples of a dataset: `sft/samples.jsonl` when it is fresh, otherwise the
-/// kept trajectories flattened in memory with default options (nothing written).
+/// The SFT samples of a dataset: `sft/samples.jsonl` when it is at least as new as the
+/// tasks, trajectories and filter report, otherwise the kept trajectories flattened in
+/// memory with default options (nothing written).
 pub fn current_samples(ds: &Dataset) -> anyhow::Result<Vec<flatten::Sample>> {
     let path = flatten::samples_path(ds);
-    if is_fresh(ds, &path) {
+    if is_fresh(ds, &path, &[&ds.root().join(FILTER_FILE)]) {
         return flatten::read_samples(&path);
     }
     let (filter, _) = current_filter(ds, false)?;

@@ -397,4 +397,9 @@ fn sft_trains_on_exactly_the_flattened_samples() {
         rmsweb::train::samples::from_dataset(&ds).unwrap_err()
     );
     assert!(err.contains("samples.jsonl:2"), "{err}");
+    // Re-running the filter makes the samples file stale: it is no longer read.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    ok(rmsweb(&["curate", "filter", d.path().to_str().unwrap()]));
+    let fresh = rmsweb::train::samples::from_dataset(&ds).unwrap();
+    assert_eq!(fresh.len(), samples.len());
 }
