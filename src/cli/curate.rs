@@ -32,6 +32,10 @@ struct FlattenArgs {
     /// Token budget of each prompt (system + user).
     #[arg(long, default_value_t = rmsweb::policy::prompt::DEFAULT_TOKEN_BUDGET)]
     token_budget: usize,
+    /// `tokenizer.json` of the model to train, to count the budget in its tokens
+    /// (default: one token per 4 characters).
+    #[arg(long)]
+    tokenizer: Option<PathBuf>,
     /// Print the counts as one JSON object.
     #[arg(long)]
     json: bool,
@@ -64,7 +68,15 @@ fn flatten(a: FlattenArgs) -> anyhow::Result<()> {
     let (filter, ran) = rmsweb::curate::current_filter(&ds, true)?;
     let mut opts = FlattenOptions::default();
     opts.prompt.token_budget = a.token_budget;
-    let (samples, report) = rmsweb::curate::flatten_kept(&ds, &filter, &opts)?;
+    let tokenizer = match &a.tokenizer {
+        Some(p) => Some(rmsweb::model::tokenizer::load(p)?),
+        None => None,
+    };
+    let counter: Box<dyn rmsweb::policy::prompt::TokenCounter + '_> = match &tokenizer {
+        Some(t) => Box::new(rmsweb::policy::local::TokenizerCounter(t)),
+        None => Box::new(rmsweb::policy::prompt::CharApprox),
+    };
+    let (samples, report) = rmsweb::curate::flatten_kept(&ds, &filter, &opts, counter.as_ref())?;
     let out = samples_path(&ds);
     write_samples(&out, &samples)?;
     if a.json {

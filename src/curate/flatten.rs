@@ -102,11 +102,15 @@ pub struct FlattenReport {
 
 /// The samples of one trajectory, in step order (each step's action sample, then its
 /// extraction samples).
+///
+/// `counter` measures the prompt budget; pass the tokenizer of the model to be trained
+/// so the element list is trimmed as the local policy will trim it at evaluation.
 pub fn flatten_trajectory(
     ds: &Dataset,
     t: &Trajectory,
     instruction: &str,
     opts: &FlattenOptions,
+    counter: &dyn TokenCounter,
 ) -> Vec<Sample> {
     let mut prompt = opts.prompt.clone();
     prompt.vision = false;
@@ -123,7 +127,7 @@ pub fn flatten_trajectory(
                 screenshot: None,
             },
             &prompt,
-            &CharApprox,
+            counter,
         );
         let mut messages: Vec<SampleMessage> = rendered
             .messages
@@ -213,7 +217,8 @@ fn extracted_text(raw: &str) -> String {
     t.to_string()
 }
 
-/// The user message of an extraction sample; the page text is cut to fit the budget.
+/// The user message of an extraction sample; the page text is cut to fit the budget
+/// (counted as one token per 4 characters).
 pub fn extraction_prompt(instruction: &str, query: &str, step: &Step, budget: usize) -> String {
     let head = format!(
         "Extract from the web page below the information needed for the query, as part of \
@@ -243,6 +248,7 @@ pub fn flatten_ids(
     ds: &Dataset,
     ids: &[String],
     opts: &FlattenOptions,
+    counter: &dyn TokenCounter,
 ) -> Result<(Vec<Sample>, FlattenReport)> {
     let instructions: HashMap<String, String> = ds
         .tasks()?
@@ -272,7 +278,7 @@ pub fn flatten_ids(
             ));
             continue;
         };
-        let s = flatten_trajectory(ds, &t, instruction, opts);
+        let s = flatten_trajectory(ds, &t, instruction, opts, counter);
         report.trajectories += 1;
         for x in &s {
             match x.kind {

@@ -136,24 +136,31 @@ pub fn current_filter(ds: &Dataset, write: bool) -> anyhow::Result<(FilterReport
     Ok((report, true))
 }
 
-/// Flattens the trajectories kept by the current filter report.
+/// Flattens the trajectories kept by the filter report (budgets measured by `counter`).
 pub fn flatten_kept(
     ds: &Dataset,
     filter: &FilterReport,
     opts: &flatten::FlattenOptions,
+    counter: &dyn crate::policy::prompt::TokenCounter,
 ) -> anyhow::Result<(Vec<flatten::Sample>, flatten::FlattenReport)> {
     let ids: Vec<String> = filter.kept.iter().map(|k| k.id.clone()).collect();
-    flatten::flatten_ids(ds, &ids, opts)
+    flatten::flatten_ids(ds, &ids, opts, counter)
 }
 
 /// The SFT samples of a dataset: `sft/samples.jsonl` when it is at least as new as the
 /// tasks, trajectories and filter report, otherwise the kept trajectories flattened in
-/// memory with default options (nothing written).
+/// memory with default options, one token per 4 characters (nothing written).
 pub fn current_samples(ds: &Dataset) -> anyhow::Result<Vec<flatten::Sample>> {
     let path = flatten::samples_path(ds);
     if is_fresh(ds, &path, &[&ds.root().join(FILTER_FILE)]) {
         return flatten::read_samples(&path);
     }
     let (filter, _) = current_filter(ds, false)?;
-    Ok(flatten_kept(ds, &filter, &flatten::FlattenOptions::default())?.0)
+    Ok(flatten_kept(
+        ds,
+        &filter,
+        &flatten::FlattenOptions::default(),
+        &crate::policy::prompt::CharApprox,
+    )?
+    .0)
 }

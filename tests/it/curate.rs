@@ -403,3 +403,53 @@ fn sft_trains_on_exactly_the_flattened_samples() {
     let fresh = rmsweb::train::samples::from_dataset(&ds).unwrap();
     assert_eq!(fresh.len(), samples.len());
 }
+
+#[test]
+fn a_tokenizer_measures_the_budget_in_the_models_tokens() {
+    let d = tempfile::tempdir().unwrap();
+    let data = d.path().join("ds");
+    copy_fixtures(&data);
+    let texts = std::fs::read_to_string(data.join("trajectories.jsonl")).unwrap();
+    let tok = rmsweb::model::tokenizer::train_bpe(texts.lines(), 300).unwrap();
+    rmsweb::model::tokenizer::save(&tok, d.path()).unwrap();
+    let budget = 1500;
+    let root = data.to_str().unwrap();
+    let tok_path = d.path().join("tokenizer.json");
+    let b = budget.to_string();
+    ok(rmsweb(&[
+        "curate",
+        "flatten",
+        root,
+        "--token-budget",
+        &b,
+        "--tokenizer",
+        tok_path.to_str().unwrap(),
+    ]));
+    let with_tok = read_samples(&data.join("sft/samples.jsonl")).unwrap();
+    ok(rmsweb(&["curate", "flatten", root, "--token-budget", &b]));
+    let approx = read_samples(&data.join("sft/samples.jsonl")).unwrap();
+    assert_eq!(with_tok.len(), approx.len());
+    // "Interactive elements (x of y shown)": a near-byte-level tokenizer counts far
+    // more tokens than one per 4 characters, so fewer elements fit.
+    let shown = |v: &[Sample]| -> usize {
+        v.iter()
+            .filter(|s| s.kind == SampleKind::Action)
+            .map(|s| {
+                let u = &s.messages[1].content;
+                let at = u.find("Interactive elements (").unwrap() + "Interactive elements (".len();
+                u[at..].split(' ').next().unwrap().parse::<usize>().unwrap()
+            })
+            .sum()
+    };
+    assert!(
+        shown(&with_tok) < shown(&approx),
+        "{} vs {}",
+        shown(&with_tok),
+        shown(&approx)
+    );
+    let count = |t: &str| tok.encode(t, false).unwrap().get_ids().len();
+    let tokens = |s: &Sample| count(&s.messages[0].content) + count(&s.messages[1].content);
+    let total = |v: &[Sample]| -> usize { v.iter().map(tokens).sum() };
+    assert!(total(&with_tok) < total(&approx));
+    assert_ne!(with_tok, approx, "the counter changes what is trimmed");
+}
