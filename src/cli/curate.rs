@@ -72,7 +72,7 @@ fn flatten(a: FlattenArgs) -> anyhow::Result<()> {
         Some(p) => Some(rmsweb::model::tokenizer::load(p)?),
         None => None,
     };
-    let counter: Box<dyn rmsweb::policy::prompt::TokenCounter + '_> = match &tokenizer {
+    let counter: Box<dyn rmsweb::policy::prompt::TokenCounter + Sync + '_> = match &tokenizer {
         Some(t) => Box::new(rmsweb::policy::local::TokenizerCounter(t)),
         None => Box::new(rmsweb::policy::prompt::CharApprox),
     };

@@ -29,6 +29,9 @@ struct SftArgs {
     /// Output file (default: `sft/llamafactory.json` or `sft/swift.jsonl` in the dataset).
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Text only: leave out screenshots and `<image>` placeholders.
+    #[arg(long)]
+    no_images: bool,
 }
 
 /// Runs the subcommand.
@@ -44,7 +47,7 @@ fn sft(a: SftArgs) -> anyhow::Result<()> {
     let out = a
         .out
         .unwrap_or_else(|| ds.root().join("sft").join(a.format.default_file()));
-    let report = export_sft(&ds, &samples, a.format, &out)?;
+    let report = export_sft(&ds, &samples, a.format, &out, !a.no_images)?;
     println!(
         "{} records ({} images) written to {}",
         report.records,

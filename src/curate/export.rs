@@ -94,16 +94,26 @@ fn record(ds: &Dataset, s: &Sample) -> Result<ExportRecord> {
     Ok(ExportRecord { messages, images })
 }
 
-/// Writes the samples in `format` to `out` (atomically).
+/// Writes the samples in `format` to `out` (atomically). With `images` false the
+/// export is text-only: no image paths and no placeholders (for text-only models).
 pub fn export_sft(
     ds: &Dataset,
     samples: &[Sample],
     format: ExportFormat,
     out: &Path,
+    images: bool,
 ) -> Result<ExportReport> {
     let records = samples
         .iter()
-        .map(|s| record(ds, s))
+        .map(|s| {
+            if images {
+                record(ds, s)
+            } else {
+                let mut s = s.clone();
+                s.images.clear();
+                record(ds, &s)
+            }
+        })
         .collect::<Result<Vec<_>>>()?;
     let report = ExportReport {
         records: records.len(),

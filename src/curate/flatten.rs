@@ -248,37 +248,39 @@ pub fn flatten_ids(
     ds: &Dataset,
     ids: &[String],
     opts: &FlattenOptions,
-    counter: &dyn TokenCounter,
+    counter: &(dyn TokenCounter + Sync),
 ) -> Result<(Vec<Sample>, FlattenReport)> {
+    use rayon::prelude::*;
     let instructions: HashMap<String, String> = ds
         .tasks()?
         .into_iter()
         .map(|t| (t.task_id, t.instruction))
         .collect();
+    // In parallel, results in the order of `ids`.
+    let results: Vec<Result<Vec<Sample>, String>> = ids
+        .par_iter()
+        .map(|id| {
+            let t = match ds.trajectory_by_id(id) {
+                Ok(Some(t)) => t,
+                Ok(None) => return Err("not in trajectories.jsonl".to_string()),
+                Err(e) => return Err(e.to_string()),
+            };
+            let instruction = instructions
+                .get(&t.task_id)
+                .ok_or_else(|| format!("task `{}` is not in tasks.jsonl", t.task_id))?;
+            Ok(flatten_trajectory(ds, &t, instruction, opts, counter))
+        })
+        .collect();
     let mut report = FlattenReport::default();
     let mut samples = Vec::new();
-    for id in ids {
-        let t = match ds.trajectory_by_id(id) {
-            Ok(Some(t)) => t,
-            Ok(None) => {
-                report
-                    .skipped
-                    .push((id.clone(), "not in trajectories.jsonl".into()));
-                continue;
-            }
-            Err(e) => {
-                report.skipped.push((id.clone(), e.to_string()));
+    for (id, r) in ids.iter().zip(results) {
+        let s = match r {
+            Ok(s) => s,
+            Err(why) => {
+                report.skipped.push((id.clone(), why));
                 continue;
             }
         };
-        let Some(instruction) = instructions.get(&t.task_id) else {
-            report.skipped.push((
-                id.clone(),
-                format!("task `{}` is not in tasks.jsonl", t.task_id),
-            ));
-            continue;
-        };
-        let s = flatten_trajectory(ds, &t, instruction, opts, counter);
         report.trajectories += 1;
         for x in &s {
             match x.kind {

@@ -141,7 +141,7 @@ pub fn flatten_kept(
     ds: &Dataset,
     filter: &FilterReport,
     opts: &flatten::FlattenOptions,
-    counter: &dyn crate::policy::prompt::TokenCounter,
+    counter: &(dyn crate::policy::prompt::TokenCounter + Sync),
 ) -> anyhow::Result<(Vec<flatten::Sample>, flatten::FlattenReport)> {
     let ids: Vec<String> = filter.kept.iter().map(|k| k.id.clone()).collect();
     flatten::flatten_ids(ds, &ids, opts, counter)

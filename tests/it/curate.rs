@@ -362,6 +362,25 @@ fn exports_for_llamafactory_and_swift() {
     for (r, s) in lines.iter().zip(&samples) {
         check_record(r, s);
     }
+    // Text only: no images, no placeholders.
+    let txt = d.path().join("out/text.jsonl");
+    ok(rmsweb(&[
+        "export",
+        "sft",
+        "--format",
+        "swift",
+        root,
+        "--no-images",
+        "--out",
+        txt.to_str().unwrap(),
+    ]));
+    let text = std::fs::read_to_string(&txt).unwrap();
+    assert_eq!(text.lines().count(), samples.len());
+    for l in text.lines() {
+        let r: Value = serde_json::from_str(l).unwrap();
+        assert!(r.get("images").is_none());
+        assert_eq!(image_tokens(r["messages"].as_array().unwrap()), 0);
+    }
     let bad = rmsweb(&["export", "sft", "--format", "parquet", root]);
     assert!(!bad.status.success());
 }
