@@ -26,7 +26,7 @@ enum Command {
     Stats(cli::dataset::StatsArgs),
     /// Print one step of a trajectory in the plain terminal, screenshot included.
     Show(cli::dataset::ShowArgs),
-    /// Quality filter over a dataset's trajectories.
+    /// Quality filter and flattening into SFT samples.
     Curate(cli::curate::Args),
     /// Score candidate actions with the polarized action-semantic rubric.
     Reward(cli::reward::Args),
@@ -44,6 +44,8 @@ enum Command {
     Rl(cli::rl::Args),
     /// Train a policy (SFT, RL) into a run folder.
     Train(cli::train::Args),
+    /// Export SFT samples for LLaMA-Factory or ms-swift.
+    Export(cli::export::Args),
 }
 
 fn main() -> ExitCode {
@@ -70,6 +72,7 @@ fn main() -> ExitCode {
         Some(Command::Eval(a)) => cli::eval::run(a),
         Some(Command::Rl(a)) => cli::rl::run(a),
         Some(Command::Train(a)) => cli::train::run(a),
+        Some(Command::Export(a)) => cli::export::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,4 +1,4 @@
-//! `rmsweb curate`: the quality filter (flattening and exports follow).
+//! `rmsweb curate`: the quality filter and flattening into SFT samples.
 
 use anyhow::Context;
 use rmsweb::curate::filter::FilterConfig;
@@ -19,6 +19,26 @@ enum Command {
     /// Keep successful trajectories with complete records, no stalled loops and
     /// 3–30 effective steps; writes `sft/filter.json` with every rejection's reason.
     Filter(FilterArgs),
+    /// Flatten the kept trajectories into per-step SFT samples (`sft/samples.jsonl`):
+    /// an action sample per step and an extraction sample per `extract` result.
+    /// Runs the filter first when `sft/filter.json` is missing or stale.
+    Flatten(FlattenArgs),
+}
+
+#[derive(clap::Args)]
+struct FlattenArgs {
+    /// Dataset folder.
+    dataset: PathBuf,
+    /// Token budget of each prompt (system + user).
+    #[arg(long, default_value_t = rmsweb::policy::prompt::DEFAULT_TOKEN_BUDGET)]
+    token_budget: usize,
+    /// `tokenizer.json` of the model to train, to count the budget in its tokens
+    /// (default: one token per 4 characters).
+    #[arg(long)]
+    tokenizer: Option<PathBuf>,
+    /// Print the counts as one JSON object.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(clap::Args)]
@@ -37,7 +57,52 @@ struct FilterArgs {
 pub fn run(args: Args) -> anyhow::Result<()> {
     match args.command {
         Command::Filter(a) => filter(a),
+        Command::Flatten(a) => flatten(a),
     }
+}
+
+fn flatten(a: FlattenArgs) -> anyhow::Result<()> {
+    use rmsweb::curate::flatten::{FlattenOptions, samples_path, write_samples};
+    anyhow::ensure!(a.token_budget >= 256, "--token-budget must be at least 256");
+    let ds = Dataset::open(&a.dataset)?;
+    let (filter, ran) = rmsweb::curate::current_filter(&ds, true)?;
+    let mut opts = FlattenOptions::default();
+    opts.prompt.token_budget = a.token_budget;
+    let tokenizer = match &a.tokenizer {
+        Some(p) => Some(rmsweb::model::tokenizer::load(p)?),
+        None => None,
+    };
+    let counter: Box<dyn rmsweb::policy::prompt::TokenCounter + Sync + '_> = match &tokenizer {
+        Some(t) => Box::new(rmsweb::policy::local::TokenizerCounter(t)),
+        None => Box::new(rmsweb::policy::prompt::CharApprox),
+    };
+    let (samples, report) = rmsweb::curate::flatten_kept(&ds, &filter, &opts, counter.as_ref())?;
+    let out = samples_path(&ds);
+    write_samples(&out, &samples)?;
+    if a.json {
+        println!("{}", serde_json::to_string(&report)?);
+        return Ok(());
+    }
+    if ran {
+        println!(
+            "filtered: kept {} of {} trajectories",
+            filter.kept.len(),
+            filter.trajectories
+        );
+    }
+    println!(
+        "{} samples from {} trajectories: {} action, {} extraction, {} with a screenshot; written to {}",
+        samples.len(),
+        report.trajectories,
+        report.action_samples,
+        report.extraction_samples,
+        report.with_image,
+        out.display()
+    );
+    for (id, why) in &report.skipped {
+        println!("  skipped {}: {}", clean_line(id), clean_line(why));
+    }
+    Ok(())
 }
 
 fn filter(a: FilterArgs) -> anyhow::Result<()> {

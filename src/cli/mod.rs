@@ -5,6 +5,7 @@ pub mod collect;
 pub mod curate;
 pub mod dataset;
 pub mod eval;
+pub mod export;
 pub mod import;
 pub mod mine;
 pub mod miniwob;

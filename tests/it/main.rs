@@ -3,6 +3,7 @@
 mod annotate;
 mod chat;
 mod collect;
+mod curate;
 mod dataset;
 mod env;
 mod import;
