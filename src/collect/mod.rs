@@ -26,11 +26,11 @@ pub use report::{AttemptRecord, CollectReport, RoundStats, compare_table, summar
 
 use crate::env::MiniwobEnv;
 use crate::env::miniwob::task_name;
-use crate::eval::{EpisodeOptions, ScreenshotSink, run_episode};
+use crate::eval::{EpisodeOptions, prepare_dataset, run_episode};
 use crate::policy::{Policy, PolicyInput, PolicyOutput};
 use crate::trajectory::{Dataset, Task};
 use anyhow::{Context, Result};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 /// The `source` of trajectories written by collection.
@@ -129,19 +129,7 @@ pub fn collect(
         std::process::id(),
         if cfg.reflection { "" } else { "-norefl" }
     );
-    let mut known: BTreeSet<String> = match dataset.as_deref() {
-        Some(ds) => ds
-            .tasks()
-            .map_err(|e| anyhow::anyhow!("{e}"))?
-            .into_iter()
-            .map(|t| t.task_id)
-            .collect(),
-        None => BTreeSet::new(),
-    };
-    let sink = dataset.as_deref().map(|d| ScreenshotSink {
-        root: d.root().to_path_buf(),
-    });
-    env.screenshots = sink.is_some();
+    let (mut known, sink) = prepare_dataset(env, dataset.as_deref())?;
     let started = Instant::now();
     let mut shortest: BTreeMap<String, usize> = BTreeMap::new();
     let mut records = Vec::new();

@@ -343,6 +343,28 @@ pub fn run_episode(
     Ok((task, traj, record))
 }
 
+/// The task ids a dataset already holds and where episode screenshots go (none
+/// without a dataset, and then the environment skips taking them).
+pub fn prepare_dataset(
+    env: &mut MiniwobEnv,
+    dataset: Option<&Dataset>,
+) -> Result<(BTreeSet<String>, Option<ScreenshotSink>)> {
+    let known = match dataset {
+        Some(ds) => ds
+            .tasks()
+            .map_err(|e| anyhow::anyhow!("{e}"))?
+            .into_iter()
+            .map(|t| t.task_id)
+            .collect(),
+        None => BTreeSet::new(),
+    };
+    let sink = dataset.map(|d| ScreenshotSink {
+        root: d.root().to_path_buf(),
+    });
+    env.screenshots = sink.is_some();
+    Ok((known, sink))
+}
+
 /// A run id unique enough for trajectory ids: `eval-<UTC time>-<pid>`.
 pub fn new_run_id() -> String {
     format!(
@@ -363,19 +385,7 @@ pub fn evaluate(
     on_episode: &mut dyn FnMut(&EpisodeRecord),
 ) -> Result<EvalReport> {
     let run_id = new_run_id();
-    let mut known: BTreeSet<String> = match dataset.as_deref() {
-        Some(ds) => ds
-            .tasks()
-            .map_err(|e| anyhow::anyhow!("{e}"))?
-            .into_iter()
-            .map(|t| t.task_id)
-            .collect(),
-        None => BTreeSet::new(),
-    };
-    let sink = dataset.as_deref().map(|d| ScreenshotSink {
-        root: d.root().to_path_buf(),
-    });
-    env.screenshots = sink.is_some();
+    let (mut known, sink) = prepare_dataset(env, dataset.as_deref())?;
     let started = Instant::now();
     let mut records = Vec::new();
     for task in &cfg.tasks {
