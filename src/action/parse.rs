@@ -19,6 +19,7 @@
 
 use super::scan::{array_items, balanced_end, key_is, line_col_to_offset, object_members};
 use super::{Action, canonicalize};
+use crate::util::json_kind;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use std::ops::Range;
@@ -245,7 +246,7 @@ fn parse_object(text: &str, start: usize) -> Candidate {
                 list_span.start,
                 format!(
                     "`{key}` must be a list such as [{{\"click\": {{\"index\": 12}}}}], found {}",
-                    kind_of(&other)
+                    json_kind(&other)
                 ),
             ));
         }
@@ -284,23 +285,12 @@ fn parse_object(text: &str, start: usize) -> Candidate {
     Candidate::Found(parsed)
 }
 
-fn kind_of(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "an object",
-    }
-}
-
 /// One item of an action list: `{"click": {...}}` or `{"name": "click", "params": {...}}`.
 fn action_from_item(item: Value) -> Result<(super::Canonicalized, ResponseForm), String> {
     let Value::Object(mut obj) = item else {
         return Err(format!(
             "expected an object such as {{\"click\": {{\"index\": 12}}}}, found {}",
-            kind_of(&item)
+            json_kind(&item)
         ));
     };
     if let Some(Value::String(_)) = obj.get("name") {
@@ -311,7 +301,7 @@ fn action_from_item(item: Value) -> Result<(super::Canonicalized, ResponseForm),
         if !matches!(params, Value::Object(_) | Value::Null) {
             return Err(format!(
                 "`params` of `{name}` must be an object, found {}",
-                kind_of(&params)
+                json_kind(&params)
             ));
         }
         return Ok((make_action(name, params), ResponseForm::Canonical));

@@ -295,18 +295,7 @@ impl Policy for ChatPolicy {
     }
 
     fn act(&mut self, input: &PolicyInput<'_>) -> Result<PolicyOutput> {
-        let rendered = render(
-            &PromptInput {
-                instruction: &input.task.instruction,
-                state: input.state,
-                history: input.history,
-                reflection: input.reflection,
-                max_steps: input.max_steps,
-                screenshot: input.screenshot,
-            },
-            &self.prompt,
-            &CharApprox,
-        );
+        let rendered = render(&PromptInput::of(input, true), &self.prompt, &CharApprox);
         self.ask(rendered.messages)
     }
 }

@@ -47,14 +47,7 @@ impl Policy for LocalPolicy {
 
     fn act(&mut self, input: &PolicyInput<'_>) -> Result<PolicyOutput> {
         let rendered = render(
-            &PromptInput {
-                instruction: &input.task.instruction,
-                state: input.state,
-                history: input.history,
-                reflection: input.reflection,
-                max_steps: input.max_steps,
-                screenshot: None,
-            },
+            &PromptInput::of(input, false),
             &self.prompt,
             &TokenizerCounter(&self.model.tokenizer),
         );

@@ -97,6 +97,20 @@ pub struct PromptInput<'a> {
     pub screenshot: Option<&'a std::path::Path>,
 }
 
+impl<'a> PromptInput<'a> {
+    /// What a policy sees, as renderer input; `vision` keeps the screenshot.
+    pub fn of(input: &super::PolicyInput<'a>, vision: bool) -> Self {
+        PromptInput {
+            instruction: &input.task.instruction,
+            state: input.state,
+            history: input.history,
+            reflection: input.reflection,
+            max_steps: input.max_steps,
+            screenshot: input.screenshot.filter(|_| vision),
+        }
+    }
+}
+
 /// A rendered prompt.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RenderedPrompt {

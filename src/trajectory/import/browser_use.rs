@@ -14,6 +14,7 @@ use super::ImportError;
 use super::dom_text;
 use crate::action::{Action, canonicalize};
 use crate::trajectory::{ActionResult, Element, ModelOutput, State, Step, Tab, Timing};
+use crate::util::json_kind;
 use base64::Engine;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -73,7 +74,10 @@ pub fn parse_history(value: &Value, file: &Path) -> Result<ParsedHistory, Import
     let obj = value.as_object().ok_or_else(|| {
         top(
             "(record)",
-            format!("expected an object with `history`, found {}", kind(value)),
+            format!(
+                "expected an object with `history`, found {}",
+                json_kind(value)
+            ),
         )
     })?;
     let items = match obj.get("history") {
@@ -81,7 +85,7 @@ pub fn parse_history(value: &Value, file: &Path) -> Result<ParsedHistory, Import
         Some(other) => {
             return Err(top(
                 "history",
-                format!("expected a list, found {}", kind(other)),
+                format!("expected a list, found {}", json_kind(other)),
             ));
         }
         None => {
@@ -171,17 +175,6 @@ fn final_done(steps: &[Step]) -> Option<DoneInfo> {
     })
 }
 
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "an object",
-    }
-}
-
 /// One history item being read: knows its place for error messages.
 struct Item<'a> {
     file: &'a Path,
@@ -199,7 +192,7 @@ impl Item<'_> {
     }
 
     fn mistyped(&self, field: &str, want: &str, got: &Value) -> ImportError {
-        self.err(field, format!("expected {want}, found {}", kind(got)))
+        self.err(field, format!("expected {want}, found {}", json_kind(got)))
     }
 
     /// An optional string: absent or null gives `None`.
