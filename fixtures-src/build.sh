@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# Rebuilds fixtures/ from the sources in this folder:
+# Rebuilds tests/data/mocksites/ (the mock-site test dataset; it was fixtures/ before
+# fixtures/ came from MiniWoB runs, see collect.sh) from the sources in this folder:
 #   1. gen.py writes mock HTML pages of six sites,
 #   2. headless Chromium screenshots them (640x400) and reads back element boxes,
 #   3. gen.py writes Browser Use histories (three layouts) that use those screenshots,
-#   4. `rmsweb import browser-use` imports each task folder into fixtures/.
+#   4. `rmsweb import browser-use` imports each task folder into tests/data/mocksites/.
 # Needs python3 and chromium (apt-get install -y chromium fonts-dejavu-core).
-# Usage: fixtures-src/build.sh [OUT_DATASET]   (default: fixtures/)
+# Usage: fixtures-src/build.sh [OUT_DATASET]   (default: tests/data/mocksites/)
+# Its mined pairs: rmsweb mine --dataset tests/data/mocksites --config fixtures-src/mine.toml
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(dirname "$here")"
-out="${1:-$repo/fixtures}"
+out="${1:-$repo/tests/data/mocksites}"
 work="$here/build"
 rm -rf "$work"
 mkdir -p "$work"
