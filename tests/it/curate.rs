@@ -1,9 +1,11 @@
-//! `rmsweb curate flatten` and `rmsweb export sft` on a copy of the bundled fixtures:
-//! per-step action samples through the project prompt renderer, extraction samples,
+//! `rmsweb curate flatten` and `rmsweb export sft` on a copy of the bundled fixtures
+//! (live MiniWoB runs) and, where a test needs extract steps or long element lists, of
+//! the mock-site dataset: per-step action samples through the project prompt
+//! renderer, extraction samples,
 //! screenshots, reflections, exports for LLaMA-Factory and ms-swift, and SFT reading
 //! exactly these samples.
 
-use crate::tui_data::copy_fixtures;
+use crate::tui_data::{copy_fixtures, copy_mocksites};
 use rmsweb::action::parse::parse_response;
 use rmsweb::action::render::render_output;
 use rmsweb::curate::flatten::{DEFAULT_MAX_STEPS, Sample, SampleKind, read_samples};
@@ -34,8 +36,13 @@ fn ok(out: Output) -> String {
 
 /// A temp copy of the fixtures, flattened through the command line.
 fn flattened() -> (tempfile::TempDir, Vec<Sample>) {
+    flattened_copy(copy_fixtures)
+}
+
+/// A temp copy of a dataset written by `copy`, flattened through the command line.
+fn flattened_copy(copy: fn(&Path)) -> (tempfile::TempDir, Vec<Sample>) {
     let d = tempfile::tempdir().unwrap();
-    copy_fixtures(d.path());
+    copy(d.path());
     let root = d.path().to_str().unwrap();
     let stdout = ok(rmsweb(&["curate", "flatten", root]));
     assert!(stdout.contains("samples from"), "{stdout}");
@@ -148,7 +155,8 @@ fn one_action_sample_per_step_of_each_kept_trajectory_and_none_from_rejected() {
 
 #[test]
 fn extraction_samples_exactly_where_an_extract_action_has_content() {
-    let (d, samples) = flattened();
+    // MiniWoB tasks have no extract step: the mock sites do.
+    let (d, samples) = flattened_copy(copy_mocksites);
     let ds = Dataset::open(d.path()).unwrap();
     let kept = kept_ids(d.path());
     let mut want = BTreeSet::new();
@@ -171,10 +179,10 @@ fn extraction_samples_exactly_where_an_extract_action_has_content() {
             }
         }
     }
-    assert!(!want.is_empty(), "the fixtures have an extract step");
+    assert!(!want.is_empty(), "the mock sites have an extract step");
     assert!(
         confirmations > 0,
-        "the fixtures have action confirmations in extracted_content"
+        "the mock sites have action confirmations in extracted_content"
     );
     let got: BTreeSet<(String, u32, String)> = samples
         .iter()
@@ -245,8 +253,9 @@ fn the_reflection_reaches_the_prompt_of_a_round_two_attempt() {
 
 #[test]
 fn token_budget_trims_the_element_list() {
+    // The mock sites' pages list enough elements for a budget to cut.
     let d = tempfile::tempdir().unwrap();
-    copy_fixtures(d.path());
+    copy_mocksites(d.path());
     let root = d.path().to_str().unwrap();
     ok(rmsweb(&["curate", "flatten", root]));
     let wide = read_samples(&d.path().join("sft/samples.jsonl")).unwrap();

@@ -1421,11 +1421,12 @@ fn cli_imports_and_reports_errors_with_exit_status() {
 // ------------------------------------------------------------------ fixtures
 
 #[test]
-/// The contract other stages rely on. Exact sizes (10-30 elements, 640x400) are a
-/// property of the current generator, not checked, so regenerated fixtures (MiniWoB
-/// runs) can differ there.
-fn fixtures_are_a_complete_small_dataset() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+/// The contract other stages rely on, on the mock-site dataset imported from Browser
+/// Use histories (`tests/data/mocksites`, built by `fixtures-src/build.sh`; it was the
+/// bundled fixtures before those came from MiniWoB runs, see `tests/it/fixtures.rs`).
+/// Exact sizes (10-30 elements, 640x400) are a property of the generator, not checked.
+fn mocksites_are_a_complete_small_dataset() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/mocksites");
     let d = Dataset::open(&root).unwrap();
     let tasks = d.tasks().unwrap();
     assert!(tasks.len() >= 6);
@@ -1513,7 +1514,7 @@ fn fixtures_are_a_complete_small_dataset() {
         .flatten()
         .map(|b| b.len() as u64)
         .sum();
-    assert!(size < 5 << 20, "fixtures are {size} bytes");
+    assert!(size < 5 << 20, "mocksites are {size} bytes");
 }
 
 // ------------------------------------------------------------------ properties

@@ -6,6 +6,7 @@ mod collect;
 mod curate;
 mod dataset;
 mod env;
+mod fixtures;
 mod import;
 mod mine;
 mod mine_judge;

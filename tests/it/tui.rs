@@ -11,11 +11,19 @@ use rmsweb::tui::action::Tab;
 use rmsweb::tui::{App, Options, Theme};
 use std::path::Path;
 
-/// A fresh copy of the bundled `fixtures/` dataset (what a first run shows): the
-/// snapshots are taken on it.
+/// A fresh copy of the bundled `fixtures/` dataset (live MiniWoB runs, what a first
+/// run shows).
 pub fn fixtures() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     tui_data::copy_fixtures(dir.path());
+    dir
+}
+
+/// A fresh copy of the mock-site dataset (`tests/data/mocksites`, the bundled fixtures
+/// before they came from MiniWoB): the trajectory and pair snapshots are taken on it.
+pub fn mocksites() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    tui_data::copy_mocksites(dir.path());
     dir
 }
 
@@ -75,7 +83,7 @@ fn events(root: &Path) -> Vec<AnnotationEvent> {
 
 #[test]
 fn snapshot_trajectories_tab() {
-    let d = fixtures();
+    let d = mocksites();
     let mut app = open(d.path());
     let t = render(&mut app);
     insta::assert_snapshot!("trajectories", snap(&t));
@@ -88,7 +96,7 @@ fn snapshot_trajectories_tab() {
 
 #[test]
 fn snapshot_pairs_tab_and_popups() {
-    let d = fixtures();
+    let d = mocksites();
     let mut app = open(d.path());
     typ(&mut app, "2");
     insta::assert_snapshot!("pairs", snap(&render(&mut app)));
@@ -111,6 +119,31 @@ fn snapshot_reward_runs_and_help() {
     insta::assert_snapshot!("runs", snap(&render(&mut app)));
     typ(&mut app, "?");
     insta::assert_snapshot!("help", snap(&render(&mut app)));
+}
+
+#[test]
+fn snapshot_miniwob_fixtures_list_retry_and_pair() {
+    let d = fixtures();
+    let mut app = open(d.path());
+    insta::assert_snapshot!("fixtures_trajectories", snap(&render(&mut app)));
+    // login-user seed 0: two failed rounds, then a success in round 3 carrying the
+    // reflection on round 2.
+    typ(&mut app, "jj");
+    let s = screen(&mut app);
+    assert!(s.contains("login-user-s0-a3 · attempt 3 · round 3"), "{s}");
+    assert!(
+        s.contains("Reflection: Step 4 called done before the task was"),
+        "{s}"
+    );
+    app.handle_key(key(KeyCode::Enter));
+    typ(&mut app, "j");
+    insta::assert_snapshot!("fixtures_retry_step1", snap(&render(&mut app)));
+    typ(&mut app, "2");
+    let t = render(&mut app);
+    let first = &app.shared.pairs[0];
+    let want = format!("Category: {} (heuristic", first.failure_mode.category);
+    assert!(t.backend().to_string().contains(&want), "{}", t.backend());
+    insta::assert_snapshot!("fixtures_pair", snap(&t));
 }
 
 #[test]

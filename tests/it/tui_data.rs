@@ -456,8 +456,21 @@ pub fn build(root: &Path) {
     std::fs::write(root.join("mined/pairs.jsonl"), buf).unwrap();
 }
 
-/// Copies the bundled `fixtures/` dataset into `to` (tests write to the copy).
+/// Copies the bundled `fixtures/` dataset (live MiniWoB runs, what a first run shows)
+/// into `to` (tests write to the copy).
 pub fn copy_fixtures(to: &Path) {
+    copy_dataset("fixtures", to);
+}
+
+/// Copies `tests/data/mocksites/` (six mock sites imported from Browser Use histories,
+/// built by `fixtures-src/build.sh`) into `to`: the tests keyed to its contents
+/// (extraction steps, detours, known pair ids) use it.
+pub fn copy_mocksites(to: &Path) {
+    copy_dataset("tests/data/mocksites", to);
+}
+
+/// Copies the dataset at `rel` (relative to the repository root) into `to`.
+fn copy_dataset(rel: &str, to: &Path) {
     fn walk(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
         for e in std::fs::read_dir(dir).unwrap() {
             let p = e.unwrap().path();
@@ -468,7 +481,7 @@ pub fn copy_fixtures(to: &Path) {
             }
         }
     }
-    let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+    let from = Path::new(env!("CARGO_MANIFEST_DIR")).join(rel);
     let mut files = Vec::new();
     walk(&from, &mut files);
     for f in files {
