@@ -2,7 +2,8 @@
 //! `fixtures-src/collect.sh` from live MiniWoB++ collection runs: a clean `validate`,
 //! real screenshots, successes and failures over several task types, reflection-
 //! conditioned retries that later succeed, and mined pairs that point at real steps
-//! and are what `rmsweb mine` makes of these trajectories today.
+//! and are what `rmsweb mine` makes of these trajectories today; one seed collected
+//! again live gives the same attempts.
 
 use rmsweb::mine::pair::MinedPair;
 use rmsweb::trajectory::{Dataset, Trajectory};
@@ -212,4 +213,76 @@ fn mined_pairs_contrast_real_steps_and_match_a_fresh_mining() {
             .collect()
     };
     assert_eq!(ids(&fresh), ids(&committed));
+}
+
+/// What a trajectory says, without what changes from run to run (ids, the server's
+/// port, timing, screenshot bytes, which depend on the machine's fonts).
+fn gist(t: &Trajectory) -> serde_json::Value {
+    let port = regex::Regex::new(r"http://127\.0\.0\.1:\d+/").unwrap();
+    let steps: Vec<serde_json::Value> = t
+        .steps
+        .iter()
+        .map(|s| {
+            serde_json::json!({
+                "url": port.replace_all(&s.state.url, "http://127.0.0.1/"),
+                "elements": s.state.elements.iter()
+                    .map(|e| (e.index, e.tag.clone(), e.text.clone()))
+                    .collect::<Vec<_>>(),
+                "dom_text": s.state.dom_text,
+                "output": s.output,
+                "result": s.result,
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "task_id": t.task_id,
+        "round": t.round,
+        "reflection": t.reflection,
+        "outcome": t.outcome,
+        "steps": steps,
+    })
+}
+
+#[test]
+fn collecting_login_user_seed_0_again_gives_the_same_attempts() {
+    // One line of fixtures-src/collect.sh, live (needs `.ci/install-env.sh`): the
+    // fixtures are what today's collector, teacher and reflector produce.
+    let dir = tempfile::tempdir().unwrap();
+    let ds = dir.path().join("ds");
+    let out = rmsweb(&[
+        "collect",
+        "--tasks",
+        "miniwob:login-user",
+        "--seed-start",
+        "0",
+        "--seeds",
+        "1",
+        "--rounds",
+        "3",
+        "--mistake-rate",
+        "0.25",
+        "--dataset",
+        ds.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "collect failed (is `.ci/install-env.sh` run?): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let fresh = trajectories(&Dataset::open(&ds).unwrap());
+    let bundled: Vec<Trajectory> = trajectories(&Dataset::open(root()).unwrap())
+        .into_iter()
+        .filter(|t| t.task_id == "miniwob/login-user/s0")
+        .collect();
+    assert_eq!(fresh.len(), bundled.len(), "rounds of login-user seed 0");
+    assert!(bundled.len() >= 2);
+    for (f, b) in fresh.iter().zip(&bundled) {
+        assert!(f.id.ends_with(&b.id), "{} vs {}", f.id, b.id);
+        assert_eq!(
+            gist(f),
+            gist(b),
+            "{}: fixtures/ is stale, rebuild it with fixtures-src/collect.sh",
+            b.id
+        );
+    }
 }
