@@ -15,10 +15,8 @@ here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(dirname "$here")"
 out="${1:-$repo/fixtures}"
 rate=0.25
-# task, first seed, number of seeds. One collect run per line: the detour check
-# compares a success with the shortest success of the same run, so a line only holds
-# seeds whose instances need the same number of steps (click-checkboxes differs per
-# seed: one seed per line).
+# task, first seed, number of seeds (one collect run per line; the detour check
+# compares a success only with earlier successes of the same instance, task + seed).
 specs=(
   "login-user 0 1"
   "login-user 5 3"

@@ -127,6 +127,8 @@ pub fn run(args: Args) -> Result<()> {
         seed_start: args.seed_start,
         rounds: args.rounds,
         detour_factor: args.detour_factor,
+        // Both passes of a comparison start from the same prior knowledge.
+        known_shortest: rmsweb::collect::known_shortest(&dataset)?,
         reflection: !args.no_reflection,
         max_steps: args.max_steps,
     };

@@ -3,7 +3,8 @@
 //!
 //! For each (task, seed): attempt 1 runs the teacher with no reflection. When an
 //! attempt fails, or succeeds in more than `detour_factor` × the shortest success
-//! known for that task type (in this run), a [`Reflector`] distils a short reflection
+//! known for that task instance (the same task id: page and seed — from earlier
+//! collections in the dataset, [`known_shortest`], or this run), a [`Reflector`] distils a short reflection
 //! from it and the next attempt's prompt carries it ([`PolicyInput::reflection`]), up
 //! to `rounds` attempts. Every attempt is stored (`attempt` = `round` = its number
 //! for that seed, `reflection`, source [`COLLECT_SOURCE`]); failures feed the miner.
@@ -50,8 +51,14 @@ pub struct CollectConfig {
     pub seed_start: u64,
     /// Attempts per (task, seed), at least 1.
     pub rounds: usize,
-    /// Retry a success longer than this × the shortest known success of its task.
+    /// Retry a success longer than this × the shortest known success of its task
+    /// instance.
     pub detour_factor: f64,
+    /// Shortest known success (steps) per task id before this run starts, usually
+    /// [`known_shortest`] of the dataset. Instances of one task type differ (one
+    /// `click-checkboxes` seed needs one click, another five), so a success is only
+    /// called a detour against a success of the same instance.
+    pub known_shortest: BTreeMap<String, usize>,
     /// Give retries a reflection (false: plain retries, the comparison baseline).
     pub reflection: bool,
     pub max_steps: usize,
@@ -65,6 +72,7 @@ impl Default for CollectConfig {
             seed_start: 0,
             rounds: 3,
             detour_factor: 1.5,
+            known_shortest: BTreeMap::new(),
             reflection: true,
             max_steps: 10,
         }
@@ -112,6 +120,19 @@ pub fn retry_cause(
     }
 }
 
+/// The shortest successful trajectory (steps) of every task id in the dataset.
+pub fn known_shortest(dataset: &Dataset) -> Result<BTreeMap<String, usize>> {
+    let mut out: BTreeMap<String, usize> = BTreeMap::new();
+    for s in dataset.summaries() {
+        let s = s.map_err(|e| anyhow::anyhow!("{e}"))?;
+        if s.outcome.success {
+            let v = out.entry(s.task_id).or_insert(s.step_count);
+            *v = (*v).min(s.step_count);
+        }
+    }
+    Ok(out)
+}
+
 /// Runs the collection. With a dataset, each attempt (and its task, once) is appended
 /// as it finishes, screenshots included. `on_attempt` is called after each attempt.
 pub fn collect(
@@ -131,7 +152,7 @@ pub fn collect(
     );
     let (mut known, sink) = prepare_dataset(env, dataset.as_deref())?;
     let started = Instant::now();
-    let mut shortest: BTreeMap<String, usize> = BTreeMap::new();
+    let mut shortest = cfg.known_shortest.clone();
     let mut records = Vec::new();
     for task in &cfg.tasks {
         let name = task_name(task).to_string();
@@ -159,16 +180,12 @@ pub fn collect(
                 {
                     reason.push_str(&format!("; reflection note: {note}"));
                 }
+                let best = shortest.get(&t.task_id).copied();
                 if ep.success {
-                    let s = shortest.entry(name.clone()).or_insert(ep.steps);
+                    let s = shortest.entry(t.task_id.clone()).or_insert(ep.steps);
                     *s = (*s).min(ep.steps);
                 }
-                let cause = retry_cause(
-                    ep.success,
-                    ep.steps,
-                    shortest.get(&name).copied(),
-                    cfg.detour_factor,
-                );
+                let cause = retry_cause(ep.success, ep.steps, best, cfg.detour_factor);
                 if let Some(ds) = dataset.as_deref_mut() {
                     if known.insert(t.task_id.clone()) {
                         ds.append_tasks(std::slice::from_ref(&t))?;

@@ -452,3 +452,63 @@ fn cli_collects_two_tasks_with_and_without_reflection_and_reports_counts_that_ad
     assert!(with_refl > 0);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A success is a detour only against a shorter success of the same instance (task +
+/// seed): other seeds of the task type never count, a prior one in the dataset does.
+#[test]
+fn detours_are_judged_against_the_same_instance_only() {
+    let mut env = open_env();
+    let mut teacher = ScriptedTeacher::new(MistakeRates::default());
+    let dir = tempdir("detour");
+    let mut ds = Dataset::create(&dir, "t", "detour test").unwrap();
+    let cfg = |seed_start: u64, seeds: usize, ds: &Dataset| CollectConfig {
+        tasks: vec!["miniwob:login-user".into()],
+        seeds,
+        seed_start,
+        rounds: 2,
+        max_steps: 6,
+        known_shortest: rmsweb::collect::known_shortest(ds).unwrap(),
+        ..Default::default()
+    };
+    // Seed 0 first; then seed 1 knowing seed 0's success: no detour across seeds.
+    for seed in [0, 1] {
+        let c = cfg(seed, 1, &ds);
+        let r = collect(
+            &mut env,
+            &mut teacher,
+            &mut HeuristicReflector,
+            &c,
+            Some(&mut ds),
+            &mut |_| {},
+        )
+        .unwrap();
+        assert_eq!(r.attempts_total, 1, "seed {seed}: {:?}", r.attempts);
+        assert!(r.attempts[0].success && !r.attempts[0].detour);
+        ds.reload().unwrap();
+    }
+    // A (made-up) one-step success of seed 0 in the dataset: seed 0's 3-step success
+    // is now a detour and is retried with a reflection saying so.
+    let mut short = ds.trajectory(0).unwrap();
+    assert_eq!(short.task_id, "miniwob/login-user/s0");
+    assert!(short.steps.len() >= 3);
+    short.id.push_str("-short");
+    short.steps.truncate(1);
+    ds.append_trajectories(&[short]).unwrap();
+    ds.reload().unwrap();
+    let c = cfg(0, 1, &ds);
+    assert_eq!(c.known_shortest.get("miniwob/login-user/s0"), Some(&1));
+    let r = collect(
+        &mut env,
+        &mut teacher,
+        &mut HeuristicReflector,
+        &c,
+        Some(&mut ds),
+        &mut |_| {},
+    )
+    .unwrap();
+    assert_eq!(r.attempts_total, 2, "{:?}", r.attempts);
+    assert!(r.attempts[0].success && r.attempts[0].detour);
+    let refl = r.attempts[1].reflection.as_deref().unwrap_or_default();
+    assert!(refl.contains("where 1 suffice"), "{refl}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -5,7 +5,7 @@ use super::{Component, Cursor, filter_indices, pane};
 use crate::trajectory::TrajectorySummary;
 use crate::tui::action::Action;
 use crate::tui::shared::Shared;
-use crate::tui::widgets::text::{line, trunc};
+use crate::tui::widgets::text::{line, trunc, trunc_start};
 use ratatui::Frame;
 use ratatui::crossterm::event::{KeyCode, KeyEvent};
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -323,13 +323,14 @@ impl TrajectoriesView {
                         .map(|t| t.instruction.as_str())
                         .unwrap_or("");
                     format!(
-                        "{} {:<10} {:>3} a{}/r{} {:<10} {}",
+                        "{} {:<14} {:>2} a{}/r{} {:<8} {}",
                         if s.outcome.success { "✓" } else { "✗" },
-                        trunc(&s.task_id, 10),
+                        // Task ids share prefixes (`miniwob/…`); their ends differ.
+                        trunc_start(&s.task_id, 14),
                         s.step_count,
                         s.attempt,
                         s.round,
-                        trunc(&s.teacher, 10),
+                        trunc(&s.teacher, 8),
                         line(instr)
                     )
                 }

@@ -21,6 +21,21 @@ pub fn trunc(s: &str, max: usize) -> String {
     }
 }
 
+/// Sanitized single-line text cut to `max` characters from the left, keeping the end
+/// (`…login-user/s3`): ids that share a prefix differ at their end.
+pub fn trunc_start(s: &str, max: usize) -> String {
+    let clean = clean_line(s);
+    let n = clean.chars().count();
+    if n <= max {
+        clean.into_owned()
+    } else {
+        let keep = max.saturating_sub(1);
+        let mut out = String::from("…");
+        out.extend(clean.chars().skip(n - keep));
+        out
+    }
+}
+
 /// Sanitized multi-line text as lines in `style`.
 pub fn lines(s: &str, style: Style) -> Vec<Line<'static>> {
     clean_text(s)
@@ -35,4 +50,17 @@ pub fn field(label: &str, value: &str, label_style: Style, value_style: Style) -
         Span::styled(format!("{label}: "), label_style),
         Span::styled(line(value), value_style),
     ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trunc_start_keeps_the_distinctive_end() {
+        assert_eq!(trunc_start("miniwob/login-user/s3", 12), "…gin-user/s3");
+        assert_eq!(trunc_start("miniwob/login-user/s3", 12).chars().count(), 12);
+        assert_eq!(trunc_start("short", 12), "short");
+        assert_eq!(trunc_start("a\u{1b}[31mb", 12), trunc("a\u{1b}[31mb", 12));
+    }
 }
