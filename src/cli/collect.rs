@@ -30,7 +30,7 @@ pub struct Args {
     /// Attempts per (task, seed).
     #[arg(long, default_value_t = 3)]
     pub rounds: usize,
-    /// Retry successes longer than this × the task's shortest known success.
+    /// Retry successes longer than this × the shortest known success of the same task instance (task + seed).
     #[arg(long, default_value_t = 1.5)]
     pub detour_factor: f64,
     /// Retry without reflections (the baseline).
