@@ -111,9 +111,8 @@ pub fn resolve_init(init: &Path) -> Result<PathBuf> {
             || d.join("adapter").join("adapter_config.json").is_file()
             || d.join("adapter_config.json").is_file()
     };
-    if is_ckpt(init) {
-        return Ok(init.to_path_buf());
-    }
+    // A run folder holds config.json/tokenizer.json at its root too: prefer its
+    // checkpoints.
     if init.join("checkpoints").is_dir() {
         let run = RunDir::open(init)?;
         if let Some((_, dir)) = run.latest_checkpoint()
@@ -121,6 +120,8 @@ pub fn resolve_init(init: &Path) -> Result<PathBuf> {
         {
             return Ok(dir);
         }
+    } else if is_ckpt(init) {
+        return Ok(init.to_path_buf());
     }
     anyhow::bail!(
         "--init {}: neither an SFT run folder with a complete checkpoint nor a checkpoint folder (config.json or adapter/)",
