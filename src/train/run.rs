@@ -290,4 +290,36 @@ mod tests {
         std::fs::create_dir_all(run.checkpoint_dir(4)).unwrap();
         assert_eq!(run.latest_checkpoint().unwrap().0, 2);
     }
+
+    #[test]
+    fn status_alerts_are_optional_and_roundtrip() {
+        // A status file written before alerts existed still reads.
+        let old =
+            r#"{"state":"running","pid":1,"started":"a","updated":"b","step":2,"message":"m"}"#;
+        let s: Status = serde_json::from_str(old).unwrap();
+        assert!(s.alerts.is_empty());
+        let d = tempfile::tempdir().unwrap();
+        let run = RunDir::open(d.path()).unwrap();
+        run.set_status(RunState::Running, 1, "x").unwrap();
+        let text = std::fs::read_to_string(d.path().join("status.json")).unwrap();
+        assert!(!text.contains("alerts"), "no empty list is written: {text}");
+        let a = Alert {
+            kind: "self_sharpening".into(),
+            step: 7,
+            message: "gap \x1b[2J up".into(),
+        };
+        run.set_status_with_alerts(RunState::Running, 7, "y", std::slice::from_ref(&a))
+            .unwrap();
+        let s = RunDir::read_status(d.path()).unwrap();
+        assert_eq!(
+            (s.alerts[0].kind.as_str(), s.alerts[0].step),
+            ("self_sharpening", 7)
+        );
+        assert!(!s.alerts[0].message.contains('\x1b'));
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(d.path().join("status.json")).unwrap())
+                .unwrap();
+        assert_eq!(v["alerts"][0]["kind"], "self_sharpening");
+        assert_eq!(v["alerts"][0]["step"], 7);
+    }
 }

@@ -7,8 +7,14 @@
 //! be right about half of the time there — an imperfect start with reward contrast
 //! (1.0 vs 0.3). The mined pairs hold step 2 (the contrast) and step 1 (mastered) of
 //! each task with the right target.
+//!
+//! The curated samples (`sft/samples.jsonl`, which SFT and the RL prompts both read)
+//! are written with a compact prompt ("Step 3. Click the Alpha button.") and a short
+//! answer with reasoning ("Alpha 3: click(2)") instead of the full project prompt,
+//! so that the whole SFT + RL pipeline runs in seconds on a CPU.
 
 use rmsweb::action::Action;
+use rmsweb::curate::flatten::{Sample, SampleKind, SampleMessage, samples_path, write_samples};
 use rmsweb::mine::MinedPair;
 use rmsweb::mine::pair::{FailureMode, Gates, LabelSource, PairKind, PairScores, StepRef};
 use rmsweb::model::{Qwen3, Qwen3Config, tokenizer};
@@ -140,6 +146,39 @@ fn toy_dataset(root: &Path) {
     }
     ds.append_tasks(&tasks).unwrap();
     ds.append_trajectories(&trajs).unwrap();
+    let samples: Vec<Sample> = trajs
+        .iter()
+        .flat_map(|t| {
+            let k: usize = t.task_id.trim_start_matches("task").parse().unwrap();
+            t.steps.iter().map(move |st| {
+                let idx = st.output.actions[0].int_param("index").unwrap();
+                let msg = |role: &str, content: String| SampleMessage {
+                    role: role.into(),
+                    content,
+                };
+                Sample {
+                    id: format!("{}#{}", t.id, st.index),
+                    kind: SampleKind::Action,
+                    trajectory: t.id.clone(),
+                    step: st.index,
+                    task_id: t.task_id.clone(),
+                    prompt_format: "toy/1".into(),
+                    messages: vec![
+                        msg(
+                            "user",
+                            format!("Step {}. Click the {} button.", st.index + 1, WORDS[k]),
+                        ),
+                        msg(
+                            "assistant",
+                            format!("{} {}: click({idx})", WORDS[k], st.index + 1),
+                        ),
+                    ],
+                    images: vec![],
+                }
+            })
+        })
+        .collect();
+    write_samples(&samples_path(&ds), &samples).unwrap();
     std::fs::create_dir_all(root.join("mined")).unwrap();
     let text: String = pairs
         .iter()
@@ -156,19 +195,19 @@ fn sft_init() -> &'static (PathBuf, PathBuf) {
         let ds = root.join("ds");
         toy_dataset(&ds);
         let sets: Vec<String> = [
-            "tiny.vocab_size=2000",
-            "tiny.hidden_size=32",
+            "tiny.vocab_size=300",
+            "tiny.hidden_size=64",
             "tiny.num_hidden_layers=2",
             "tiny.num_attention_heads=4",
             "tiny.num_key_value_heads=2",
-            "tiny.head_dim=8",
-            "tiny.intermediate_size=64",
+            "tiny.head_dim=16",
+            "tiny.intermediate_size=128",
             "micro_batch=8",
             "grad_accum=1",
-            "context=512",
-            "lr=0.015",
+            "context=128",
+            "lr=0.01",
             "warmup_ratio=0.05",
-            "epochs=8",
+            "epochs=30",
             "checkpoint_every=0",
         ]
         .iter()
@@ -204,10 +243,10 @@ fn rl_config(mode: Mode, sets: &[&str]) -> RlConfig {
         "max_gen_batches=3",
         "salvage_unit=2",
         "salvage_cap=4",
-        "lr=0.01",
+        "lr=0.001",
         "lora.r=8",
         "lora.alpha=16.0",
-        "max_new_tokens=48",
+        "max_new_tokens=32",
         "probe_groups=4",
         "sharpening.window=4",
         "checkpoint_every=0",
@@ -280,19 +319,19 @@ const KEYS: &[&str] = &[
 
 #[test]
 fn salvage_ds_raises_the_mean_rollout_reward_of_an_imperfect_sft_policy() {
-    let cfg = rl_config(Mode::SalvageDs, &["steps=10"]);
+    let cfg = rl_config(Mode::SalvageDs, &["steps=16"]);
     let d = tempfile::tempdir().unwrap();
     assert_eq!(run_rl(&cfg, d.path()), Outcome::Finished);
     let m = lines(&d.path().join("metrics.jsonl"));
-    assert_eq!(m.len(), 10);
+    assert_eq!(m.len(), 16);
     for line in &m {
         for k in KEYS {
             metric(line, k);
         }
     }
     let reward: Vec<f64> = m.iter().map(|x| metric(x, "critic/score/mean")).collect();
-    let first = reward[..3].iter().sum::<f64>() / 3.0;
-    let last = reward[7..].iter().sum::<f64>() / 3.0;
+    let first = reward[..4].iter().sum::<f64>() / 4.0;
+    let last = reward[12..].iter().sum::<f64>() / 4.0;
     assert!(
         first < 0.95,
         "the SFT policy should start imperfect: {reward:?}"
@@ -323,7 +362,7 @@ fn salvage_ds_raises_the_mean_rollout_reward_of_an_imperfect_sft_policy() {
     let toml = std::fs::read_to_string(d.path().join("run.toml")).unwrap();
     assert!(toml.contains("kind = \"rl\"") && toml.contains("mode = \"salvage-ds\""));
     // The final checkpoint is a loadable model folder of the RL policy.
-    let ck = d.path().join("checkpoints/step-10");
+    let ck = d.path().join("checkpoints/step-16");
     assert!(ck.join("adapter/adapter_config.json").is_file());
     rmsweb::model::LocalModelPolicy::from_checkpoint(&ck, &candle_core::Device::Cpu).unwrap();
 }

@@ -167,7 +167,9 @@ impl RlConfig {
                 max_gen_batches: 4,
                 salvage_unit: 4,
                 salvage_cap: 8,
-                lr: 2e-3,
+                // Adam moves every adapter weight by ~lr per update: on a tiny model
+                // 1e-2 wrecks the policy within a few steps, 1e-3 learns steadily.
+                lr: 1e-3,
                 lora: LoraConfig {
                     r: 8,
                     alpha: 16.0,

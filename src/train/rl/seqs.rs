@@ -152,7 +152,12 @@ pub fn token_logps(
     let logp = lsm.gather(&tgt, D::Minus1)?.reshape((b, width))?;
     let entropy = if with_entropy {
         let d = lsm.detach();
-        Some((d.exp()? * &d)?.sum(D::Minus1)?.neg()?.reshape((b, width))?)
+        Some(
+            (d.exp()? * &d)?
+                .sum(D::Minus1)?
+                .neg()?
+                .reshape((b, width))?,
+        )
     } else {
         None
     };
@@ -241,7 +246,10 @@ mod tests {
 
     /// log p of `ids[k]` for k ≥ start from one plain full forward pass.
     fn reference(m: &Qwen3, ids: &[u32], start: usize, t: f64) -> Vec<f32> {
-        let x = Tensor::new(ids, &Device::Cpu).unwrap().unsqueeze(0).unwrap();
+        let x = Tensor::new(ids, &Device::Cpu)
+            .unwrap()
+            .unsqueeze(0)
+            .unwrap();
         let logits = (m.forward(&x, 0, None).unwrap() / t).unwrap();
         let lsm = candle_nn::ops::log_softmax(&logits, D::Minus1).unwrap();
         (start..ids.len())
@@ -275,16 +283,17 @@ mod tests {
         // Gradients reach the shared context's parameters (the embedding here).
         let loss = (out.logp * out.mask).unwrap().sum_all().unwrap();
         let g = loss.backward().unwrap();
-        assert!(m.trainable_vars().iter().all(|(_, v)| g.get(v.as_tensor()).is_some()));
+        assert!(
+            m.trainable_vars()
+                .iter()
+                .all(|(_, v)| g.get(v.as_tensor()).is_some())
+        );
     }
 
     #[test]
     fn span_mask_covers_tokens_overlapping_the_span() {
-        let tok = crate::model::tokenizer::train_bpe(
-            ["abc def ghi"].iter().cycle().take(10),
-            300,
-        )
-        .unwrap();
+        let tok = crate::model::tokenizer::train_bpe(["abc def ghi"].iter().cycle().take(10), 300)
+            .unwrap();
         let s = span_seq(&tok, &[0], "abc def ghi", &(4..7)).unwrap();
         let masked: Vec<u32> = s.ids[1..]
             .iter()
