@@ -575,3 +575,123 @@ fn sigterm_style_stop_checkpoints_and_resume_continues_to_the_end() {
     );
     assert!(format!("{:#}", again.unwrap_err()).contains("train resume"));
 }
+
+fn wait_for(mut cond: impl FnMut() -> bool, secs: u64) -> bool {
+    let t = std::time::Instant::now();
+    while t.elapsed().as_secs() < secs {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    false
+}
+
+/// The test's RL overrides as `--set` arguments.
+fn cli_sets(cmd: &mut std::process::Command, extra: &[&str]) {
+    for s in [
+        "n=8",
+        "train_batch=4",
+        "mini_batch=2",
+        "gen_batch=4",
+        "max_gen_batches=2",
+        "salvage_unit=2",
+        "salvage_cap=4",
+        "lora.r=8",
+        "lora.alpha=16.0",
+        "max_new_tokens=32",
+        "checkpoint_every=0",
+    ]
+    .iter()
+    .chain(extra)
+    {
+        cmd.args(["--set", s]);
+    }
+}
+
+#[test]
+fn cli_rl_run_stops_on_sigterm_and_train_resume_dispatches_on_the_run_kind() {
+    let (_, init) = sft_init();
+    let d = tempfile::tempdir().unwrap();
+    let run = d.path().join("rl");
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_rmsweb"));
+    // The dataset comes from the SFT run's run.toml.
+    cmd.args([
+        "train",
+        "rl",
+        "--preset",
+        "tiny",
+        "--mode",
+        "salvage-ds",
+        "--init",
+    ])
+    .arg(init)
+    .arg("--run-dir")
+    .arg(&run)
+    .args(["--steps", "100000"]);
+    cli_sets(&mut cmd, &[]);
+    let mut child = cmd
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(wait_for(
+        || lines(&run.join("metrics.jsonl")).len() >= 2,
+        120
+    ));
+    std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(child.wait().unwrap().success());
+    let status = RunDir::read_status(&run).unwrap();
+    assert_eq!(status.state, RunState::Stopped);
+    let stopped_at = status.step;
+    assert!(
+        run.join(format!("checkpoints/step-{stopped_at}/trainer_state.json"))
+            .is_file()
+    );
+    // Shorten the run so that resume finishes: `train resume` reads kind = "rl".
+    let toml = std::fs::read_to_string(run.join("run.toml")).unwrap();
+    let toml = toml.replace("steps = 100000", &format!("steps = {}", stopped_at + 1));
+    std::fs::write(run.join("run.toml"), toml).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rmsweb"))
+        .args(["train", "resume"])
+        .arg(&run)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let status = RunDir::read_status(&run).unwrap();
+    assert_eq!(
+        (status.state, status.step),
+        (RunState::Finished, stopped_at + 1)
+    );
+    let m = lines(&run.join("metrics.jsonl"));
+    assert_eq!(m.last().unwrap()["step"].as_u64(), Some(stopped_at + 1));
+    // Bad input is a clear error, not a panic.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rmsweb"))
+        .args(["train", "rl", "--preset", "huge", "--init"])
+        .arg(init)
+        .arg("--run-dir")
+        .arg(d.path().join("huge"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown preset `huge`"));
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rmsweb"))
+        .args(["train", "rl", "--preset", "tiny", "--init"])
+        .arg(d.path())
+        .args(["--dataset"])
+        .arg(d.path())
+        .arg("--run-dir")
+        .arg(d.path().join("bad"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--init"), "{err}");
+}

@@ -243,6 +243,8 @@ fn train_inner(
         run.write_config(&toml::to_string_pretty(cfg)?)?;
     }
     run.set_status(RunState::Running, 0, "preparing")?;
+    // Fail fast on a wrong --init, before prompts are built.
+    resolve_init(&cfg.init)?;
     let ds = Dataset::open(&cfg.dataset)
         .with_context(|| format!("opening dataset {}", cfg.dataset.display()))?;
     let (prompts, skipped) = prompts::load(&ds, cfg.prompts)?;
