@@ -729,3 +729,50 @@ fn record_runs_tab_fixture() {
         std::fs::write(&p, text).unwrap();
     }
 }
+
+#[test]
+fn full_corpus_prompts_are_the_sft_action_samples_and_bad_pairs_name_their_line() {
+    let (ds, _) = sft_init();
+    let dataset = Dataset::open(ds).unwrap();
+    let (full, skipped) =
+        rmsweb::train::rl::prompts::load(&dataset, PromptSource::FullCorpus).unwrap();
+    assert_eq!((full.len(), skipped.0.len()), (48, 0));
+    let p = full.iter().find(|p| p.id == "t1-2#2").unwrap();
+    // The target is the sample's own (noisy) answer, the state's elements come along.
+    assert_eq!(p.targets, vec![click(right(1, 2) % 4 + 1)]);
+    assert_eq!(p.elements.len(), 4);
+    assert_eq!(p.messages.len(), 1);
+    assert!(p.messages.iter().all(|m| m.role != "assistant"));
+    let (mined, _) = rmsweb::train::rl::prompts::load(&dataset, PromptSource::Mined).unwrap();
+    assert_eq!(mined.len(), 8);
+    let m = mined.iter().find(|p| p.id == "t1-0@2~t1-3@2").unwrap();
+    assert_eq!(m.targets, vec![click(right(1, 2))]);
+    // Same messages as the SFT sample of the success step.
+    let same = full.iter().find(|p| p.id == "t1-0#2").unwrap();
+    assert_eq!(m.messages, same.messages);
+
+    // A broken pairs file is an error naming file, line and field.
+    let d = tempfile::tempdir().unwrap();
+    let copy = d.path().join("ds");
+    toy_dataset(&copy);
+    let pairs = copy.join("mined/pairs.jsonl");
+    let mut text = std::fs::read_to_string(&pairs).unwrap();
+    text.push_str("{\"id\": \"x\", \"task_id\": 5}\n");
+    std::fs::write(&pairs, text).unwrap();
+    let err = format!(
+        "{:#}",
+        rmsweb::train::rl::prompts::load(&Dataset::open(&copy).unwrap(), PromptSource::Mined)
+            .unwrap_err()
+    );
+    assert!(err.contains("pairs.jsonl:9"), "{err}");
+    assert!(err.contains("task_id"), "{err}");
+    // And a full-corpus RL run works end to end.
+    let cfg = rl_config(Mode::SalvageDs, &["steps=1", "prompts=\"full-corpus\""]);
+    let out = tempfile::tempdir().unwrap();
+    assert_eq!(run_rl(&cfg, out.path()), Outcome::Finished);
+    let r = lines(&out.path().join("rollouts.jsonl"));
+    assert!(
+        r.iter()
+            .all(|g| g["prompt_id"].as_str().unwrap().contains('#'))
+    );
+}

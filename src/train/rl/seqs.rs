@@ -291,6 +291,34 @@ mod tests {
     }
 
     #[test]
+    fn adapters_off_scores_the_frozen_base_policy() {
+        let mut m = model();
+        let s = TrainSeq::rl(&[1, 2, 3], &[4, 5]);
+        let base = row(&token_logps(&m, &[&s], 1.0, false).unwrap().logp, 0, 2).unwrap();
+        let cfg = crate::model::LoraConfig {
+            r: 4,
+            alpha: 8.0,
+            dropout: 0.0,
+            target_modules: vec!["q_proj".into(), "v_proj".into(), "o_proj".into()],
+        };
+        m.add_lora(&cfg, 1).unwrap();
+        // Non-zero B: the adapter now changes the policy.
+        for (name, v) in m.trainable_vars() {
+            if name.contains("lora_B") {
+                v.set(&v.as_tensor().ones_like().unwrap()).unwrap();
+            }
+        }
+        let on = row(&token_logps(&m, &[&s], 1.0, false).unwrap().logp, 0, 2).unwrap();
+        m.set_adapters_enabled(false);
+        let off = row(&token_logps(&m, &[&s], 1.0, false).unwrap().logp, 0, 2).unwrap();
+        m.set_adapters_enabled(true);
+        let again = row(&token_logps(&m, &[&s], 1.0, false).unwrap().logp, 0, 2).unwrap();
+        assert_eq!(off, base);
+        assert_eq!(again, on);
+        assert!(on.iter().zip(&base).any(|(a, b)| (a - b).abs() > 1e-4));
+    }
+
+    #[test]
     fn span_mask_covers_tokens_overlapping_the_span() {
         let tok = crate::model::tokenizer::train_bpe(["abc def ghi"].iter().cycle().take(10), 300)
             .unwrap();
