@@ -226,6 +226,11 @@ fn train_inner(
             detector.push(s);
         }
         run.log(&format!("resumed from checkpoint step {step}"))?;
+    } else if resume {
+        // No checkpoint yet: start over, dropping what the interrupted attempt logged.
+        run.truncate_metrics_after(0)?;
+        truncate_jsonl_after(&run.root().join("rollouts.jsonl"), 0)?;
+        run.log("no checkpoint to resume from; starting from step 0")?;
     }
     let ctx = Ctx {
         cfg,
