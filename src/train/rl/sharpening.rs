@@ -149,6 +149,41 @@ impl Detector {
     }
 }
 
+/// The detector over a run: raises one alert (`kind = "self_sharpening"`) each time
+/// the fingerprint appears, i.e. when a step is flagged and the previous one was not.
+#[derive(Debug, Clone)]
+pub struct Monitor {
+    detector: Detector,
+    flagged: bool,
+}
+
+impl Monitor {
+    /// A monitor with an empty window.
+    pub fn new(cfg: SharpeningConfig) -> Self {
+        Monitor {
+            detector: Detector::new(cfg),
+            flagged: false,
+        }
+    }
+
+    /// Feeds a step already logged (a resumed run rebuilds its window); raises nothing.
+    pub fn replay(&mut self, s: Signals) {
+        self.flagged = self.detector.push(s);
+    }
+
+    /// Feeds step `step`; returns whether it is flagged and the alert it raises, if any.
+    pub fn observe(&mut self, step: u64, s: Signals) -> (bool, Option<crate::train::run::Alert>) {
+        let now = self.detector.push(s);
+        let alert = (now && !self.flagged).then(|| crate::train::run::Alert {
+            kind: "self_sharpening".into(),
+            step,
+            message: format!("self-sharpening suspected {}", self.detector.describe()),
+        });
+        self.flagged = now;
+        (now, alert)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -174,6 +209,41 @@ mod tests {
             rollout_log_ppl: 0.5 + 0.05 * t + 0.01 * wiggle(i + 3),
             reward: 0.6 + reward_rise * t + 0.005 * wiggle(i + 4),
         }
+    }
+
+    #[test]
+    fn the_monitor_alerts_once_per_episode() {
+        let mut m = Monitor::new(cfg());
+        let mut alerts = Vec::new();
+        for i in 0..12 {
+            let (_, a) = m.observe(i as u64 + 1, sharpening(i, 0.0));
+            alerts.extend(a);
+        }
+        // Flagged from step 10 on, alerted once.
+        assert_eq!(alerts.len(), 1);
+        assert_eq!(
+            (alerts[0].kind.as_str(), alerts[0].step),
+            ("self_sharpening", 10)
+        );
+        assert!(alerts[0].message.contains("ppo_kl"));
+        // Flat steps clear it; a new rising stretch alerts again.
+        for i in 0..10 {
+            let (f, a) = m.observe(13 + i, sharpening(0, 0.0));
+            assert!(a.is_none());
+            if i == 9 {
+                assert!(!f);
+            }
+        }
+        let again: Vec<_> = (0..10)
+            .filter_map(|i| m.observe(30 + i as u64, sharpening(i, 0.0)).1)
+            .collect();
+        assert_eq!(again.len(), 1);
+        // Replayed history restores the state without alerting.
+        let mut r = Monitor::new(cfg());
+        for i in 0..10 {
+            r.replay(sharpening(i, 0.0));
+        }
+        assert!(r.observe(11, sharpening(10, 0.0)).1.is_none());
     }
 
     #[test]

@@ -36,7 +36,7 @@ use super::probe::probe_logprobs;
 use super::prompts::{self, RlPrompt};
 use super::report::{past_signals, step_metrics, truncate_jsonl_after, write_rollouts};
 use super::rollout::{Rollout, RolloutConfig, sample_group};
-use super::sharpening::{Detector, Signals};
+use super::sharpening::{Monitor, Signals};
 use super::update::update;
 use crate::action::Action;
 use crate::action::parse::parse_response;
@@ -204,7 +204,7 @@ fn train_inner(
             weight_decay: cfg.weight_decay,
         },
     )?;
-    let mut detector = Detector::new(cfg.sharpening);
+    let mut monitor = Monitor::new(cfg.sharpening);
     let (mut start, mut cursor) = (0u64, 0u64);
     if resume && let Some((step, dir)) = run.latest_checkpoint() {
         let st: TrainerState = serde_json::from_str(
@@ -223,7 +223,7 @@ fn train_inner(
         run.truncate_metrics_after(step)?;
         truncate_jsonl_after(&run.root().join("rollouts.jsonl"), step)?;
         for s in past_signals(run)? {
-            detector.push(s);
+            monitor.replay(s);
         }
         run.log(&format!("resumed from checkpoint step {step}"))?;
     } else if resume {
@@ -242,7 +242,6 @@ fn train_inner(
     let total = cfg.steps as u64;
     let total_updates = cfg.steps * cfg.updates_per_step();
     let warmup = warmup_steps(cfg.warmup_ratio, total_updates);
-    let mut flagged = detector.flagged();
     for step in start..total {
         let done = step + 1;
         let t0 = Instant::now();
@@ -277,17 +276,11 @@ fn train_inner(
                 .unwrap_or(f64::NAN),
             reward: reward_mean,
         };
-        let now_flagged = detector.push(signals);
-        if now_flagged && !flagged {
-            let msg = format!("self-sharpening suspected {}", detector.describe());
-            run.log(&format!("ALERT step {done}: {msg}"))?;
-            alerts.push(Alert {
-                kind: "self_sharpening".into(),
-                step: done,
-                message: msg,
-            });
+        let (now_flagged, alert) = monitor.observe(done, signals);
+        if let Some(a) = alert {
+            run.log(&format!("ALERT step {done}: {}", a.message))?;
+            alerts.push(a);
         }
-        flagged = now_flagged;
         let mut m = m;
         m.insert(
             "alerts/self_sharpening".into(),
