@@ -31,6 +31,7 @@ impl Probe {
 /// action after their first rollout's reasoning.
 pub(crate) fn probe_logprobs(ctx: &Ctx, groups: &[Group]) -> Result<Probe> {
     let tok = &ctx.policy.tokenizer;
+    let max_len = ctx.policy.model.config.max_position_embeddings;
     let mut correct: Vec<TrainSeq> = Vec::new();
     let mut wrong: Vec<TrainSeq> = Vec::new();
     for g in groups.iter().take(ctx.cfg.probe_groups) {
@@ -44,7 +45,7 @@ pub(crate) fn probe_logprobs(ctx: &Ctx, groups: &[Group]) -> Result<Probe> {
         let base = match &bad {
             Some((t, p)) => {
                 let s = seqs::span_seq(tok, prompt, t, &p.action_span)?;
-                if s.masked() > 0 {
+                if s.masked() > 0 && s.ids.len() <= max_len {
                     wrong.push(s);
                 }
                 t.as_str()
@@ -52,7 +53,7 @@ pub(crate) fn probe_logprobs(ctx: &Ctx, groups: &[Group]) -> Result<Probe> {
             None => g.texts.first().map_or("", String::as_str),
         };
         let (s, _) = seqs::salvage(tok, prompt, base, targets)?;
-        if s.masked() > 0 {
+        if s.masked() > 0 && s.ids.len() <= max_len {
             correct.push(s);
         }
     }

@@ -173,9 +173,15 @@ fn train_inner(
         skipped.0.len()
     );
     let policy = load_policy(cfg)?;
+    // Room for the response within the model's positions.
+    let max_pos = policy.model.config.max_position_embeddings;
+    let prompt_budget = cfg
+        .max_prompt_tokens
+        .min(max_pos.saturating_sub(cfg.max_new_tokens + 1))
+        .max(1);
     let prompt_ids: Vec<Vec<u32>> = prompts
         .iter()
-        .map(|p| encode_prompt(&policy, p, cfg.max_prompt_tokens))
+        .map(|p| encode_prompt(&policy, p, prompt_budget))
         .collect::<Result<_>>()?;
     let trainable: usize = policy
         .model

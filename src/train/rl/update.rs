@@ -90,6 +90,9 @@ pub(crate) fn update(
     let cfg = ctx.cfg;
     let loss_cfg = cfg.loss();
     let tok = &ctx.policy.tokenizer;
+    // A spliced sequence can outgrow the model's positions (a long ground-truth
+    // action after a rollout that used them all); such a sequence is left out.
+    let max_len = ctx.policy.model.config.max_position_embeddings;
     // RL groups: each rollout with its group-relative advantage.
     let mut rl_groups: Vec<Vec<(TrainSeq, f32)>> = Vec::new();
     for g in groups.iter().filter(|g| g.routed == Routed::Rl) {
@@ -112,7 +115,7 @@ pub(crate) fn update(
         let mut v = Vec::new();
         for t in &g.texts {
             let (s, _) = seqs::salvage(tok, prompt, t, targets)?;
-            if s.masked() > 0 {
+            if s.masked() > 0 && s.ids.len() <= max_len {
                 v.push(s);
             }
         }
