@@ -776,3 +776,25 @@ fn full_corpus_prompts_are_the_sft_action_samples_and_bad_pairs_name_their_line(
             .all(|g| g["prompt_id"].as_str().unwrap().contains('#'))
     );
 }
+
+#[test]
+fn mined_prompts_without_curated_samples_use_the_project_prompt_renderer() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().join("ds");
+    toy_dataset(&root);
+    std::fs::remove_file(root.join("sft/samples.jsonl")).unwrap();
+    let ds = Dataset::open(&root).unwrap();
+    let (mined, skipped) = rmsweb::train::rl::prompts::load(&ds, PromptSource::Mined).unwrap();
+    assert_eq!((mined.len(), skipped.0.len()), (8, 0));
+    let p = mined.iter().find(|p| p.id == "t2-0@2~t2-3@2").unwrap();
+    assert_eq!(p.messages[0].role, "system");
+    assert_eq!(
+        p.messages[0].content,
+        rmsweb::policy::prompt::system_prompt()
+    );
+    let user = &p.messages[1].content;
+    assert!(user.contains("Click the Charlie button"), "{user}");
+    // The success trajectory's history is part of the state shown (step 3 of 3).
+    assert!(user.contains("Step 3 of at most"), "{user}");
+    assert_eq!(p.targets, vec![click(right(2, 2))]);
+}
