@@ -798,3 +798,110 @@ fn mined_prompts_without_curated_samples_use_the_project_prompt_renderer() {
     assert!(user.contains("Step 3 of at most"), "{user}");
     assert_eq!(p.targets, vec![click(right(2, 2))]);
 }
+
+#[test]
+fn rl_from_a_lora_sft_run_checkpoints_one_adapter_loadable_on_the_original_base() {
+    let (ds, init) = sft_init();
+    // The toy SFT model serves as the "pretrained" base of a LoRA SFT run.
+    let base = rmsweb::train::rl::policy::resolve_init(init).unwrap();
+    let d = tempfile::tempdir().unwrap();
+    let sets: Vec<String> = [
+        "lora.r=4",
+        "lora.alpha=8.0",
+        "epochs=1",
+        "max_steps=2",
+        "micro_batch=8",
+        "grad_accum=1",
+        "context=128",
+        "lr=0.01",
+        "checkpoint_every=0",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let scfg = SftConfig::preset("qwen3-lora", ds, Some(&base))
+        .unwrap()
+        .with_overrides(&sets)
+        .unwrap();
+    let lsft = d.path().join("lsft");
+    let out = sft::train(
+        &scfg,
+        &RunDir::open(&lsft).unwrap(),
+        false,
+        Arc::new(AtomicBool::new(false)),
+        &mut |_| {},
+    )
+    .unwrap();
+    assert_eq!(out, Outcome::Finished);
+    let mut cfg = rl_config(Mode::SalvageDs, &["steps=1", "max_gen_batches=1"]);
+    cfg.init = lsft.clone();
+    let rl = d.path().join("rl");
+    assert_eq!(run_rl(&cfg, &rl), Outcome::Finished);
+    let ck = rl.join("checkpoints/step-1");
+    let ac: Value = serde_json::from_str(
+        &std::fs::read_to_string(ck.join("adapter/adapter_config.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(ac["r"], 12, "SFT rank 4 + RL rank 8");
+    assert_eq!(
+        Path::new(ac["base_model_name_or_path"].as_str().unwrap()),
+        std::fs::canonicalize(&base).unwrap()
+    );
+    // Loading the RL checkpoint like any LoRA checkpoint gives the trained policy.
+    let loaded =
+        rmsweb::model::LocalModelPolicy::from_checkpoint(&ck, &candle_core::Device::Cpu).unwrap();
+    let policy = rmsweb::train::rl::policy::load_policy(&cfg).unwrap();
+    let trained = rmsweb::model::weights::load_file(
+        &ck.join("trainable.safetensors"),
+        &candle_core::Device::Cpu,
+    )
+    .unwrap();
+    rmsweb::train::rl::checkpoint::load_adapters(&policy.model, &trained).unwrap();
+    let prompt = loaded
+        .tokenizer
+        .encode(
+            "<|im_start|>user\nStep 3. Click the Bravo button.<|im_end|>\n<|im_start|>assistant\n",
+            false,
+        )
+        .unwrap()
+        .get_ids()
+        .to_vec();
+    let resp = loaded
+        .tokenizer
+        .encode("Bravo 3: click(3)", false)
+        .unwrap()
+        .get_ids()
+        .to_vec();
+    let seq = rmsweb::train::rl::seqs::TrainSeq::rl(&prompt, &resp);
+    let a = token_logps(&loaded.model, &[&seq], 1.0, false)
+        .unwrap()
+        .logp;
+    let b = token_logps(&policy.model, &[&seq], 1.0, false)
+        .unwrap()
+        .logp;
+    let diff = (a - b)
+        .unwrap()
+        .abs()
+        .unwrap()
+        .max_all()
+        .unwrap()
+        .to_scalar::<f32>()
+        .unwrap();
+    assert!(diff < 1e-3, "max |Δ log p| = {diff}");
+    // The RL adapter moved the policy away from the SFT one.
+    policy.model.set_adapters_enabled(false);
+    let c = token_logps(&policy.model, &[&seq], 1.0, false)
+        .unwrap()
+        .logp;
+    let moved = (c - token_logps(&loaded.model, &[&seq], 1.0, false)
+        .unwrap()
+        .logp)
+        .unwrap()
+        .abs()
+        .unwrap()
+        .max_all()
+        .unwrap()
+        .to_scalar::<f32>()
+        .unwrap();
+    assert!(moved > 0.0);
+}

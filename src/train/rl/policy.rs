@@ -18,6 +18,51 @@ pub struct Policy {
     /// also hold the merged RL model, loadable as a model folder.
     pub full_model_init: bool,
     pub init_checkpoint: PathBuf,
+    /// The SFT adapter of a LoRA SFT init (merged into the model), kept so that
+    /// checkpoints can export one adapter holding SFT + RL on the original base.
+    pub sft_adapter: Option<SftAdapter>,
+}
+
+/// A LoRA SFT checkpoint's adapter: its config, tensors (our names, on the CPU) and
+/// the base model folder it applies to.
+pub struct SftAdapter {
+    pub cfg: crate::model::LoraConfig,
+    pub tensors: std::collections::HashMap<String, candle_core::Tensor>,
+    pub base_model: String,
+}
+
+/// The adapter folder of a LoRA checkpoint (`adapter/` or the folder itself).
+fn adapter_dir(ckpt: &Path) -> Option<PathBuf> {
+    [ckpt.join("adapter"), ckpt.to_path_buf()]
+        .into_iter()
+        .find(|d| d.join("adapter_config.json").is_file())
+}
+
+fn read_sft_adapter(ckpt: &Path) -> Result<Option<SftAdapter>> {
+    let Some(dir) = adapter_dir(ckpt) else {
+        return Ok(None);
+    };
+    let cpath = dir.join("adapter_config.json");
+    let v: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(&cpath).with_context(|| format!("reading {}", cpath.display()))?,
+    )
+    .with_context(|| format!("{}: invalid JSON", cpath.display()))?;
+    let base_model = v
+        .get("base_model_name_or_path")
+        .and_then(|b| b.as_str())
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "{}: field `base_model_name_or_path` missing",
+                cpath.display()
+            )
+        })?
+        .to_string();
+    let (cfg, tensors) = crate::model::peft::import(&dir, &candle_core::Device::Cpu)?;
+    Ok(Some(SftAdapter {
+        cfg,
+        tensors,
+        base_model,
+    }))
 }
 
 /// The checkpoint folder `init` names: a checkpoint folder itself, or the latest
@@ -52,6 +97,12 @@ pub fn load_policy(cfg: &RlConfig) -> Result<Policy> {
     let ckpt = resolve_init(&cfg.init)?;
     let p = LocalModelPolicy::from_checkpoint(&ckpt, &device)
         .with_context(|| format!("loading the SFT policy from {}", ckpt.display()))?;
+    let full_model_init = ckpt.join("config.json").is_file();
+    let sft_adapter = if full_model_init {
+        None
+    } else {
+        read_sft_adapter(&ckpt)?
+    };
     let mut model = p.model;
     let n = model.add_lora(&cfg.lora, cfg.seed)?;
     anyhow::ensure!(
@@ -72,7 +123,8 @@ pub fn load_policy(cfg: &RlConfig) -> Result<Policy> {
         tokenizer: p.tokenizer,
         template: p.template,
         stop,
-        full_model_init: ckpt.join("config.json").is_file(),
+        full_model_init,
+        sft_adapter,
         init_checkpoint: ckpt,
     })
 }
