@@ -112,9 +112,11 @@ pub fn sample_group(
     let filler = stop.first().copied().unwrap_or(0);
     for _ in 0..cfg.max_new_tokens {
         let scaled = (last.to_dtype(DType::F32)? / cfg.temperature)?;
-        let logp = candle_nn::ops::log_softmax(&scaled, D::Minus1)?;
-        let probs: Vec<Vec<f32>> = logp.exp()?.to_vec2()?;
-        let logp: Vec<Vec<f32>> = logp.to_vec2()?;
+        let logp: Vec<Vec<f32>> = candle_nn::ops::log_softmax(&scaled, D::Minus1)?.to_vec2()?;
+        let probs: Vec<Vec<f32>> = logp
+            .iter()
+            .map(|row| row.iter().map(|x| x.exp()).collect())
+            .collect();
         let mut next = Vec::with_capacity(n);
         for (i, r) in out.iter_mut().enumerate() {
             if r.stopped {
