@@ -80,6 +80,10 @@ pub struct RlConfig {
     pub temperature: f64,
     pub top_p: f64,
     pub max_new_tokens: usize,
+    /// Rollouts decoded together at most (several groups share a decoding batch;
+    /// only speed and memory change with it).
+    #[serde(default = "default_decode_rows")]
+    pub decode_rows: usize,
     /// Prompts longer than this (tokens) keep their last `max_prompt_tokens` tokens.
     pub max_prompt_tokens: usize,
     /// Save a checkpoint every this many steps (and at the end).
@@ -87,6 +91,10 @@ pub struct RlConfig {
     /// Sampled groups probed for the log-prob of correct vs wrong actions per step.
     pub probe_groups: usize,
     pub sharpening: SharpeningConfig,
+}
+
+fn default_decode_rows() -> usize {
+    64
 }
 
 fn clip_for(mode: Mode) -> (f64, f64) {
@@ -151,6 +159,7 @@ impl RlConfig {
             temperature: 1.0,
             top_p: 1.0,
             max_new_tokens: 512,
+            decode_rows: 64,
             max_prompt_tokens: 12_000,
             checkpoint_every: 20,
             probe_groups: 16,

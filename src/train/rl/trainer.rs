@@ -35,7 +35,7 @@ use super::policy::{Policy, encode_prompt, load_policy, resolve_init};
 use super::probe::probe_logprobs;
 use super::prompts::{self, RlPrompt};
 use super::report::{past_signals, step_metrics, truncate_jsonl_after, write_rollouts};
-use super::rollout::{Rollout, RolloutConfig, sample_group};
+use super::rollout::{Rollout, RolloutConfig, sample_groups};
 use super::sharpening::{Monitor, Signals};
 use super::update::update;
 use crate::action::Action;
@@ -369,19 +369,35 @@ fn sample_and_gate(ctx: &Ctx, cursor: &mut u64) -> Result<(Vec<Group>, usize, us
     let (mut accepted, mut surplus, mut batches) = (0usize, 0usize, 0usize);
     let mut perms = HashMap::new();
     while accepted < cfg.train_batch && batches < cfg.max_gen_batches {
-        for _ in 0..cfg.gen_batch {
-            let k = *cursor;
-            *cursor += 1;
-            let pi = stream_item(k as usize, ctx.prompts.len(), cfg.seed, &mut perms);
-            let p = &ctx.prompts[pi];
-            let rollouts = sample_group(
+        // The batch's prompts (and their seeds), then its rollouts, several groups
+        // decoding together (`decode_rows` rows at most).
+        let draws: Vec<(usize, u64)> = (0..cfg.gen_batch)
+            .map(|_| {
+                let k = *cursor;
+                *cursor += 1;
+                let pi = stream_item(k as usize, ctx.prompts.len(), cfg.seed, &mut perms);
+                (pi, draw_seed(cfg.seed, k))
+            })
+            .collect();
+        let per_chunk = (cfg.decode_rows / cfg.n).max(1);
+        let mut sampled: Vec<Vec<Rollout>> = Vec::with_capacity(draws.len());
+        for chunk in draws.chunks(per_chunk) {
+            let prompts: Vec<&[u32]> = chunk
+                .iter()
+                .map(|(pi, _)| ctx.prompt_ids[*pi].as_slice())
+                .collect();
+            let seeds: Vec<u64> = chunk.iter().map(|(_, s)| *s).collect();
+            sampled.extend(sample_groups(
                 &ctx.policy.model,
-                &ctx.prompt_ids[pi],
+                &prompts,
                 cfg.n,
                 &ctx.policy.stop,
                 &rc,
-                draw_seed(cfg.seed, k),
-            )?;
+                &seeds,
+            )?);
+        }
+        for ((pi, _), rollouts) in draws.into_iter().zip(sampled) {
+            let p = &ctx.prompts[pi];
             let mut texts = Vec::with_capacity(cfg.n);
             let mut decisions = Vec::with_capacity(cfg.n);
             let mut actions = Vec::with_capacity(cfg.n);
