@@ -185,6 +185,9 @@ impl RlConfig {
                     ..paper.lora.clone()
                 },
                 max_new_tokens: 96,
+                // On a CPU the KV-cache copies of a decoding step dominate and grow
+                // with the rows: decoding several groups together does not pay there.
+                decode_rows: 8,
                 max_prompt_tokens: 1024,
                 checkpoint_every: 10,
                 probe_groups: 8,
