@@ -414,7 +414,8 @@ fn refill_cap_hit_with_every_group_std_rejected_trains_on_salvage_without_crashi
 #[test]
 fn every_ablation_mode_runs_and_logs_every_metric_with_its_own_wiring() {
     for mode in [Mode::AnchorFree, Mode::Dapo, Mode::Grpo] {
-        let cfg = rl_config(mode, &["steps=2", "max_gen_batches=2"]);
+        // Several groups decode together here (the batched, left-padded path).
+        let cfg = rl_config(mode, &["steps=2", "max_gen_batches=2", "decode_rows=32"]);
         let d = tempfile::tempdir().unwrap();
         assert_eq!(run_rl(&cfg, d.path()), Outcome::Finished, "{mode:?}");
         let m = lines(&d.path().join("metrics.jsonl"));
