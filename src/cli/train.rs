@@ -1,8 +1,11 @@
-//! `rmsweb train`: SFT runs into run folders, and resuming them.
+//! `rmsweb train`: SFT and Salvage-DS RL runs into run folders, and resuming them.
 
 use anyhow::Result;
 use clap::Subcommand;
 use indicatif::{ProgressBar, ProgressStyle};
+use rmsweb::train::rl::config::{PromptSource, RlConfig};
+use rmsweb::train::rl::groups::Mode;
+use rmsweb::train::rl::trainer::{self as rl, RlStepReport};
 use rmsweb::train::run::RunDir;
 use rmsweb::train::sft::{self, Outcome, SftConfig, StepReport};
 use std::path::PathBuf;
@@ -20,7 +23,9 @@ pub struct Args {
 enum Command {
     /// Supervised fine-tuning into a run folder.
     Sft(SftArgs),
-    /// Continue a run from its latest checkpoint.
+    /// Salvage-DS RL (or an ablation) from an SFT run into a run folder.
+    Rl(RlArgs),
+    /// Continue a run (SFT or RL, read from its run.toml) from its latest checkpoint.
     Resume {
         /// The run folder (runs/ID).
         run_dir: PathBuf,
@@ -50,6 +55,88 @@ struct SftArgs {
     /// Override any config key: `--set lr=1e-3 --set lora.r=16`.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<String>,
+}
+
+#[derive(clap::Args)]
+struct RlArgs {
+    /// `tiny` (CPU-sized batches and adapter) or `paper` (ALGORITHMS.md §5's values).
+    #[arg(long)]
+    preset: String,
+    /// The variant: salvage-ds (full), anchor-free, dapo or grpo.
+    #[arg(long, value_enum, default_value = "salvage-ds")]
+    mode: Mode,
+    /// Prompts: the mined states, or every action sample of the SFT corpus.
+    #[arg(long, value_enum, default_value = "mined")]
+    prompts: PromptSource,
+    /// The SFT run folder (its latest checkpoint is used) or a checkpoint folder.
+    #[arg(long)]
+    init: PathBuf,
+    /// Dataset folder (default: the SFT run's dataset).
+    #[arg(long)]
+    dataset: Option<PathBuf>,
+    /// `cpu` or `cuda:N`.
+    #[arg(long, default_value = "cpu")]
+    device: String,
+    /// Run folder (default runs/rl-<time>).
+    #[arg(long)]
+    run_dir: Option<PathBuf>,
+    /// Number of RL steps.
+    #[arg(long)]
+    steps: Option<usize>,
+    /// Override any config key: `--set n=4 --set lora.r=16 --set sharpening.window=10`.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+}
+
+/// The dataset of the SFT run behind `init` (its run.toml), when `init` is a run folder.
+fn init_dataset(init: &std::path::Path) -> Result<PathBuf> {
+    let p = init.join("run.toml");
+    let text = std::fs::read_to_string(&p).map_err(|e| {
+        anyhow::anyhow!(
+            "--dataset not given and {} is unreadable ({e}); pass --dataset",
+            p.display()
+        )
+    })?;
+    let t: toml::Table =
+        toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+    match t.get("dataset").and_then(|d| d.as_str()) {
+        Some(d) => Ok(PathBuf::from(d)),
+        None => anyhow::bail!("{}: field `dataset` missing; pass --dataset", p.display()),
+    }
+}
+
+/// The `kind` of a run folder's run.toml (`sft` when absent, as older SFT runs).
+fn run_kind(run_dir: &std::path::Path) -> Result<String> {
+    let p = run_dir.join("run.toml");
+    let text =
+        std::fs::read_to_string(&p).map_err(|e| anyhow::anyhow!("reading {}: {e}", p.display()))?;
+    let t: toml::Table =
+        toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+    match t.get("kind") {
+        None => Ok("sft".into()),
+        Some(toml::Value::String(k)) => Ok(k.clone()),
+        Some(_) => anyhow::bail!("{}: field `kind` must be a string", p.display()),
+    }
+}
+
+fn rl_progress() -> (ProgressBar, impl FnMut(&RlStepReport)) {
+    let bar = ProgressBar::new(0);
+    bar.set_style(
+        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} steps  {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    bar.set_message("loading prompts and the SFT policy");
+    let b = bar.clone();
+    let cb = move |r: &RlStepReport| {
+        b.set_length(r.total);
+        b.set_position(r.step);
+        b.set_message(format!(
+            "reward {:.3}  accepted {}  salvage {}  gen batches {}  {:.1}s/step",
+            r.reward_mean, r.accepted_groups, r.salvage_groups, r.num_gen_batches, r.step_s
+        ));
+    };
+    (bar, cb)
 }
 
 fn stop_flag() -> Result<Arc<AtomicBool>> {
@@ -113,12 +200,45 @@ pub fn run(args: Args) -> Result<()> {
             bar.finish();
             report(out?, &dir);
         }
-        Command::Resume { run_dir } => {
-            let (bar, mut cb) = progress();
-            let out = sft::resume(&run_dir, stop_flag()?, &mut cb);
+        Command::Rl(a) => {
+            let dataset = match a.dataset {
+                Some(d) => d,
+                None => init_dataset(&a.init)?,
+            };
+            let mut cfg = RlConfig::preset(&a.preset, a.mode, a.prompts, &a.init, &dataset)?;
+            cfg.device = a.device;
+            if let Some(s) = a.steps {
+                cfg.steps = s;
+            }
+            let cfg = cfg.with_overrides(&a.set)?;
+            let dir = a.run_dir.unwrap_or_else(|| {
+                PathBuf::from("runs")
+                    .join(format!("rl-{}", chrono::Utc::now().format("%Y%m%d-%H%M%S")))
+            });
+            let run = RunDir::open(&dir)?;
+            let (bar, mut cb) = rl_progress();
+            let out = rl::train(&cfg, &run, false, stop_flag()?, &mut cb);
             bar.finish();
-            report(out?, &run_dir);
+            report(out?, &dir);
         }
+        Command::Resume { run_dir } => match run_kind(&run_dir)?.as_str() {
+            "sft" => {
+                let (bar, mut cb) = progress();
+                let out = sft::resume(&run_dir, stop_flag()?, &mut cb);
+                bar.finish();
+                report(out?, &run_dir);
+            }
+            "rl" => {
+                let (bar, mut cb) = rl_progress();
+                let out = rl::resume(&run_dir, stop_flag()?, &mut cb);
+                bar.finish();
+                report(out?, &run_dir);
+            }
+            other => anyhow::bail!(
+                "{}: field `kind` is `{other}`; expected sft or rl",
+                run_dir.join("run.toml").display()
+            ),
+        },
     }
     Ok(())
 }

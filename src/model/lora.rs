@@ -100,8 +100,11 @@ impl LoraConfig {
 /// Shared dropout switch: the trainer sets a key per micro-batch; masks are a pure
 /// function of (key, module id), so a resumed run draws the same masks. `None`
 /// disables dropout (evaluation, sampling). Clones share the switch.
+///
+/// It also carries the shared "adapters off" switch: with adapters off every layer
+/// computes with its base weight only (RL reads the frozen reference policy this way).
 #[derive(Debug, Clone, Default)]
-pub struct DropoutKey(Arc<AtomicU64>);
+pub struct DropoutKey(Arc<AtomicU64>, Arc<std::sync::atomic::AtomicBool>);
 
 impl DropoutKey {
     /// Sets the key for the next forward passes (`None`: no dropout).
@@ -109,6 +112,16 @@ impl DropoutKey {
         // 0 encodes "off"; keys are remapped so that 0 stays usable.
         let v = key.map_or(0, |k| k.wrapping_mul(2).wrapping_add(1));
         self.0.store(v, Ordering::Relaxed);
+    }
+
+    /// Turns every adapter sharing this switch off (`false`) or back on (`true`).
+    pub fn set_adapters_enabled(&self, enabled: bool) {
+        self.1.store(!enabled, Ordering::Relaxed);
+    }
+
+    /// Whether adapters take part in forward passes (the default).
+    pub fn adapters_enabled(&self) -> bool {
+        !self.1.load(Ordering::Relaxed)
     }
 
     /// The current key.
@@ -195,7 +208,7 @@ impl Linear {
         let n = x.elem_count() / in_dim.max(1);
         let x2 = x.reshape((n, in_dim))?;
         let mut y = x2.matmul(&w.t()?)?;
-        if let Some(l) = &self.lora {
+        if let Some(l) = self.lora.as_ref().filter(|l| l.key.adapters_enabled()) {
             let xd = l.dropout_input(&x2)?;
             // Adapters may be kept in f32 under a bf16 base; cast for the product.
             let a = l.a.tensor().to_dtype(x2.dtype())?;

@@ -40,6 +40,40 @@ impl KvCache {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// The cache rows `idx` (a u32 tensor of batch indices), e.g. each prompt of a
+    /// batch repeated for its samples.
+    pub fn select_batch(&self, idx: &Tensor) -> Result<KvCache> {
+        let layers = self
+            .layers
+            .iter()
+            .map(|l| {
+                l.as_ref()
+                    .map(|(k, v)| -> Result<(Tensor, Tensor)> {
+                        Ok((k.index_select(idx, 0)?, v.index_select(idx, 0)?))
+                    })
+                    .transpose()
+            })
+            .collect::<Result<_>>()?;
+        Ok(KvCache { layers })
+    }
+
+    /// The cache of a batch-1 prefix repeated for a batch of `n` continuations (the
+    /// prompt is encoded once, then `n` samples decode from it).
+    pub fn repeat_batch(&self, n: usize) -> Result<KvCache> {
+        let layers = self
+            .layers
+            .iter()
+            .map(|l| {
+                l.as_ref()
+                    .map(|(k, v)| -> Result<(Tensor, Tensor)> {
+                        Ok((Tensor::cat(&vec![k; n], 0)?, Tensor::cat(&vec![v; n], 0)?))
+                    })
+                    .transpose()
+            })
+            .collect::<Result<_>>()?;
+        Ok(KvCache { layers })
+    }
 }
 
 struct Attention {
@@ -462,7 +496,57 @@ impl Qwen3 {
         &self,
         input_ids: &Tensor,
         start_pos: usize,
+        cache: Option<&mut KvCache>,
+    ) -> Result<Tensor> {
+        let x = self.forward_hidden(input_ids, start_pos, cache)?;
+        self.logits(&x)
+    }
+
+    /// Turns adapters off (the base model alone) or back on, for every layer.
+    pub fn set_adapters_enabled(&self, enabled: bool) {
+        self.dropout_key.set_adapters_enabled(enabled);
+    }
+
+    /// LM-head logits `(..., vocab)` of final hidden states `(..., hidden)`.
+    pub fn logits(&self, x: &Tensor) -> Result<Tensor> {
+        let h = self.config.hidden_size;
+        match &self.lm_head {
+            Some(head) => head.forward(x),
+            None => {
+                let mut dims = x.dims().to_vec();
+                let n = x.elem_count() / h.max(1);
+                let x2 = x.reshape((n, h))?;
+                let out = x2.matmul(&self.embed_tokens.tensor().t()?)?;
+                if let Some(last) = dims.last_mut() {
+                    *last = self.config.vocab_size;
+                }
+                out.reshape(dims)
+            }
+        }
+    }
+
+    /// Final (normed) hidden states `(batch, seq, hidden)`: [`Self::forward`] without
+    /// the LM head, so callers can take logits of only the positions they need.
+    pub fn forward_hidden(
+        &self,
+        input_ids: &Tensor,
+        start_pos: usize,
+        cache: Option<&mut KvCache>,
+    ) -> Result<Tensor> {
+        self.forward_hidden_masked(input_ids, start_pos, cache, None)
+    }
+
+    /// [`Self::forward_hidden`] with an additive key mask `(batch, past + seq)` added
+    /// to every head's attention scores, e.g. a large negative value on the left
+    /// padding of a batch of prompts of different lengths (rotary embeddings are
+    /// relative, so left padding leaves the real tokens' results unchanged). Use a
+    /// finite value, not −∞: a padding query that sees only padding must not turn NaN.
+    pub fn forward_hidden_masked(
+        &self,
+        input_ids: &Tensor,
+        start_pos: usize,
         mut cache: Option<&mut KvCache>,
+        key_mask: Option<&Tensor>,
     ) -> Result<Tensor> {
         let (b, l) = input_ids.dims2()?;
         if start_pos + l > self.cos.dim(0)? {
@@ -482,6 +566,16 @@ impl Qwen3 {
         let sin = self.sin.narrow(0, start_pos, l)?;
         let past = cache.as_ref().map_or(0, |c| c.len());
         let mask = causal_mask(l, past, self.dtype, x.device())?;
+        let mask = match key_mask {
+            None => mask,
+            Some(k) => {
+                let k = k.to_dtype(self.dtype)?.reshape((b, 1, 1, past + l))?;
+                Some(match mask {
+                    Some(c) => c.unsqueeze(0)?.unsqueeze(0)?.broadcast_add(&k)?,
+                    None => k,
+                })
+            }
+        };
         if let Some(c) = cache.as_deref_mut()
             && c.layers.len() != self.layers.len()
         {
@@ -499,15 +593,7 @@ impl Qwen3 {
             let up = m.up_proj.forward(&hnorm)?;
             x = (x + m.down_proj.forward(&(gate * up)?)?)?;
         }
-        let x = rms_norm(&x, self.norm.tensor(), eps)?;
-        match &self.lm_head {
-            Some(h) => h.forward(&x),
-            None => {
-                let x2 = x.reshape((b * l, self.config.hidden_size))?;
-                x2.matmul(&emb.t()?)?
-                    .reshape((b, l, self.config.vocab_size))
-            }
-        }
+        rms_norm(&x, self.norm.tensor(), eps)
     }
 
     fn attention(

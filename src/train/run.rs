@@ -28,6 +28,18 @@ pub struct Status {
     pub updated: String,
     pub step: u64,
     pub message: String,
+    /// Training-dynamics alerts raised so far (RL's self-sharpening detector); absent
+    /// in older files and when there are none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub alerts: Vec<Alert>,
+}
+
+/// An alert in `status.json`: `{"kind": "self_sharpening", "step": N, "message": "..."}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Alert {
+    pub kind: String,
+    pub step: u64,
+    pub message: String,
 }
 
 /// A run folder.
@@ -71,7 +83,26 @@ impl RunDir {
 
     /// Replaces `status.json` atomically.
     pub fn set_status(&self, state: RunState, step: u64, message: &str) -> Result<()> {
+        self.set_status_with_alerts(state, step, message, &[])
+    }
+
+    /// Replaces `status.json` atomically, listing `alerts`.
+    pub fn set_status_with_alerts(
+        &self,
+        state: RunState,
+        step: u64,
+        message: &str,
+        alerts: &[Alert],
+    ) -> Result<()> {
         let s = Status {
+            alerts: alerts
+                .iter()
+                .map(|a| Alert {
+                    kind: crate::util::sanitize::clean_line(&a.kind).into_owned(),
+                    step: a.step,
+                    message: crate::util::sanitize::clean_line(&a.message).into_owned(),
+                })
+                .collect(),
             state,
             pid: std::process::id(),
             started: self.started.clone(),
@@ -164,6 +195,39 @@ impl RunDir {
     }
 }
 
+/// Applies `key=value` overrides to a serializable config and returns the resulting
+/// TOML text. Keys are dotted paths of existing keys (an unknown key is an error);
+/// values are TOML (`lr=1e-3`, `lora.target_modules=["q_proj"]`), and a value that is
+/// not TOML is taken as a bare string (`mode=dapo`).
+pub fn apply_overrides<T: Serialize>(config: &T, sets: &[String]) -> Result<String> {
+    let mut table = toml::Value::try_from(config)?;
+    for s in sets {
+        let (key, raw) = s
+            .split_once('=')
+            .ok_or_else(|| anyhow::anyhow!("--set `{s}`: expected key=value"))?;
+        let value = toml::from_str::<toml::Table>(&format!("v = {raw}"))
+            .ok()
+            .and_then(|mut t| t.remove("v"))
+            .unwrap_or_else(|| toml::Value::String(raw.to_string()));
+        let mut cur = &mut table;
+        let parts: Vec<&str> = key.trim().split('.').collect();
+        for (i, p) in parts.iter().enumerate() {
+            let t = cur
+                .as_table_mut()
+                .ok_or_else(|| anyhow::anyhow!("--set `{key}`: `{p}` is not a table"))?;
+            if i + 1 == parts.len() {
+                anyhow::ensure!(t.contains_key(*p), "--set `{key}`: unknown key `{p}`");
+                t.insert((*p).to_string(), value.clone());
+                break;
+            }
+            cur = t
+                .get_mut(*p)
+                .ok_or_else(|| anyhow::anyhow!("--set `{key}`: unknown key `{p}`"))?;
+        }
+    }
+    Ok(toml::to_string(&table)?)
+}
+
 /// Writes a checkpoint folder atomically: `fill` writes into `step-N.tmp`, which is
 /// then renamed to `step-N` (a killed process never leaves a half checkpoint).
 pub fn write_checkpoint(
@@ -225,5 +289,37 @@ mod tests {
         // An unfinished folder is ignored.
         std::fs::create_dir_all(run.checkpoint_dir(4)).unwrap();
         assert_eq!(run.latest_checkpoint().unwrap().0, 2);
+    }
+
+    #[test]
+    fn status_alerts_are_optional_and_roundtrip() {
+        // A status file written before alerts existed still reads.
+        let old =
+            r#"{"state":"running","pid":1,"started":"a","updated":"b","step":2,"message":"m"}"#;
+        let s: Status = serde_json::from_str(old).unwrap();
+        assert!(s.alerts.is_empty());
+        let d = tempfile::tempdir().unwrap();
+        let run = RunDir::open(d.path()).unwrap();
+        run.set_status(RunState::Running, 1, "x").unwrap();
+        let text = std::fs::read_to_string(d.path().join("status.json")).unwrap();
+        assert!(!text.contains("alerts"), "no empty list is written: {text}");
+        let a = Alert {
+            kind: "self_sharpening".into(),
+            step: 7,
+            message: "gap \x1b[2J up".into(),
+        };
+        run.set_status_with_alerts(RunState::Running, 7, "y", std::slice::from_ref(&a))
+            .unwrap();
+        let s = RunDir::read_status(d.path()).unwrap();
+        assert_eq!(
+            (s.alerts[0].kind.as_str(), s.alerts[0].step),
+            ("self_sharpening", 7)
+        );
+        assert!(!s.alerts[0].message.contains('\x1b'));
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(d.path().join("status.json")).unwrap())
+                .unwrap();
+        assert_eq!(v["alerts"][0]["kind"], "self_sharpening");
+        assert_eq!(v["alerts"][0]["step"], 7);
     }
 }

@@ -127,32 +127,7 @@ impl SftConfig {
 
     /// Applies `key=value` overrides (dotted keys, TOML values; bare words are strings).
     pub fn with_overrides(self, sets: &[String]) -> Result<Self> {
-        let mut table = toml::Value::try_from(&self)?;
-        for s in sets {
-            let (key, raw) = s
-                .split_once('=')
-                .ok_or_else(|| anyhow::anyhow!("--set `{s}`: expected key=value"))?;
-            let value = toml::from_str::<toml::Table>(&format!("v = {raw}"))
-                .ok()
-                .and_then(|mut t| t.remove("v"))
-                .unwrap_or_else(|| toml::Value::String(raw.to_string()));
-            let mut cur = &mut table;
-            let parts: Vec<&str> = key.trim().split('.').collect();
-            for (i, p) in parts.iter().enumerate() {
-                let t = cur
-                    .as_table_mut()
-                    .ok_or_else(|| anyhow::anyhow!("--set `{key}`: `{p}` is not a table"))?;
-                if i + 1 == parts.len() {
-                    anyhow::ensure!(t.contains_key(*p), "--set `{key}`: unknown key `{p}`");
-                    t.insert((*p).to_string(), value.clone());
-                    break;
-                }
-                cur = t
-                    .get_mut(*p)
-                    .ok_or_else(|| anyhow::anyhow!("--set `{key}`: unknown key `{p}`"))?;
-            }
-        }
-        let text = toml::to_string(&table)?;
+        let text = super::run::apply_overrides(&self, sets)?;
         Self::from_toml(&text).context("after --set overrides")
     }
 
@@ -312,8 +287,9 @@ fn prepare(cfg: &SftConfig, run: &RunDir, device: &Device) -> Result<Prepared> {
     })
 }
 
-/// Sample index of stream item `g` (see the module docs).
-fn stream_item(g: usize, n: usize, seed: u64, cache: &mut HashMap<usize, Vec<usize>>) -> usize {
+/// Sample index of stream item `g` of `n` items: epoch `g / n` is a permutation seeded
+/// by `(seed, epoch)` (see the module docs); `cache` keeps the permutations drawn.
+pub fn stream_item(g: usize, n: usize, seed: u64, cache: &mut HashMap<usize, Vec<usize>>) -> usize {
     let epoch = g / n;
     let perm = cache.entry(epoch).or_insert_with(|| {
         let mut p: Vec<usize> = (0..n).collect();

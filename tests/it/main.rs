@@ -13,6 +13,7 @@ mod mine_judge;
 mod model;
 mod reward;
 mod rl_groups;
+mod rl_train;
 mod tui;
 mod tui_data;
 mod tui_tmux;

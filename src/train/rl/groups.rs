@@ -116,15 +116,27 @@ pub fn advantages(r: &[f64], stats: &GroupStats) -> Vec<f64> {
 
 /// The salvage rule: of `rejected` groups retain `S = 16·⌊min(D, 64)/16⌋`.
 pub fn salvage_count(rejected: usize) -> usize {
-    16 * (rejected.min(64) / 16)
+    salvage_count_for(rejected, 16, 64)
+}
+
+/// The salvage rule with its unit (the paper's 16 = the mini-batch) and cap (64 = the
+/// train batch) as parameters, for scaled-down presets: `unit·⌊min(D, cap)/unit⌋`.
+pub fn salvage_count_for(rejected: usize, unit: usize, cap: usize) -> usize {
+    let unit = unit.max(1);
+    unit * (rejected.min(cap) / unit)
 }
 
 /// Picks `salvage_count(hard + mastered)` groups, hard (competence-rejected) and
 /// mastered (std-rejected) in proportion, in the order given. Returns indices into
 /// `hard` and into `mastered`.
 pub fn salvage_mix(hard: usize, mastered: usize) -> (usize, usize) {
+    salvage_mix_for(hard, mastered, 16, 64)
+}
+
+/// [`salvage_mix`] with the rule's unit and cap as parameters (see [`salvage_count_for`]).
+pub fn salvage_mix_for(hard: usize, mastered: usize, unit: usize, cap: usize) -> (usize, usize) {
     let d = hard + mastered;
-    let s = salvage_count(d);
+    let s = salvage_count_for(d, unit, cap);
     if s == 0 {
         return (0, 0);
     }
@@ -210,5 +222,11 @@ mod tests {
         assert_eq!(salvage_mix(100, 1), (63, 1));
         let (h, m) = salvage_mix(3, 60);
         assert_eq!((h + m, h <= 3), (48, true));
+        // The tiny preset's scaled rule: unit 4, cap 8.
+        assert_eq!(salvage_count_for(3, 4, 8), 0);
+        assert_eq!(salvage_count_for(7, 4, 8), 4);
+        assert_eq!(salvage_count_for(30, 4, 8), 8);
+        assert_eq!(salvage_mix_for(6, 2, 4, 8), (6, 2));
+        assert_eq!(salvage_mix_for(3, 3, 4, 8), (2, 2));
     }
 }

@@ -1,0 +1,209 @@
+//! RL prompts: chat messages rendered exactly as the SFT samples are, the verified
+//! target action(s) and the elements of the state (what the rubric checks indices
+//! against).
+//!
+//! - `mined`: one prompt per mined pair. The prompt is the **success-side** state
+//!   s_i⁺ with its trajectory's history, and the target a_i⁺: ALGORITHMS.md §4 says
+//!   "only (s_i⁺, a_i⁺) enters RL", and the target is only known to be executable
+//!   (its index valid) in s_i⁺ — the loc state is kept for auditing. The messages are
+//!   the SFT sample of that step (`<trajectory>#<step>`) when the curate stage has it,
+//!   otherwise that trajectory flattened the same way.
+//! - `full-corpus`: every action sample of the flattened SFT corpus; the target is the
+//!   sample's assistant message parsed.
+
+use super::config::PromptSource;
+use crate::action::Action;
+use crate::action::parse::parse_response;
+use crate::curate::flatten::{self, FlattenOptions, Sample, SampleKind};
+use crate::mine::MinedPair;
+use crate::model::Message;
+use crate::policy::prompt::CharApprox;
+use crate::trajectory::jsonl::JsonlFile;
+use crate::trajectory::{Dataset, Element, Trajectory};
+use anyhow::{Context, Result};
+use std::collections::HashMap;
+
+/// One RL prompt.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RlPrompt {
+    /// The mined pair id, or the SFT sample id.
+    pub id: String,
+    /// System and user messages (no assistant turn).
+    pub messages: Vec<Message>,
+    /// The verified target step's actions (the rubric scores the first).
+    pub targets: Vec<Action>,
+    /// Elements of the prompt's state.
+    pub elements: Vec<Element>,
+}
+
+/// What loading skipped, and why (reported in the run log).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Skipped(pub Vec<(String, String)>);
+
+struct Trajectories<'a> {
+    ds: &'a Dataset,
+    cache: HashMap<String, Option<Trajectory>>,
+}
+
+impl Trajectories<'_> {
+    fn get(&mut self, id: &str) -> Result<Option<&Trajectory>> {
+        if !self.cache.contains_key(id) {
+            let t = self
+                .ds
+                .trajectory_by_id(id)
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            self.cache.insert(id.to_string(), t);
+        }
+        Ok(self.cache.get(id).and_then(Option::as_ref))
+    }
+}
+
+fn prompt_messages(sample: &Sample) -> Vec<Message> {
+    sample
+        .messages
+        .iter()
+        .filter(|m| m.role != "assistant")
+        .map(|m| Message::new(&m.role, m.content.clone()))
+        .collect()
+}
+
+/// Loads the prompts of `source` from the dataset at `ds`.
+pub fn load(ds: &Dataset, source: PromptSource) -> Result<(Vec<RlPrompt>, Skipped)> {
+    match source {
+        PromptSource::Mined => mined(ds),
+        PromptSource::FullCorpus => full_corpus(ds),
+    }
+}
+
+fn mined(ds: &Dataset) -> Result<(Vec<RlPrompt>, Skipped)> {
+    let path = ds.root().join("mined").join("pairs.jsonl");
+    anyhow::ensure!(
+        path.is_file(),
+        "{}: no mined pairs; run `rmsweb mine` first or use --prompts full-corpus",
+        path.display()
+    );
+    let file = JsonlFile::open(&path)?;
+    let pairs: Vec<MinedPair> = file.all().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let samples: HashMap<String, Sample> = crate::curate::current_samples(ds)?
+        .into_iter()
+        .filter(|s| s.kind == SampleKind::Action)
+        .map(|s| (s.id.clone(), s))
+        .collect();
+    let instructions: HashMap<String, String> = ds
+        .tasks()
+        .map_err(|e| anyhow::anyhow!("{e}"))?
+        .into_iter()
+        .map(|t| (t.task_id, t.instruction))
+        .collect();
+    let mut trajs = Trajectories {
+        ds,
+        cache: HashMap::new(),
+    };
+    let mut out = Vec::new();
+    let mut skipped = Skipped::default();
+    for p in pairs {
+        let (tid, step) = (&p.success.trajectory, p.success.step);
+        let Some(t) = trajs.get(tid)? else {
+            skipped.0.push((
+                p.id.clone(),
+                format!("trajectory `{tid}` is not in the dataset"),
+            ));
+            continue;
+        };
+        let Some(st) = t.steps.iter().find(|s| s.index == step) else {
+            skipped.0.push((
+                p.id.clone(),
+                format!("trajectory `{tid}` has no step {step}"),
+            ));
+            continue;
+        };
+        let sample_id = format!("{tid}#{step}");
+        let messages = match samples.get(&sample_id) {
+            Some(s) => prompt_messages(s),
+            None => {
+                let Some(instr) = instructions.get(&t.task_id) else {
+                    skipped.0.push((
+                        p.id.clone(),
+                        format!("task `{}` is not in tasks.jsonl", t.task_id),
+                    ));
+                    continue;
+                };
+                let flat = flatten::flatten_trajectory(
+                    ds,
+                    t,
+                    instr,
+                    &FlattenOptions::default(),
+                    &CharApprox,
+                );
+                match flat.iter().find(|s| s.id == sample_id) {
+                    Some(s) => prompt_messages(s),
+                    None => {
+                        skipped
+                            .0
+                            .push((p.id.clone(), format!("step `{sample_id}` did not flatten")));
+                        continue;
+                    }
+                }
+            }
+        };
+        out.push(RlPrompt {
+            id: p.id.clone(),
+            messages,
+            targets: vec![p.target_action.clone()],
+            elements: st.state.elements.clone(),
+        });
+    }
+    Ok((out, skipped))
+}
+
+fn full_corpus(ds: &Dataset) -> Result<(Vec<RlPrompt>, Skipped)> {
+    let samples = crate::curate::current_samples(ds)
+        .with_context(|| format!("reading the SFT samples of {}", ds.root().display()))?;
+    let mut trajs = Trajectories {
+        ds,
+        cache: HashMap::new(),
+    };
+    let mut out = Vec::new();
+    let mut skipped = Skipped::default();
+    for s in samples.iter().filter(|s| s.kind == SampleKind::Action) {
+        let Some(answer) = s.messages.iter().rev().find(|m| m.role == "assistant") else {
+            skipped
+                .0
+                .push((s.id.clone(), "no assistant message".to_string()));
+            continue;
+        };
+        let targets = match parse_response(&answer.content) {
+            Ok(p) if !p.actions.is_empty() => p.actions,
+            Ok(_) => {
+                skipped
+                    .0
+                    .push((s.id.clone(), "assistant message has no action".into()));
+                continue;
+            }
+            Err(e) => {
+                skipped
+                    .0
+                    .push((s.id.clone(), format!("assistant message: {e}")));
+                continue;
+            }
+        };
+        let elements = trajs
+            .get(&s.trajectory)?
+            .and_then(|t| t.steps.iter().find(|st| st.index == s.step))
+            .map(|st| st.state.elements.clone());
+        let Some(elements) = elements else {
+            skipped.0.push((
+                s.id.clone(),
+                format!("state of `{}` step {} not found", s.trajectory, s.step),
+            ));
+            continue;
+        };
+        out.push(RlPrompt {
+            id: s.id.clone(),
+            messages: prompt_messages(s),
+            targets,
+            elements,
+        });
+    }
+    Ok((out, skipped))
+}

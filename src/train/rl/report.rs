@@ -1,0 +1,201 @@
+//! What a step writes: the metrics line (every FORMATS.md key), the groups of
+//! `rollouts.jsonl`, and the readers a resumed run needs.
+use super::probe::Probe;
+use super::sharpening::Signals;
+use super::trainer::{Ctx, Group, Routed};
+use super::update::UpdateStats;
+use crate::train::rl::groups::GateDecision;
+use crate::train::run::RunDir;
+use anyhow::Result;
+use serde_json::{Map, Value, json};
+use std::path::Path;
+
+fn mean(v: impl IntoIterator<Item = f64>) -> f64 {
+    let (s, n) = v
+        .into_iter()
+        .fold((0.0, 0usize), |(s, n), x| (s + x, n + 1));
+    if n == 0 { 0.0 } else { s / n as f64 }
+}
+
+/// Every metric of the step (FORMATS.md's keys plus a few extras).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn step_metrics(
+    ctx: &Ctx,
+    groups: &[Group],
+    gen_batches: usize,
+    surplus: usize,
+    probe: &Probe,
+    upd: &UpdateStats,
+    step_s: f64,
+    gen_s: f64,
+) -> Map<String, Value> {
+    let all_r: Vec<f64> = groups
+        .iter()
+        .flat_map(|g| g.rewards.iter().copied())
+        .collect();
+    let lens: Vec<f64> = groups
+        .iter()
+        .flat_map(|g| g.rollouts.iter().map(|r| r.ids.len() as f64))
+        .collect();
+    let log_ppl = mean(groups.iter().flat_map(|g| {
+        g.rollouts
+            .iter()
+            .filter(|r| !r.logps.is_empty())
+            .map(|r| -r.logps.iter().map(|&x| f64::from(x)).sum::<f64>() / r.logps.len() as f64)
+    }));
+    let n = groups.len().max(1) as f64;
+    let count = |f: &dyn Fn(&Group) -> bool| groups.iter().filter(|g| f(g)).count();
+    let gen_tokens: f64 = lens.iter().sum();
+    let lc = ctx.cfg.loss();
+    let mut m = Map::new();
+    let mut put = |k: &str, v: f64| {
+        m.insert(k.to_string(), json!(if v.is_finite() { v } else { 0.0 }));
+    };
+    put("actor/pg_loss", upd.pg_loss);
+    put("actor/kl_loss", upd.kl_loss);
+    put("actor/entropy", upd.entropy);
+    put("actor/grad_norm", upd.grad_norm);
+    put("actor/lr", if upd.updates > 0 { upd.lr } else { 0.0 });
+    put("actor/pg_clipfrac", upd.clipfrac);
+    put("actor/pg_clipfrac_lower", upd.clipfrac_lower);
+    put("actor/ppo_kl", upd.ppo_kl);
+    put("rollout_corr/rollout_log_ppl", log_ppl);
+    put("critic/score/mean", mean(all_r.iter().copied()));
+    put(
+        "critic/score/max",
+        all_r.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+    );
+    put("response_length/mean", mean(lens.iter().copied()));
+    put("train/num_gen_batches", gen_batches as f64);
+    put("train/updates", upd.updates as f64);
+    put(
+        "salvage/std_gate_reject_share",
+        count(&|g| g.gate == GateDecision::StdGate) as f64 / n,
+    );
+    put(
+        "salvage/competence_gate_reject_share",
+        count(&|g| g.gate == GateDecision::CompetenceGate) as f64 / n,
+    );
+    put(
+        "salvage/accepted_groups",
+        count(&|g| g.routed == Routed::Rl) as f64,
+    );
+    put(
+        "salvage/salvage_groups",
+        count(&|g| g.routed == Routed::Salvage) as f64,
+    );
+    put("salvage/surplus_groups", surplus as f64);
+    put("salvage/sampled_groups", groups.len() as f64);
+    put(
+        "salvage/nll",
+        if lc.salvage_coef != 0.0 {
+            upd.salvage_nll
+        } else {
+            0.0
+        },
+    );
+    put(
+        "salvage/best_of_n_reward",
+        mean(groups.iter().map(|g| g.stats.max)),
+    );
+    put(
+        "salvage/within_group_std",
+        mean(groups.iter().map(|g| g.stats.std)),
+    );
+    put(
+        "salvage/logprob_correct",
+        Probe::mean(&probe.correct).unwrap_or(0.0),
+    );
+    put(
+        "salvage/logprob_wrong",
+        Probe::mean(&probe.wrong).unwrap_or(0.0),
+    );
+    put("salvage/logprob_gap", probe.gap().unwrap_or(0.0));
+    put(
+        "perf/tokens_per_s",
+        (gen_tokens + upd.trained_tokens as f64) / step_s.max(1e-9),
+    );
+    put("perf/step_s", step_s);
+    put("perf/gen_s", gen_s);
+    m
+}
+
+/// Appends every sampled group of the step to `rollouts.jsonl`.
+pub(crate) fn write_rollouts(run: &RunDir, ctx: &Ctx, step: u64, groups: &[Group]) -> Result<()> {
+    let records: Vec<Value> = groups
+        .iter()
+        .map(|g| {
+            let samples: Vec<Value> = (0..g.texts.len())
+                .map(|i| {
+                    json!({
+                        "text": g.texts[i],
+                        "action": g.actions[i],
+                        "reward": g.rewards[i],
+                        "rule": g.decisions[i].rule,
+                    })
+                })
+                .collect();
+            json!({
+                "step": step,
+                "prompt_id": ctx.prompts[g.prompt].id,
+                "gen_batch": g.gen_batch,
+                "samples": samples,
+                "gate": g.gate,
+                "routed": g.routed,
+                "mean": g.stats.mean,
+                "std": g.stats.std,
+            })
+        })
+        .collect();
+    crate::trajectory::jsonl::append(&run.root().join("rollouts.jsonl"), &records)?;
+    Ok(())
+}
+
+/// Drops lines of a `{"step": N, ...}` JSONL file after `step` (and a torn tail).
+pub fn truncate_jsonl_after(path: &Path, step: u64) -> Result<()> {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Ok(());
+    };
+    let mut keep = String::new();
+    for line in text.lines() {
+        let Ok(v) = serde_json::from_str::<Value>(line) else {
+            break;
+        };
+        if v.get("step")
+            .and_then(Value::as_u64)
+            .is_some_and(|s| s <= step)
+        {
+            keep.push_str(line);
+            keep.push('\n');
+        }
+    }
+    crate::trajectory::jsonl::write_atomic(path, keep.as_bytes())
+}
+
+/// Detector inputs of the steps already logged (for a resumed run).
+pub fn past_signals(run: &RunDir) -> Result<Vec<Signals>> {
+    let Ok(text) = std::fs::read_to_string(run.root().join("metrics.jsonl")) else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let Ok(v) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        let d = &v["data"];
+        let f = |k: &str| d.get(k).and_then(Value::as_f64).unwrap_or(f64::NAN);
+        let wrong_seen = f("salvage/logprob_wrong") != 0.0;
+        out.push(Signals {
+            logprob_gap: if wrong_seen {
+                f("salvage/logprob_gap")
+            } else {
+                f64::NAN
+            },
+            ppo_kl: f("actor/ppo_kl"),
+            clipfrac: f("actor/pg_clipfrac"),
+            rollout_log_ppl: f("rollout_corr/rollout_log_ppl"),
+            reward: f("critic/score/mean"),
+        });
+    }
+    Ok(out)
+}

@@ -1,0 +1,284 @@
+//! Group sampling: `n` rollouts of one prompt with the KV cache. The prompt is
+//! encoded once and its cache repeated for the batch of `n` continuations, which
+//! then decode together, one token per forward pass.
+
+use crate::model::Qwen3;
+use anyhow::Result;
+use candle_core::{D, DType, Tensor};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+/// Decoding settings of the rollouts.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RolloutConfig {
+    pub temperature: f64,
+    pub top_p: f64,
+    pub max_new_tokens: usize,
+}
+
+/// One sampled response.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Rollout {
+    /// Response token ids, ending with the stop token when the model stopped.
+    pub ids: Vec<u32>,
+    /// Whether it ended with a stop token (else it hit the length limit).
+    pub stopped: bool,
+    /// Per token of `ids`: its log-probability under the sampling distribution
+    /// (logits / temperature) at sampling time.
+    pub logps: Vec<f32>,
+}
+
+impl Rollout {
+    /// The response without its stop token.
+    pub fn text_ids(&self) -> &[u32] {
+        if self.stopped {
+            &self.ids[..self.ids.len().saturating_sub(1)]
+        } else {
+            &self.ids
+        }
+    }
+}
+
+/// Draws one token from a probability row with nucleus `top_p`.
+fn draw(probs: &[f32], top_p: f64, rng: &mut impl Rng) -> u32 {
+    if top_p >= 1.0 {
+        let total: f64 = probs.iter().map(|&p| f64::from(p)).sum();
+        let mut u = rng.random::<f64>() * total;
+        for (i, &p) in probs.iter().enumerate() {
+            u -= f64::from(p);
+            if u <= 0.0 {
+                return i as u32;
+            }
+        }
+        return probs.len().saturating_sub(1) as u32;
+    }
+    let mut order: Vec<usize> = (0..probs.len()).collect();
+    order.sort_by(|&a, &b| probs[b].total_cmp(&probs[a]));
+    let mut kept = Vec::new();
+    let mut mass = 0.0f64;
+    for i in order {
+        kept.push(i);
+        mass += f64::from(probs[i]);
+        if mass >= top_p {
+            break;
+        }
+    }
+    let mut u = rng.random::<f64>() * mass;
+    for &i in &kept {
+        u -= f64::from(probs[i]);
+        if u <= 0.0 {
+            return i as u32;
+        }
+    }
+    kept.last().copied().unwrap_or(0) as u32
+}
+
+/// Additive key mask on left padding (finite: see `Qwen3::forward_hidden_masked`).
+const PAD_MASK: f32 = -1e9;
+
+/// Samples `n` responses to `prompt` (token ids), each stopping after any id in
+/// `stop` or `max_new_tokens`. Row `i` draws from its own generator seeded by
+/// `(seed, i)`, so a group is reproducible.
+pub fn sample_group(
+    model: &Qwen3,
+    prompt: &[u32],
+    n: usize,
+    stop: &[u32],
+    cfg: &RolloutConfig,
+    seed: u64,
+) -> Result<Vec<Rollout>> {
+    Ok(sample_groups(model, &[prompt], n, stop, cfg, &[seed])?
+        .pop()
+        .unwrap_or_default())
+}
+
+/// [`sample_group`] for several prompts at once: the prompts are left-padded to a
+/// common length (padding masked out of attention), encoded in one batch, each
+/// prompt's cache repeated for its `n` rows, and all rows decode together.
+/// Row `i` of group `g` draws from a generator seeded by `(seeds[g], i)`, as
+/// [`sample_group`] does, so batching does not change what is drawn.
+pub fn sample_groups(
+    model: &Qwen3,
+    prompts: &[&[u32]],
+    n: usize,
+    stop: &[u32],
+    cfg: &RolloutConfig,
+    seeds: &[u64],
+) -> Result<Vec<Vec<Rollout>>> {
+    anyhow::ensure!(
+        !prompts.is_empty() && seeds.len() == prompts.len(),
+        "one seed per prompt"
+    );
+    anyhow::ensure!(prompts.iter().all(|p| !p.is_empty()), "empty prompt");
+    let max_pos = model.config.max_position_embeddings;
+    let lmax = prompts.iter().map(|p| p.len()).max().unwrap_or(0);
+    anyhow::ensure!(
+        lmax < max_pos,
+        "prompt of {lmax} tokens does not fit the model's {max_pos} positions"
+    );
+    let dev = model.device();
+    let g = prompts.len();
+    let rows = g * n;
+    let padded = prompts.iter().any(|p| p.len() < lmax);
+    let mut ids = Vec::with_capacity(g * lmax);
+    let mut key_mask: Vec<Vec<f32>> = Vec::with_capacity(g);
+    for p in prompts {
+        let pads = lmax - p.len();
+        ids.extend(std::iter::repeat_n(0u32, pads));
+        ids.extend_from_slice(p);
+        let mut m = vec![PAD_MASK; pads];
+        m.extend(std::iter::repeat_n(0.0f32, p.len()));
+        key_mask.push(m);
+    }
+    let mask_tensor = |m: &[&Vec<f32>], width: usize| -> Result<Tensor> {
+        let flat: Vec<f32> = m.iter().flat_map(|r| r.iter().copied()).collect();
+        Ok(Tensor::from_vec(flat, (m.len(), width), dev)?)
+    };
+    let mut cache = crate::model::KvCache::new();
+    let input = Tensor::from_vec(ids, (g, lmax), dev)?;
+    let km = if padded {
+        Some(mask_tensor(&key_mask.iter().collect::<Vec<_>>(), lmax)?)
+    } else {
+        None
+    };
+    let hidden = model.forward_hidden_masked(&input, 0, Some(&mut cache), km.as_ref())?;
+    let first = model.logits(&hidden.narrow(1, lmax - 1, 1)?)?.squeeze(1)?; // (g, vocab)
+    let row_group: Vec<u32> = (0..rows).map(|r| (r / n) as u32).collect();
+    let idx = Tensor::from_vec(row_group.clone(), rows, dev)?;
+    let mut last = first.index_select(&idx, 0)?;
+    let mut cache = cache.select_batch(&idx)?;
+    let mut row_mask: Vec<Vec<f32>> = row_group
+        .iter()
+        .map(|&gi| key_mask[gi as usize].clone())
+        .collect();
+    let mut rngs: Vec<ChaCha8Rng> = (0..rows)
+        .map(|r| {
+            let i = (r % n) as u64;
+            ChaCha8Rng::seed_from_u64(seeds[r / n] ^ i.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+        })
+        .collect();
+    let mut out: Vec<Rollout> = (0..rows).map(|_| Rollout::default()).collect();
+    let mut pos = lmax;
+    let filler = stop.first().copied().unwrap_or(0);
+    for _ in 0..cfg.max_new_tokens {
+        let scaled = (last.to_dtype(DType::F32)? / cfg.temperature)?;
+        let logp: Vec<Vec<f32>> = candle_nn::ops::log_softmax(&scaled, D::Minus1)?.to_vec2()?;
+        let mut next = Vec::with_capacity(rows);
+        for (i, r) in out.iter_mut().enumerate() {
+            if r.stopped {
+                next.push(filler);
+                continue;
+            }
+            let probs: Vec<f32> = logp[i].iter().map(|x| x.exp()).collect();
+            let t = draw(&probs, cfg.top_p, &mut rngs[i]);
+            r.ids.push(t);
+            r.logps.push(logp[i][t as usize]);
+            if stop.contains(&t) {
+                r.stopped = true;
+            }
+            next.push(t);
+        }
+        if out.iter().all(|r| r.stopped) || pos + 1 > max_pos {
+            break;
+        }
+        let input = Tensor::from_vec(next, (rows, 1), dev)?;
+        let km = if padded {
+            for m in row_mask.iter_mut() {
+                m.push(0.0);
+            }
+            Some(mask_tensor(&row_mask.iter().collect::<Vec<_>>(), pos + 1)?)
+        } else {
+            None
+        };
+        let h = model.forward_hidden_masked(&input, pos, Some(&mut cache), km.as_ref())?;
+        pos += 1;
+        last = model.logits(&h)?.squeeze(1)?;
+    }
+    let mut groups = Vec::with_capacity(g);
+    let mut it = out.into_iter();
+    for _ in 0..g {
+        groups.push(it.by_ref().take(n).collect());
+    }
+    Ok(groups)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Qwen3Config;
+    use crate::train::rl::seqs::{TrainSeq, row, token_logps};
+    use candle_core::Device;
+
+    fn model() -> Qwen3 {
+        let cfg = Qwen3Config {
+            vocab_size: 40,
+            hidden_size: 32,
+            intermediate_size: 48,
+            num_hidden_layers: 2,
+            num_attention_heads: 4,
+            num_key_value_heads: Some(2),
+            head_dim: Some(8),
+            rms_norm_eps: 1e-6,
+            rope_theta: 10_000.0,
+            tie_word_embeddings: true,
+            max_position_embeddings: 64,
+            eos_token_id: None,
+        };
+        let mut w = Qwen3::random_weights(&cfg, 7).unwrap();
+        for v in w.values_mut() {
+            if v.rank() == 2 {
+                *v = (&*v * 10.0).unwrap();
+            }
+        }
+        Qwen3::from_weights(&cfg, w, DType::F32, &Device::Cpu, false).unwrap()
+    }
+
+    #[test]
+    fn batched_left_padded_sampling_matches_one_group_at_a_time_and_full_scoring() {
+        let m = model();
+        let cfg = RolloutConfig {
+            temperature: 1.0,
+            top_p: 1.0,
+            max_new_tokens: 6,
+        };
+        let (p1, p2): (&[u32], &[u32]) = (&[1, 2, 3, 4, 5, 6], &[7, 8]);
+        let stop = [39u32];
+        let both = sample_groups(&m, &[p1, p2], 3, &stop, &cfg, &[11, 12]).unwrap();
+        let one = sample_group(&m, p1, 3, &stop, &cfg, 11).unwrap();
+        let two = sample_group(&m, p2, 3, &stop, &cfg, 12).unwrap();
+        let ids = |g: &[Rollout]| g.iter().map(|r| r.ids.clone()).collect::<Vec<_>>();
+        assert_eq!(ids(&both[0]), ids(&one));
+        assert_eq!(ids(&both[1]), ids(&two));
+        // Sampling-time log-probs equal an unpadded full forward's.
+        for (prompt, group) in [(p1, &both[0]), (p2, &both[1])] {
+            for r in group {
+                let s = TrainSeq::rl(prompt, &r.ids);
+                let lp = token_logps(&m, &[&s], 1.0, false).unwrap();
+                let full = row(&lp.logp, 0, r.ids.len()).unwrap();
+                for (a, b) in r.logps.iter().zip(&full) {
+                    assert!((a - b).abs() < 1e-4, "{:?} vs {full:?}", r.logps);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn draw_respects_the_nucleus_and_the_distribution() {
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        let probs = [0.0f32, 0.6, 0.3, 0.1];
+        let mut seen = [0usize; 4];
+        for _ in 0..2000 {
+            seen[draw(&probs, 1.0, &mut rng) as usize] += 1;
+        }
+        assert_eq!(seen[0], 0);
+        assert!(
+            seen[1] > seen[2] && seen[2] > seen[3] && seen[3] > 0,
+            "{seen:?}"
+        );
+        let mut seen = [0usize; 4];
+        for _ in 0..500 {
+            seen[draw(&probs, 0.85, &mut rng) as usize] += 1;
+        }
+        assert_eq!(seen[0] + seen[3], 0, "{seen:?}");
+    }
+}

@@ -1,0 +1,334 @@
+//! Training sequences (prompt + response with a per-token loss mask) and their
+//! batched per-token log-probabilities.
+//!
+//! - An RL sequence is the prompt and a sampled response exactly as generated (token
+//!   ids, stop token included); every response token counts.
+//! - A salvage sequence is the prompt, the rollout's own reasoning and the
+//!   ground-truth action ([`crate::action::render::splice_actions`]), re-tokenized;
+//!   only the tokens of the action span count. A token straddling the span's edge
+//!   (BPE may merge `": [` with the bracket) counts, since it carries action bytes.
+
+use crate::action::Action;
+use crate::action::render::splice_actions;
+use crate::model::Qwen3;
+use anyhow::Result;
+use candle_core::{D, DType, Tensor};
+use tokenizers::Tokenizer;
+
+/// A sequence to score: `ids[..resp_start]` is context, `ids[resp_start..]` the
+/// response whose tokens get log-probabilities; `mask[k]` (1/0) says whether response
+/// token `k` enters the loss.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TrainSeq {
+    pub ids: Vec<u32>,
+    pub resp_start: usize,
+    pub mask: Vec<f32>,
+}
+
+impl TrainSeq {
+    /// Prompt + response, every response token in the loss.
+    pub fn rl(prompt: &[u32], response: &[u32]) -> Self {
+        let mut ids = prompt.to_vec();
+        ids.extend_from_slice(response);
+        TrainSeq {
+            ids,
+            resp_start: prompt.len(),
+            mask: vec![1.0; response.len()],
+        }
+    }
+
+    /// Response length in tokens.
+    pub fn resp_len(&self) -> usize {
+        self.ids.len() - self.resp_start
+    }
+
+    /// Tokens in the loss.
+    pub fn masked(&self) -> usize {
+        self.mask.iter().filter(|&&m| m > 0.0).count()
+    }
+}
+
+/// Prompt + `response` with the action replaced by `targets`; the mask covers the
+/// tokens of the new action span only. Also returns the spliced text.
+pub fn salvage(
+    tok: &Tokenizer,
+    prompt: &[u32],
+    response: &str,
+    targets: &[Action],
+) -> Result<(TrainSeq, String)> {
+    let sp = splice_actions(response, targets);
+    Ok((span_seq(tok, prompt, &sp.text, &sp.action_span)?, sp.text))
+}
+
+/// Prompt + `text` (re-tokenized) with the mask on the tokens overlapping `span`
+/// (byte offsets into `text`).
+pub fn span_seq(
+    tok: &Tokenizer,
+    prompt: &[u32],
+    text: &str,
+    span: &std::ops::Range<usize>,
+) -> Result<TrainSeq> {
+    let enc = tok
+        .encode(text, false)
+        .map_err(|e| anyhow::anyhow!("tokenizing a response: {e}"))?;
+    let mask: Vec<f32> = enc
+        .get_offsets()
+        .iter()
+        .map(|&(s, e)| f32::from(u8::from(e > s && s < span.end && e > span.start)))
+        .collect();
+    let mut ids = prompt.to_vec();
+    ids.extend_from_slice(enc.get_ids());
+    Ok(TrainSeq {
+        ids,
+        resp_start: prompt.len(),
+        mask,
+    })
+}
+
+/// Per-token log-probabilities of a batch of sequences.
+pub struct TokenLogps {
+    /// `(batch, max_resp_len)`: log p(response token k) at the temperature.
+    pub logp: Tensor,
+    /// `(batch, max_resp_len)`, f32: each sequence's loss mask, 0 on padding.
+    pub mask: Tensor,
+    /// Detached per-token entropy of the policy, when asked for.
+    pub entropy: Option<Tensor>,
+}
+
+/// Log-probabilities of the response tokens of `seqs` under `model` with logits
+/// divided by `temperature`.
+///
+/// Consecutive sequences with the same context (the rollouts of one group) share
+/// one forward pass of that context: it is encoded once with batch 1, its KV cache
+/// repeated for the group, and only the responses run batched after it. Gradients
+/// flow through the shared context as through separate copies (the cache tensors are
+/// part of the graph). Only the response positions go through the LM head.
+pub fn token_logps(
+    model: &Qwen3,
+    seqs: &[&TrainSeq],
+    temperature: f64,
+    with_entropy: bool,
+) -> Result<TokenLogps> {
+    anyhow::ensure!(!seqs.is_empty(), "no sequences to score");
+    anyhow::ensure!(
+        seqs.iter().all(|s| s.resp_start >= 1 && s.resp_len() > 0),
+        "every scored sequence needs context and a response"
+    );
+    let dev = model.device();
+    let width = seqs.iter().map(|s| s.resp_len()).max().unwrap_or(0);
+    let mut parts = Vec::new();
+    let mut i = 0;
+    while i < seqs.len() {
+        let ctx = &seqs[i].ids[..seqs[i].resp_start];
+        let mut j = i + 1;
+        while j < seqs.len() && seqs[j].ids[..seqs[j].resp_start] == *ctx {
+            j += 1;
+        }
+        parts.push(group_hidden(model, ctx, &seqs[i..j], width)?);
+        i = j;
+    }
+    let hidden = Tensor::cat(&parts, 0)?; // (batch, width, hidden)
+    let (b, h) = (seqs.len(), hidden.dim(2)?);
+    let mut tgt = Vec::with_capacity(b * width);
+    let mut msk = Vec::with_capacity(b * width);
+    for s in seqs {
+        for k in 0..width {
+            if k < s.resp_len() {
+                tgt.push(s.ids[s.resp_start + k]);
+                msk.push(s.mask.get(k).copied().unwrap_or(0.0));
+            } else {
+                tgt.push(0);
+                msk.push(0.0);
+            }
+        }
+    }
+    let logits = model.logits(&hidden.reshape((b * width, h))?)?;
+    let logits = match logits.dtype() {
+        DType::F64 => logits,
+        _ => logits.to_dtype(DType::F32)?,
+    };
+    let lsm = candle_nn::ops::log_softmax(&(logits / temperature)?, D::Minus1)?;
+    let tgt = Tensor::from_vec(tgt, (b * width, 1), dev)?;
+    let logp = lsm.gather(&tgt, D::Minus1)?.reshape((b, width))?;
+    let entropy = if with_entropy {
+        let d = lsm.detach();
+        Some(
+            (d.exp()? * &d)?
+                .sum(D::Minus1)?
+                .neg()?
+                .reshape((b, width))?,
+        )
+    } else {
+        None
+    };
+    let mask = Tensor::from_vec(msk, (b, width), dev)?.to_dtype(logp.dtype())?;
+    Ok(TokenLogps {
+        logp,
+        mask,
+        entropy,
+    })
+}
+
+/// Hidden states `(m, width, hidden)` that predict the response tokens of `group`
+/// (all with context `ctx`): position k holds the state after response token k − 1
+/// (k = 0: after the context). Positions past a response's end are padding.
+fn group_hidden(model: &Qwen3, ctx: &[u32], group: &[&TrainSeq], width: usize) -> Result<Tensor> {
+    let dev = model.device();
+    let m = group.len();
+    let mut cache = crate::model::KvCache::new();
+    let prefix = Tensor::new(ctx, dev)?.unsqueeze(0)?;
+    let hp = model.forward_hidden(&prefix, 0, Some(&mut cache))?;
+    let h = hp.dim(2)?;
+    let last = hp
+        .narrow(1, ctx.len() - 1, 1)?
+        .broadcast_as((m, 1, h))?
+        .contiguous()?;
+    if width == 1 {
+        return Ok(last);
+    }
+    let mut inp = Vec::with_capacity(m * (width - 1));
+    for s in group {
+        let resp = &s.ids[s.resp_start..];
+        for k in 0..width - 1 {
+            inp.push(resp.get(k).copied().unwrap_or(0));
+        }
+    }
+    let inp = Tensor::from_vec(inp, (m, width - 1), dev)?;
+    let mut cache = cache.repeat_batch(m)?;
+    let hr = model.forward_hidden(&inp, ctx.len(), Some(&mut cache))?;
+    Ok(Tensor::cat(&[&last, &hr], 1)?)
+}
+
+/// Row `i` of a `(batch, tokens)` tensor as numbers (its first `n` entries).
+pub fn row(t: &Tensor, i: usize, n: usize) -> Result<Vec<f32>> {
+    Ok(t.get(i)?.narrow(0, 0, n)?.to_dtype(DType::F32)?.to_vec1()?)
+}
+
+/// Pads per-sequence values to a `(batch, width)` tensor (zeros after each row).
+pub fn padded(rows: &[&[f32]], width: usize, like: &Tensor) -> Result<Tensor> {
+    let mut v = Vec::with_capacity(rows.len() * width);
+    for r in rows {
+        v.extend(r.iter().copied().take(width));
+        v.extend(std::iter::repeat_n(0.0, width.saturating_sub(r.len())));
+    }
+    Ok(Tensor::from_vec(v, (rows.len(), width), like.device())?.to_dtype(like.dtype())?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Qwen3Config;
+    use candle_core::{Device, IndexOp};
+
+    fn model() -> Qwen3 {
+        let cfg = Qwen3Config {
+            vocab_size: 50,
+            hidden_size: 32,
+            intermediate_size: 48,
+            num_hidden_layers: 2,
+            num_attention_heads: 4,
+            num_key_value_heads: Some(2),
+            head_dim: Some(8),
+            rms_norm_eps: 1e-6,
+            rope_theta: 10_000.0,
+            tie_word_embeddings: true,
+            max_position_embeddings: 64,
+            eos_token_id: None,
+        };
+        let mut w = Qwen3::random_weights(&cfg, 3).unwrap();
+        for v in w.values_mut() {
+            if v.rank() == 2 {
+                *v = (&*v * 20.0).unwrap();
+            }
+        }
+        Qwen3::from_weights(&cfg, w, DType::F32, &Device::Cpu, true).unwrap()
+    }
+
+    /// log p of `ids[k]` for k ≥ start from one plain full forward pass.
+    fn reference(m: &Qwen3, ids: &[u32], start: usize, t: f64) -> Vec<f32> {
+        let x = Tensor::new(ids, &Device::Cpu)
+            .unwrap()
+            .unsqueeze(0)
+            .unwrap();
+        let logits = (m.forward(&x, 0, None).unwrap() / t).unwrap();
+        let lsm = candle_nn::ops::log_softmax(&logits, D::Minus1).unwrap();
+        (start..ids.len())
+            .map(|k| {
+                lsm.i((0, k - 1, ids[k] as usize))
+                    .unwrap()
+                    .to_scalar::<f32>()
+                    .unwrap()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn shared_context_scoring_equals_separate_full_passes() {
+        let m = model();
+        let a = TrainSeq::rl(&[1, 2, 3, 4], &[5, 6, 7]);
+        let b = TrainSeq::rl(&[1, 2, 3, 4], &[8]);
+        let c = TrainSeq::rl(&[9, 9], &[10, 11, 12, 13]);
+        let set = [&a, &b, &c];
+        let out = token_logps(&m, &set, 0.7, true).unwrap();
+        assert_eq!(out.logp.dims(), &[3, 4]);
+        for (i, s) in set.iter().enumerate() {
+            let got = row(&out.logp, i, s.resp_len()).unwrap();
+            let want = reference(&m, &s.ids, s.resp_start, 0.7);
+            for (g, w) in got.iter().zip(&want) {
+                assert!((g - w).abs() < 1e-4, "seq {i}: {got:?} vs {want:?}");
+            }
+        }
+        let mask: Vec<Vec<f32>> = out.mask.to_vec2().unwrap();
+        assert_eq!(mask[1], vec![1.0, 0.0, 0.0, 0.0]);
+        // Gradients reach the shared context's parameters (the embedding here).
+        let loss = (out.logp * out.mask).unwrap().sum_all().unwrap();
+        let g = loss.backward().unwrap();
+        assert!(
+            m.trainable_vars()
+                .iter()
+                .all(|(_, v)| g.get(v.as_tensor()).is_some())
+        );
+    }
+
+    #[test]
+    fn adapters_off_scores_the_frozen_base_policy() {
+        let mut m = model();
+        let s = TrainSeq::rl(&[1, 2, 3], &[4, 5]);
+        let base = row(&token_logps(&m, &[&s], 1.0, false).unwrap().logp, 0, 2).unwrap();
+        let cfg = crate::model::LoraConfig {
+            r: 4,
+            alpha: 8.0,
+            dropout: 0.0,
+            target_modules: vec!["q_proj".into(), "v_proj".into(), "o_proj".into()],
+        };
+        m.add_lora(&cfg, 1).unwrap();
+        // Non-zero B: the adapter now changes the policy.
+        for (name, v) in m.trainable_vars() {
+            if name.contains("lora_B") {
+                v.set(&v.as_tensor().ones_like().unwrap()).unwrap();
+            }
+        }
+        let on = row(&token_logps(&m, &[&s], 1.0, false).unwrap().logp, 0, 2).unwrap();
+        m.set_adapters_enabled(false);
+        let off = row(&token_logps(&m, &[&s], 1.0, false).unwrap().logp, 0, 2).unwrap();
+        m.set_adapters_enabled(true);
+        let again = row(&token_logps(&m, &[&s], 1.0, false).unwrap().logp, 0, 2).unwrap();
+        assert_eq!(off, base);
+        assert_eq!(again, on);
+        assert!(on.iter().zip(&base).any(|(a, b)| (a - b).abs() > 1e-4));
+    }
+
+    #[test]
+    fn span_mask_covers_tokens_overlapping_the_span() {
+        let tok = crate::model::tokenizer::train_bpe(["abc def ghi"].iter().cycle().take(10), 300)
+            .unwrap();
+        let s = span_seq(&tok, &[0], "abc def ghi", &(4..7)).unwrap();
+        let masked: Vec<u32> = s.ids[1..]
+            .iter()
+            .zip(&s.mask)
+            .filter(|(_, m)| **m > 0.0)
+            .map(|(t, _)| *t)
+            .collect();
+        assert_eq!(tok.decode(&masked, false).unwrap().trim(), "def");
+    }
+}

@@ -1,0 +1,476 @@
+//! The Salvage-DS step loop (ALGORITHMS.md §5) and its run folder.
+//!
+//! Each step:
+//! 1. **Sample** generation batches of `gen_batch` prompts (a seeded stream over the
+//!    prompts, a function of the number drawn so far, so a resumed run draws the same
+//!    prompts), `n` rollouts each with the KV cache; parse and score each rollout with
+//!    the §3 rubric against the prompt's verified target.
+//! 2. **Gate** each group (mode-aware, [`super::groups::decide`]) and **refill** until
+//!    `train_batch` groups are accepted or `max_gen_batches` were drawn (logged as
+//!    `train/num_gen_batches`; hitting the cap trains on what was accepted, and a step
+//!    with nothing to train on just logs). Accepted groups beyond `train_batch` are
+//!    surplus: discarded and counted (`salvage/surplus_groups`).
+//! 3. **Salvage** (salvage-ds only): of the D rejected groups keep
+//!    `S = unit·⌊min(D, cap)/unit⌋`, hard and mastered in proportion; each of their
+//!    rollouts becomes prompt + own reasoning + ground-truth action, NLL on the
+//!    action tokens only.
+//! 4. **Score** old log-probs (the sampling policy) and reference log-probs (the
+//!    frozen SFT policy = the model with the RL adapter switched off) once.
+//! 5. **Update** in mini-batches of `mini_batch` accepted groups (salvage groups dealt
+//!    round-robin over the mini-batches): `L = agg(pg) + β·agg(kl) + λ·salvage_nll`,
+//!    gradients accumulated over micro-batches exactly (each micro-batch's
+//!    seq-mean-token-mean is weighted by its share of the mini-batch's sequences),
+//!    gradient clipping, AdamW.
+//!
+//! Logged each step: every metric key of FORMATS.md (values with no data this step,
+//! e.g. the loss of a step without updates, are 0 and `train/updates` says how many
+//! updates ran), `alerts/self_sharpening`, and every sampled group in
+//! `rollouts.jsonl`. `critic/score/*` and `response_length/mean` are over all sampled
+//! rollouts of the step (not just the accepted ones, which the gates bias upwards).
+
+use super::checkpoint::{TrainerState, load_adapters, save_checkpoint};
+use super::config::RlConfig;
+use super::groups::{GateDecision, GroupStats, decide, salvage_mix_for};
+use super::policy::{Policy, encode_prompt, load_policy, resolve_init};
+use super::probe::probe_logprobs;
+use super::prompts::{self, RlPrompt};
+use super::report::{past_signals, step_metrics, truncate_jsonl_after, write_rollouts};
+use super::rollout::{Rollout, RolloutConfig, sample_groups};
+use super::sharpening::{Monitor, Signals};
+use super::update::update;
+use crate::action::Action;
+use crate::action::parse::parse_response;
+use crate::model::weights;
+use crate::reward::{Decision, RewardConfig, score_against};
+use crate::train::optim::{AdamW, AdamWConfig};
+use crate::train::run::{Alert, RunDir, RunState};
+use crate::train::schedule::warmup_steps;
+use crate::train::sft::{Outcome, stream_item};
+use crate::trajectory::Dataset;
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+/// What the trainer reports after each step.
+#[derive(Debug, Clone)]
+pub struct RlStepReport {
+    pub step: u64,
+    pub total: u64,
+    /// Mean reward of all rollouts sampled this step.
+    pub reward_mean: f64,
+    pub accepted_groups: usize,
+    pub salvage_groups: usize,
+    pub num_gen_batches: usize,
+    pub step_s: f64,
+}
+
+/// Where a sampled group went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Routed {
+    Rl,
+    Salvage,
+    Discarded,
+}
+
+/// A sampled group with its scores and fate.
+pub(crate) struct Group {
+    /// Index into the prompts.
+    pub prompt: usize,
+    /// Which generation batch of the step drew it.
+    pub gen_batch: usize,
+    pub rollouts: Vec<Rollout>,
+    /// Decoded responses.
+    pub texts: Vec<String>,
+    pub decisions: Vec<Decision>,
+    /// Each response's first parsed action.
+    pub actions: Vec<Option<Action>>,
+    pub rewards: Vec<f64>,
+    pub stats: GroupStats,
+    pub gate: GateDecision,
+    pub routed: Routed,
+}
+
+/// Runs (or, with `resume`, continues from the latest checkpoint) an RL run.
+pub fn train(
+    cfg: &RlConfig,
+    run: &RunDir,
+    resume: bool,
+    stop: Arc<AtomicBool>,
+    on_step: &mut dyn FnMut(&RlStepReport),
+) -> Result<Outcome> {
+    if !resume {
+        anyhow::ensure!(
+            !run.root().join("run.toml").exists(),
+            "{} already holds a run; continue it with `rmsweb train resume {}` or choose another --run-dir",
+            run.root().display(),
+            run.root().display()
+        );
+    }
+    cfg.validate()?;
+    let mut alerts = Vec::new();
+    let result = train_inner(cfg, run, resume, stop, on_step, &mut alerts);
+    if let Err(e) = &result {
+        let _ = run.log(&format!("failed: {e:#}"));
+        let step = run.latest_checkpoint().map_or(0, |(s, _)| s);
+        let _ = run.set_status_with_alerts(RunState::Failed, step, &format!("{e:#}"), &alerts);
+    }
+    result
+}
+
+/// Continues the RL run in `run_dir` from its `run.toml` and latest checkpoint.
+pub fn resume(
+    run_dir: &Path,
+    stop: Arc<AtomicBool>,
+    on_step: &mut dyn FnMut(&RlStepReport),
+) -> Result<Outcome> {
+    let run = RunDir::open(run_dir)?;
+    let cfg = RlConfig::from_toml(&run.read_config()?)
+        .with_context(|| format!("{}: invalid run.toml", run_dir.join("run.toml").display()))?;
+    train(&cfg, &run, true, stop, on_step)
+}
+
+/// Per-step state shared by the phases.
+pub(crate) struct Ctx<'a> {
+    pub cfg: &'a RlConfig,
+    pub policy: &'a Policy,
+    pub prompts: &'a [RlPrompt],
+    /// Encoded prompts, parallel to `prompts`.
+    pub prompt_ids: &'a [Vec<u32>],
+    pub reward: RewardConfig,
+}
+
+fn train_inner(
+    cfg: &RlConfig,
+    run: &RunDir,
+    resume: bool,
+    stop: Arc<AtomicBool>,
+    on_step: &mut dyn FnMut(&RlStepReport),
+    alerts: &mut Vec<Alert>,
+) -> Result<Outcome> {
+    if !resume {
+        run.write_config(&toml::to_string_pretty(cfg)?)?;
+    }
+    run.set_status(RunState::Running, 0, "preparing")?;
+    // Fail fast on a wrong --init, before prompts are built.
+    resolve_init(&cfg.init)?;
+    let ds = Dataset::open(&cfg.dataset)
+        .with_context(|| format!("opening dataset {}", cfg.dataset.display()))?;
+    let (prompts, skipped) = prompts::load(&ds, cfg.prompts)?;
+    for (id, why) in skipped.0.iter().take(20) {
+        run.log(&format!("prompt `{id}` skipped: {why}"))?;
+    }
+    anyhow::ensure!(
+        !prompts.is_empty(),
+        "{}: no usable {:?} prompts ({} skipped)",
+        cfg.dataset.display(),
+        cfg.prompts,
+        skipped.0.len()
+    );
+    let policy = load_policy(cfg)?;
+    // Room for the response within the model's positions.
+    let max_pos = policy.model.config.max_position_embeddings;
+    let prompt_budget = cfg
+        .max_prompt_tokens
+        .min(max_pos.saturating_sub(cfg.max_new_tokens + 1))
+        .max(1);
+    let prompt_ids: Vec<Vec<u32>> = prompts
+        .iter()
+        .map(|p| encode_prompt(&policy, p, prompt_budget))
+        .collect::<Result<_>>()?;
+    let trainable: usize = policy
+        .model
+        .trainable_vars()
+        .iter()
+        .map(|(_, v)| v.elem_count())
+        .sum();
+    run.log(&format!(
+        "{} prompts ({} skipped), init {}, mode {:?}; {} parameters, {} trainable (RL LoRA r {} on {:?})",
+        prompts.len(),
+        skipped.0.len(),
+        policy.init_checkpoint.display(),
+        cfg.mode,
+        policy.model.config.num_params(),
+        trainable,
+        cfg.lora.r,
+        cfg.lora.target_modules
+    ))?;
+    let mut opt = AdamW::new(
+        policy.model.trainable_vars(),
+        AdamWConfig {
+            lr: cfg.lr,
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            weight_decay: cfg.weight_decay,
+        },
+    )?;
+    let mut monitor = Monitor::new(cfg.sharpening);
+    let (mut start, mut cursor) = (0u64, 0u64);
+    if resume && let Some((step, dir)) = run.latest_checkpoint() {
+        let st: TrainerState = serde_json::from_str(
+            &std::fs::read_to_string(dir.join("trainer_state.json"))
+                .with_context(|| format!("reading {}", dir.display()))?,
+        )
+        .with_context(|| format!("{}: invalid trainer_state.json", dir.display()))?;
+        let device = policy.model.device().clone();
+        let params = weights::load_file(&dir.join("trainable.safetensors"), &device)?;
+        load_adapters(&policy.model, &params)?;
+        let ost = weights::load_file(&dir.join("optimizer.safetensors"), &device)?;
+        opt.load_state(&ost, st.optimizer_t)?;
+        start = step;
+        cursor = st.cursor;
+        *alerts = st.alerts;
+        run.truncate_metrics_after(step)?;
+        truncate_jsonl_after(&run.root().join("rollouts.jsonl"), step)?;
+        for s in past_signals(run)? {
+            monitor.replay(s);
+        }
+        run.log(&format!("resumed from checkpoint step {step}"))?;
+    } else if resume {
+        // No checkpoint yet: start over, dropping what the interrupted attempt logged.
+        run.truncate_metrics_after(0)?;
+        truncate_jsonl_after(&run.root().join("rollouts.jsonl"), 0)?;
+        run.log("no checkpoint to resume from; starting from step 0")?;
+    }
+    let ctx = Ctx {
+        cfg,
+        policy: &policy,
+        prompts: &prompts,
+        prompt_ids: &prompt_ids,
+        reward: RewardConfig::default(),
+    };
+    let total = cfg.steps as u64;
+    let total_updates = cfg.steps * cfg.updates_per_step();
+    let warmup = warmup_steps(cfg.warmup_ratio, total_updates);
+    for step in start..total {
+        let done = step + 1;
+        let t0 = Instant::now();
+        // 1–3: sample, gate, refill, salvage selection.
+        let (mut groups, gen_batches, surplus) = sample_and_gate(&ctx, &mut cursor)?;
+        route_salvage(cfg, &mut groups);
+        let gen_s = t0.elapsed().as_secs_f64();
+        // Diagnostics of the sampling policy: log-prob of correct vs wrong actions.
+        let probe = probe_logprobs(&ctx, &groups)?;
+        // 4–5: score and update.
+        let upd = update(
+            &ctx,
+            &groups,
+            &mut opt,
+            step as usize,
+            total_updates,
+            warmup,
+        )?;
+        let dt = t0.elapsed().as_secs_f64();
+        let m = step_metrics(&ctx, &groups, gen_batches, surplus, &probe, &upd, dt, gen_s);
+        let reward_mean = m
+            .get("critic/score/mean")
+            .and_then(Value::as_f64)
+            .unwrap_or(0.0);
+        let signals = Signals {
+            logprob_gap: probe.gap().unwrap_or(f64::NAN),
+            ppo_kl: upd.ppo_kl,
+            clipfrac: upd.clipfrac,
+            rollout_log_ppl: m
+                .get("rollout_corr/rollout_log_ppl")
+                .and_then(Value::as_f64)
+                .unwrap_or(f64::NAN),
+            reward: reward_mean,
+        };
+        let (now_flagged, alert) = monitor.observe(done, signals);
+        if let Some(a) = alert {
+            run.log(&format!("ALERT step {done}: {}", a.message))?;
+            alerts.push(a);
+        }
+        let mut m = m;
+        m.insert(
+            "alerts/self_sharpening".into(),
+            u8::from(now_flagged).into(),
+        );
+        write_rollouts(run, &ctx, done, &groups)?;
+        run.log_metrics(done, &m)?;
+        let accepted = groups.iter().filter(|g| g.routed == Routed::Rl).count();
+        let salvaged = groups
+            .iter()
+            .filter(|g| g.routed == Routed::Salvage)
+            .count();
+        run.log(&format!(
+            "step {done}/{total}: reward {reward_mean:.3}, {} groups sampled in {gen_batches} generation batches, {accepted} accepted, {salvaged} salvaged, {surplus} surplus, {} updates, {dt:.1}s",
+            groups.len(),
+            upd.updates
+        ))?;
+        on_step(&RlStepReport {
+            step: done,
+            total,
+            reward_mean,
+            accepted_groups: accepted,
+            salvage_groups: salvaged,
+            num_gen_batches: gen_batches,
+            step_s: dt,
+        });
+        let stopping = stop.load(Ordering::SeqCst);
+        if done == total
+            || stopping
+            || (cfg.checkpoint_every > 0 && done % cfg.checkpoint_every as u64 == 0)
+        {
+            let st = TrainerState {
+                step: done,
+                optimizer_t: opt.t,
+                cursor,
+                alerts: alerts.clone(),
+            };
+            let dir = save_checkpoint(cfg, run, &policy, &opt, &st)?;
+            run.log(&format!("checkpoint {}", dir.display()))?;
+        }
+        if stopping && done < total {
+            run.set_status_with_alerts(
+                RunState::Stopped,
+                done,
+                "stopped on signal after a checkpoint",
+                alerts,
+            )?;
+            run.log("stopped on signal")?;
+            return Ok(Outcome::Stopped);
+        }
+        run.set_status_with_alerts(
+            RunState::Running,
+            done,
+            &format!("step {done}/{total} reward {reward_mean:.3}"),
+            alerts,
+        )?;
+    }
+    run.set_status_with_alerts(RunState::Finished, total, "finished", alerts)?;
+    run.log("finished")?;
+    Ok(Outcome::Finished)
+}
+
+/// Seed of the `k`-th prompt drawn in the run.
+fn draw_seed(seed: u64, k: u64) -> u64 {
+    seed.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ k.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0x5A17
+}
+
+/// Samples and gates generation batches until `train_batch` groups are accepted or
+/// the cap is reached. Returns the groups (accepted ones routed `rl`, surplus and
+/// rejected ones `discarded` for now), the generation batches used and the surplus.
+fn sample_and_gate(ctx: &Ctx, cursor: &mut u64) -> Result<(Vec<Group>, usize, usize)> {
+    let cfg = ctx.cfg;
+    let gate = cfg.gate();
+    let rc = RolloutConfig {
+        temperature: cfg.temperature,
+        top_p: cfg.top_p,
+        max_new_tokens: cfg.max_new_tokens,
+    };
+    let mut groups = Vec::new();
+    let (mut accepted, mut surplus, mut batches) = (0usize, 0usize, 0usize);
+    let mut perms = HashMap::new();
+    while accepted < cfg.train_batch && batches < cfg.max_gen_batches {
+        // The batch's prompts (and their seeds), then its rollouts, several groups
+        // decoding together (`decode_rows` rows at most).
+        let draws: Vec<(usize, u64)> = (0..cfg.gen_batch)
+            .map(|_| {
+                let k = *cursor;
+                *cursor += 1;
+                let pi = stream_item(k as usize, ctx.prompts.len(), cfg.seed, &mut perms);
+                (pi, draw_seed(cfg.seed, k))
+            })
+            .collect();
+        let per_chunk = (cfg.decode_rows / cfg.n).max(1);
+        let mut sampled: Vec<Vec<Rollout>> = Vec::with_capacity(draws.len());
+        for chunk in draws.chunks(per_chunk) {
+            let prompts: Vec<&[u32]> = chunk
+                .iter()
+                .map(|(pi, _)| ctx.prompt_ids[*pi].as_slice())
+                .collect();
+            let seeds: Vec<u64> = chunk.iter().map(|(_, s)| *s).collect();
+            sampled.extend(sample_groups(
+                &ctx.policy.model,
+                &prompts,
+                cfg.n,
+                &ctx.policy.stop,
+                &rc,
+                &seeds,
+            )?);
+        }
+        for ((pi, _), rollouts) in draws.into_iter().zip(sampled) {
+            let p = &ctx.prompts[pi];
+            let mut texts = Vec::with_capacity(cfg.n);
+            let mut decisions = Vec::with_capacity(cfg.n);
+            let mut actions = Vec::with_capacity(cfg.n);
+            for r in &rollouts {
+                let text = ctx
+                    .policy
+                    .tokenizer
+                    .decode(r.text_ids(), true)
+                    .map_err(|e| anyhow::anyhow!("decoding a rollout: {e}"))?;
+                actions.push(
+                    parse_response(&text)
+                        .ok()
+                        .and_then(|p| p.actions.into_iter().next()),
+                );
+                decisions.push(score_against(&text, &p.targets, &p.elements, &ctx.reward));
+                texts.push(text);
+            }
+            let rewards: Vec<f64> = decisions.iter().map(|d| d.score).collect();
+            let stats = GroupStats::of(&rewards)
+                .ok_or_else(|| anyhow::anyhow!("prompt `{}`: non-finite reward", p.id))?;
+            let gate_decision = decide(&stats, &gate);
+            let routed = if gate_decision == GateDecision::Accepted {
+                if accepted < cfg.train_batch {
+                    accepted += 1;
+                    Routed::Rl
+                } else {
+                    surplus += 1;
+                    Routed::Discarded
+                }
+            } else {
+                Routed::Discarded
+            };
+            groups.push(Group {
+                prompt: pi,
+                gen_batch: batches,
+                rollouts,
+                texts,
+                decisions,
+                actions,
+                rewards,
+                stats,
+                gate: gate_decision,
+                routed,
+            });
+        }
+        batches += 1;
+    }
+    Ok((groups, batches, surplus))
+}
+
+/// Routes the retained rejected groups to salvage (salvage-ds only): the first `h`
+/// competence-rejected and the first `m` std-rejected groups, in sampling order.
+fn route_salvage(cfg: &RlConfig, groups: &mut [Group]) {
+    if !cfg.mode.salvages() || cfg.loss().salvage_coef == 0.0 {
+        return;
+    }
+    let idx = |d: GateDecision, groups: &[Group]| -> Vec<usize> {
+        groups
+            .iter()
+            .enumerate()
+            .filter(|(_, g)| g.gate == d)
+            .map(|(i, _)| i)
+            .collect()
+    };
+    let hard = idx(GateDecision::CompetenceGate, groups);
+    let mastered = idx(GateDecision::StdGate, groups);
+    let (h, m) = salvage_mix_for(
+        hard.len(),
+        mastered.len(),
+        cfg.salvage_unit,
+        cfg.salvage_cap,
+    );
+    for &i in hard.iter().take(h).chain(mastered.iter().take(m)) {
+        groups[i].routed = Routed::Salvage;
+    }
+}

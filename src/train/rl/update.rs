@@ -1,0 +1,264 @@
+//! The policy update of a step: RL sequences of accepted groups with their
+//! advantages, old (sampling) and reference (adapter off) log-probs, salvage
+//! sequences, and the mini-batch / micro-batch loop with the Salvage-DS loss.
+use super::groups::advantages;
+use super::loss::{low_var_kl, policy_loss, salvage_nll, seq_mean_token_mean, total};
+use super::seqs::{self, TrainSeq, padded, row, token_logps};
+use super::trainer::{Ctx, Group, Routed};
+use crate::model::Qwen3;
+use crate::train::optim::{AdamW, clip_grad_norm};
+use crate::train::schedule::cosine_with_warmup;
+use anyhow::Result;
+use candle_core::{DType, Tensor};
+use std::collections::HashMap;
+
+/// Sums over the updates of a step (divided by `updates` when logged).
+#[derive(Debug, Default)]
+pub struct UpdateStats {
+    pub updates: usize,
+    pub pg_loss: f64,
+    pub kl_loss: f64,
+    pub salvage_nll: f64,
+    pub salvage_updates: usize,
+    pub grad_norm: f64,
+    pub lr: f64,
+    /// Token-weighted over all RL tokens of the step.
+    pub entropy: f64,
+    pub clipfrac: f64,
+    pub clipfrac_lower: f64,
+    pub ppo_kl: f64,
+    pub rl_tokens: f64,
+    pub trained_tokens: usize,
+}
+
+struct RlItem {
+    seq: TrainSeq,
+    adv: f32,
+    old: Vec<f32>,
+    reference: Vec<f32>,
+}
+
+/// Log-probs (detached) of every sequence, in micro-batches; `adapters` off reads
+/// the reference policy.
+fn score_all(ctx: &Ctx, set: &[TrainSeq], adapters: bool) -> Result<Vec<Vec<f32>>> {
+    let model = &ctx.policy.model;
+    model.set_adapters_enabled(adapters);
+    let result = (|| {
+        let mut out = Vec::with_capacity(set.len());
+        for chunk in set.chunks(ctx.cfg.micro_batch) {
+            let refs: Vec<&TrainSeq> = chunk.iter().collect();
+            let lp = token_logps(model, &refs, ctx.cfg.temperature, false)?;
+            let logp = lp.logp.detach();
+            for (i, s) in chunk.iter().enumerate() {
+                out.push(row(&logp, i, s.resp_len())?);
+            }
+        }
+        Ok(out)
+    })();
+    model.set_adapters_enabled(true);
+    result
+}
+
+fn accumulate(model: &Qwen3, loss: &Tensor, grads: &mut HashMap<String, Tensor>) -> Result<()> {
+    let gs = loss.backward()?;
+    for (name, var) in model.trainable_vars() {
+        if let Some(g) = gs.get(var.as_tensor()) {
+            let g = g.to_dtype(DType::F32)?;
+            let acc = match grads.remove(&name) {
+                Some(prev) => (prev + g)?,
+                None => g,
+            };
+            grads.insert(name, acc);
+        }
+    }
+    Ok(())
+}
+
+fn scalar(t: &Tensor) -> Result<f64> {
+    Ok(t.to_dtype(DType::F64)?.to_scalar::<f64>()?)
+}
+
+/// Builds the RL and salvage sequences and runs the mini-batch updates.
+pub(crate) fn update(
+    ctx: &Ctx,
+    groups: &[Group],
+    opt: &mut AdamW,
+    step: usize,
+    total_updates: usize,
+    warmup: usize,
+) -> Result<UpdateStats> {
+    let cfg = ctx.cfg;
+    let loss_cfg = cfg.loss();
+    let tok = &ctx.policy.tokenizer;
+    // A spliced sequence can outgrow the model's positions (a long ground-truth
+    // action after a rollout that used them all); such a sequence is left out.
+    let max_len = ctx.policy.model.config.max_position_embeddings;
+    // RL groups: each rollout with its group-relative advantage.
+    let mut rl_groups: Vec<Vec<(TrainSeq, f32)>> = Vec::new();
+    for g in groups.iter().filter(|g| g.routed == Routed::Rl) {
+        let adv = advantages(&g.rewards, &g.stats);
+        let prompt = &ctx.prompt_ids[g.prompt];
+        rl_groups.push(
+            g.rollouts
+                .iter()
+                .zip(adv)
+                .filter(|(r, _)| !r.ids.is_empty())
+                .map(|(r, a)| (TrainSeq::rl(prompt, &r.ids), a as f32))
+                .collect(),
+        );
+    }
+    // Salvage groups: own reasoning + ground-truth action, action-only mask.
+    let mut sv_groups: Vec<Vec<TrainSeq>> = Vec::new();
+    for g in groups.iter().filter(|g| g.routed == Routed::Salvage) {
+        let prompt = &ctx.prompt_ids[g.prompt];
+        let targets = &ctx.prompts[g.prompt].targets;
+        let mut v = Vec::new();
+        for t in &g.texts {
+            let (s, _) = seqs::salvage(tok, prompt, t, targets)?;
+            if s.masked() > 0 && s.ids.len() <= max_len {
+                v.push(s);
+            }
+        }
+        sv_groups.push(v);
+    }
+    let mut st = UpdateStats::default();
+    let updates = rl_groups
+        .len()
+        .div_ceil(cfg.mini_batch)
+        .max(sv_groups.len().div_ceil(cfg.mini_batch));
+    if updates == 0 {
+        return Ok(st);
+    }
+    // Old (sampling policy) and reference log-probs, once, before any update.
+    let flat: Vec<TrainSeq> = rl_groups
+        .iter()
+        .flat_map(|g| g.iter().map(|(s, _)| s.clone()))
+        .collect();
+    let old = score_all(ctx, &flat, true)?;
+    let reference = score_all(ctx, &flat, false)?;
+    let mut items = flat
+        .into_iter()
+        .zip(old)
+        .zip(reference)
+        .map(|((seq, old), reference)| (seq, old, reference));
+    let rl_items: Vec<Vec<RlItem>> = rl_groups
+        .iter()
+        .map(|g| {
+            g.iter()
+                .filter_map(|(_, adv)| {
+                    items.next().map(|(seq, old, reference)| RlItem {
+                        seq,
+                        adv: *adv,
+                        old,
+                        reference,
+                    })
+                })
+                .collect()
+        })
+        .collect();
+    let model = &ctx.policy.model;
+    for u in 0..updates {
+        let rl: Vec<&RlItem> = rl_items
+            .iter()
+            .skip(u * cfg.mini_batch)
+            .take(cfg.mini_batch)
+            .flatten()
+            .collect();
+        let sv: Vec<&TrainSeq> = sv_groups
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| i % updates == u)
+            .flat_map(|(_, g)| g.iter())
+            .collect();
+        let mut grads: HashMap<String, Tensor> = HashMap::new();
+        let (n_rl, n_sv) = (rl.len(), sv.len());
+        let (mut pg_sum, mut kl_sum, mut nll_sum) = (0.0, 0.0, 0.0);
+        for chunk in rl.chunks(cfg.micro_batch) {
+            let seqs_: Vec<&TrainSeq> = chunk.iter().map(|x| &x.seq).collect();
+            let lp = token_logps(model, &seqs_, cfg.temperature, true)?;
+            let width = lp.logp.dim(1)?;
+            let old = padded(
+                &chunk.iter().map(|x| x.old.as_slice()).collect::<Vec<_>>(),
+                width,
+                &lp.logp,
+            )?;
+            let refp = padded(
+                &chunk
+                    .iter()
+                    .map(|x| x.reference.as_slice())
+                    .collect::<Vec<_>>(),
+                width,
+                &lp.logp,
+            )?;
+            let adv = Tensor::from_vec(
+                chunk.iter().map(|x| x.adv).collect::<Vec<f32>>(),
+                chunk.len(),
+                lp.logp.device(),
+            )?
+            .to_dtype(lp.logp.dtype())?;
+            let pl = policy_loss(&lp.logp, &old, &adv, &lp.mask, &loss_cfg)?;
+            let w = chunk.len() as f64 / n_rl as f64;
+            let pg = seq_mean_token_mean(&pl.per_token, &lp.mask)?;
+            let kl = seq_mean_token_mean(&low_var_kl(&lp.logp, &refp)?, &lp.mask)?;
+            let loss = total(&pg, &kl, None, &loss_cfg)?.affine(w, 0.0)?;
+            pg_sum += scalar(&pg)? * w;
+            kl_sum += scalar(&kl)? * w;
+            let ntok: f64 = chunk.iter().map(|x| x.seq.masked() as f64).sum();
+            st.clipfrac += pl.clipfrac * ntok;
+            st.clipfrac_lower += pl.clipfrac_lower * ntok;
+            st.ppo_kl += pl.ppo_kl * ntok;
+            if let Some(e) = &lp.entropy {
+                st.entropy += super::loss::token_mean(e, &lp.mask)? * ntok;
+            }
+            st.rl_tokens += ntok;
+            st.trained_tokens += chunk.iter().map(|x| x.seq.ids.len()).sum::<usize>();
+            accumulate(model, &loss, &mut grads)?;
+        }
+        if loss_cfg.salvage_coef != 0.0 {
+            for chunk in sv.chunks(cfg.micro_batch) {
+                let lp = token_logps(model, chunk, cfg.temperature, false)?;
+                let w = chunk.len() as f64 / n_sv as f64;
+                let nll = salvage_nll(&lp.logp, &lp.mask)?;
+                nll_sum += scalar(&nll)? * w;
+                st.trained_tokens += chunk.iter().map(|s| s.ids.len()).sum::<usize>();
+                let loss = nll.affine(loss_cfg.salvage_coef * w, 0.0)?;
+                accumulate(model, &loss, &mut grads)?;
+            }
+        }
+        anyhow::ensure!(
+            pg_sum.is_finite() && kl_sum.is_finite() && nll_sum.is_finite(),
+            "loss is not finite at step {}",
+            step + 1
+        );
+        if grads.is_empty() {
+            continue;
+        }
+        let grad_norm = clip_grad_norm(&mut grads, cfg.max_grad_norm)?;
+        let k = step * cfg.updates_per_step() + u;
+        let lr = match cfg.lr_schedule.as_str() {
+            "cosine" => cosine_with_warmup(cfg.lr, k, total_updates, warmup),
+            _ => cfg.lr,
+        };
+        opt.step(&grads, lr)?;
+        st.updates += 1;
+        st.pg_loss += pg_sum;
+        st.kl_loss += kl_sum;
+        if n_sv > 0 && loss_cfg.salvage_coef != 0.0 {
+            st.salvage_nll += nll_sum;
+            st.salvage_updates += 1;
+        }
+        st.grad_norm += grad_norm;
+        st.lr = lr;
+    }
+    let u = st.updates.max(1) as f64;
+    st.pg_loss /= u;
+    st.kl_loss /= u;
+    st.grad_norm /= u;
+    st.salvage_nll /= st.salvage_updates.max(1) as f64;
+    let t = st.rl_tokens.max(1.0);
+    st.entropy /= t;
+    st.clipfrac /= t;
+    st.clipfrac_lower /= t;
+    st.ppo_kl /= t;
+    Ok(st)
+}
