@@ -28,5 +28,9 @@ fn sft_on_cuda_in_a_cpu_build_fails_clearly_and_marks_the_run_failed() {
 
     let status = RunDir::read_status(&run).unwrap();
     assert_eq!(status.state, RunState::Failed);
-    assert!(status.message.contains("device `cuda:0`"), "{}", status.message);
+    assert!(
+        status.message.contains("device `cuda:0`"),
+        "{}",
+        status.message
+    );
 }
