@@ -24,6 +24,5 @@ end=$(date +%s)
 
 bin=${CARGO_TARGET_DIR:-target}/release/rmsweb
 echo "build-cuda: built $bin in $((end - start)) s (compute capability $CUDA_COMPUTE_CAP)" >&2
-if needed=$(readelf -d "$bin" 2>/dev/null | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); then
-  echo "build-cuda: needed libraries: $(echo $needed)" >&2
-fi
+needed=$(readelf -d "$bin" 2>/dev/null | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')
+echo "build-cuda: needed libraries: $needed" >&2
