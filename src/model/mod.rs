@@ -33,9 +33,20 @@ pub fn parse_device(s: &str) -> anyhow::Result<candle_core::Device> {
                 None if rest.is_empty() => 0,
                 None => anyhow::bail!("unknown device `{s}` (use cpu or cuda:N)"),
             };
-            candle_core::Device::new_cuda(n)
-                .map_err(|e| anyhow::anyhow!("device `{s}`: {e} ({CUDA_HINT})"))
+            candle_core::Device::new_cuda(n).map_err(|e| {
+                let e = without_backtrace(e);
+                anyhow::anyhow!("device `{s}`: {e} ({CUDA_HINT})")
+            })
         }
+    }
+}
+
+/// The error without the backtrace candle attaches under `RUST_BACKTRACE`: a device
+/// that cannot be opened is the user's setup, not a bug to locate in our code.
+fn without_backtrace(e: candle_core::Error) -> candle_core::Error {
+    match e {
+        candle_core::Error::WithBacktrace { inner, .. } => without_backtrace(*inner),
+        e => e,
     }
 }
 
@@ -62,6 +73,16 @@ mod tests {
         assert!(err("gpu").contains("unknown device `gpu` (use cpu or cuda:N)"));
         assert!(err("cudax").contains("unknown device `cudax`"));
         assert!(err("cuda:x").contains("bad device ordinal in `cuda:x`"));
+    }
+
+    #[test]
+    fn device_errors_drop_candles_backtrace() {
+        let e = candle_core::Error::WithBacktrace {
+            inner: Box::new(candle_core::Error::Msg("no driver".into())),
+            backtrace: Box::new(std::backtrace::Backtrace::force_capture()),
+        };
+        assert!(e.to_string().lines().count() > 1);
+        assert_eq!(super::without_backtrace(e).to_string(), "no driver");
     }
 
     /// In a CPU-only build, asking for a GPU names the device and says how to get one.
