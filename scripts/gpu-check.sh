@@ -15,7 +15,8 @@
 # throughput of each run), nvidia-smi.txt, ldd.txt, runs.log (every run's stdout.log and
 # metrics.jsonl). Exits non-zero if anything failed.
 #
-# The runs, 4 optimizer steps each, all with the same tokenizer and data order:
+# The runs, 4 optimizer steps of 8 samples (512-token context) each, all with the same
+# tokenizer and data order:
 #   tiny/cpu, tiny/cuda:0 (auto dtype = f32), tiny/cuda:0 with dtype=bf16, then
 #   qwen3-lora on the tiny checkpoint: cpu (f32) and cuda:0 (auto dtype = bf16).
 # Step 1's loss is computed before any update, so each GPU run's first loss must match
@@ -96,16 +97,18 @@ run() {
   return 0
 }
 
-run tiny-cpu cpu --preset tiny
-run tiny-cuda cuda:0 --preset tiny
-run tiny-cuda-bf16 cuda:0 --preset tiny --set dtype=bf16
+tiny=(--preset tiny --set context=512)
+run tiny-cpu cpu "${tiny[@]}"
+run tiny-cuda cuda:0 "${tiny[@]}"
+run tiny-cuda-bf16 cuda:0 "${tiny[@]}" --set dtype=bf16
 base="$W/tiny-cpu/checkpoints/step-$STEPS"
-lora=(--preset qwen3-lora --model "$base" --set grad_accum=8 --set context=1024)
+lora=(--preset qwen3-lora --model "$base" --set micro_batch=4 --set grad_accum=2 --set context=512)
 run lora-cpu cpu "${lora[@]}"
 run lora-cuda cuda:0 "${lora[@]}"
 
 # Compare first losses and report throughput (python3 is there on the GPU image).
-python3 - "$W" >>"$SUMMARY" <<'PY' || fail=1
+python3 - "$W" <<'PY' | tee -a "$SUMMARY"
+
 import json, pathlib, re, sys
 w = pathlib.Path(sys.argv[1])
 def load(name):
@@ -131,6 +134,7 @@ for cpu, gpu, tol, want in [("tiny-cpu", "tiny-cuda", 1e-3, "F32"),
           f"tokens/s {tps(b):.0f} vs cpu {tps(a):.0f}")
 sys.exit(0 if ok else 1)
 PY
+[[ ${PIPESTATUS[0]} -eq 0 ]] || fail=1
 
 if [[ $fail -eq 0 ]]; then say "gpu-check: PASS"; else say "gpu-check: FAIL"; fi
 exit $fail
