@@ -34,8 +34,65 @@ pub fn parse_device(s: &str) -> anyhow::Result<candle_core::Device> {
                 None => anyhow::bail!("unknown device `{s}` (use cpu or cuda:N)"),
             };
             candle_core::Device::new_cuda(n).map_err(|e| {
-                anyhow::anyhow!("device `{s}`: {e} (was rmsweb built with `--features cuda`?)")
+                let e = without_backtrace(e);
+                anyhow::anyhow!("device `{s}`: {e} ({CUDA_HINT})")
             })
+        }
+    }
+}
+
+/// The error without the backtrace candle attaches under `RUST_BACKTRACE`: a device
+/// that cannot be opened is the user's setup, not a bug to locate in our code.
+fn without_backtrace(e: candle_core::Error) -> candle_core::Error {
+    match e {
+        candle_core::Error::WithBacktrace { inner, .. } => without_backtrace(*inner),
+        e => e,
+    }
+}
+
+/// What to check when a CUDA device cannot be opened.
+#[cfg(feature = "cuda")]
+const CUDA_HINT: &str = "no usable NVIDIA driver or GPU: check `nvidia-smi`, and that \
+    libcuda.so.1 is the driver's, not a stub";
+/// What to check when a CUDA device cannot be opened.
+#[cfg(not(feature = "cuda"))]
+const CUDA_HINT: &str = "this rmsweb was built without GPU support: rebuild with \
+    `cargo build --release --features cuda`, see scripts/build-cuda.sh";
+
+#[cfg(test)]
+mod tests {
+    use super::parse_device;
+
+    fn err(s: &str) -> String {
+        format!("{:#}", parse_device(s).unwrap_err())
+    }
+
+    #[test]
+    fn device_names_parse_or_fail_clearly() {
+        assert!(parse_device("cpu").unwrap().is_cpu());
+        assert!(err("gpu").contains("unknown device `gpu` (use cpu or cuda:N)"));
+        assert!(err("cudax").contains("unknown device `cudax`"));
+        assert!(err("cuda:x").contains("bad device ordinal in `cuda:x`"));
+    }
+
+    #[test]
+    fn device_errors_drop_candles_backtrace() {
+        let e = candle_core::Error::WithBacktrace {
+            inner: Box::new(candle_core::Error::Msg("no driver".into())),
+            backtrace: Box::new(std::backtrace::Backtrace::force_capture()),
+        };
+        assert!(e.to_string().lines().count() > 1);
+        assert_eq!(super::without_backtrace(e).to_string(), "no driver");
+    }
+
+    /// In a CPU-only build, asking for a GPU names the device and says how to get one.
+    #[cfg(not(feature = "cuda"))]
+    #[test]
+    fn cuda_in_a_cpu_build_says_how_to_build_with_cuda() {
+        for name in ["cuda", "cuda:0", "cuda:3"] {
+            let e = err(name);
+            assert!(e.starts_with(&format!("device `{name}`:")), "{e}");
+            assert!(e.contains("--features cuda"), "{e}");
         }
     }
 }

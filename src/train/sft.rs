@@ -175,10 +175,21 @@ struct Prepared {
 }
 
 fn resolve_dtype(cfg: &SftConfig, device: &Device) -> Result<DType> {
-    Ok(match cfg.dtype.as_str() {
+    compute_dtype(&cfg.dtype, cfg.lora.is_some(), !device.is_cpu())
+}
+
+/// The model's compute dtype for a run's `dtype` setting.
+///
+/// `auto` is bf16 on a GPU when the base weights are frozen (LoRA: the frozen base is
+/// stored and multiplied in bf16, the adapters stay f32 and the loss is taken in f32),
+/// and f32 otherwise: on the CPU (no fast bf16 there), and for full training (the
+/// `tiny` preset), where bf16 weights would round away AdamW's small updates.
+/// `--set dtype=bf16` forces bf16 anyway.
+pub fn compute_dtype(dtype: &str, lora: bool, on_gpu: bool) -> Result<DType> {
+    Ok(match dtype {
         "f32" => DType::F32,
         "bf16" => DType::BF16,
-        "auto" if cfg.lora.is_some() && !device.is_cpu() => DType::BF16,
+        "auto" if lora && on_gpu => DType::BF16,
         "auto" => DType::F32,
         other => anyhow::bail!("dtype `{other}`: use auto, f32 or bf16"),
     })
@@ -473,8 +484,10 @@ fn train_inner(
         run.log(&format!("resumed from checkpoint step {step}"))?;
     }
     run.log(&format!(
-        "training {total} steps of {eff} samples ({n} samples, {} epochs)",
-        cfg.epochs
+        "training {total} steps of {eff} samples ({n} samples, {} epochs) on {} in {:?}",
+        cfg.epochs,
+        cfg.device,
+        model.dtype()
     ))?;
     let mut perms = HashMap::new();
     for step in start..total {
@@ -581,4 +594,22 @@ pub fn resume(
     let cfg = SftConfig::from_toml(&run.read_config()?)
         .with_context(|| format!("{}: invalid run.toml", run_dir.join("run.toml").display()))?;
     train(&cfg, &run, true, stop, on_step)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::compute_dtype;
+    use candle_core::DType;
+
+    #[test]
+    fn auto_dtype_is_bf16_for_lora_on_a_gpu_and_f32_elsewhere() {
+        assert_eq!(compute_dtype("auto", true, true).unwrap(), DType::BF16);
+        assert_eq!(compute_dtype("auto", false, true).unwrap(), DType::F32);
+        assert_eq!(compute_dtype("auto", true, false).unwrap(), DType::F32);
+        assert_eq!(compute_dtype("auto", false, false).unwrap(), DType::F32);
+        assert_eq!(compute_dtype("bf16", false, false).unwrap(), DType::BF16);
+        assert_eq!(compute_dtype("f32", true, true).unwrap(), DType::F32);
+        let e = compute_dtype("fp16", true, true).unwrap_err().to_string();
+        assert!(e.contains("dtype `fp16`: use auto, f32 or bf16"), "{e}");
+    }
 }

@@ -3,6 +3,7 @@
 mod annotate;
 mod chat;
 mod collect;
+mod cuda;
 mod curate;
 mod dataset;
 mod env;
