@@ -12,6 +12,8 @@ mod mine_judge;
 mod model;
 mod reward;
 mod rl_groups;
+mod runs_tab;
+mod runs_tail;
 mod tui;
 mod tui_data;
 mod tui_tmux;
