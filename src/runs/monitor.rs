@@ -248,6 +248,8 @@ pub struct RunsState {
     pub cap: usize,
     /// Polls applied so far.
     pub polls: u64,
+    /// Bumped by every poll that changed something (redraw when it moves).
+    pub version: u64,
 }
 
 impl Default for RunsState {
@@ -256,6 +258,7 @@ impl Default for RunsState {
             runs: Vec::new(),
             cap: DEFAULT_CAP,
             polls: 0,
+            version: 0,
         }
     }
 }
@@ -264,7 +267,12 @@ impl RunsState {
     /// Folds one poll in.
     pub fn apply(&mut self, update: Update) {
         self.polls += 1;
+        let mut changed = false;
         for u in update.runs {
+            changed |= u.batch.reset
+                || !u.batch.records.is_empty()
+                || !u.batch.malformed.is_empty()
+                || u.log.is_some();
             let i = match self
                 .runs
                 .iter()
@@ -282,10 +290,13 @@ impl RunsState {
                         resets: 0,
                         log: Vec::new(),
                     });
+                    changed = true;
                     self.runs.len() - 1
                 }
             };
             let t = &mut self.runs[i];
+            changed |=
+                t.vanished != u.vanished || t.tail != u.tail || (!u.vanished && t.info != u.info);
             if u.vanished {
                 // Keep what was known; the files are gone.
                 t.vanished = true;
@@ -308,6 +319,9 @@ impl RunsState {
             if let Some(log) = u.log {
                 t.log = log;
             }
+        }
+        if changed {
+            self.version += 1;
         }
     }
 
@@ -342,6 +356,12 @@ mod tests {
         assert_eq!(t.malformed, 1);
         assert_eq!(t.last_malformed.as_ref().unwrap().line, 2);
         assert_eq!(t.log, vec!["a", "progress 2"]);
+        let v = st.version;
+        st.apply(w.poll());
+        assert_eq!(st.version, v, "nothing changed: no redraw");
+        std::fs::write(run.join("stdout.log"), "b\n").unwrap();
+        st.apply(w.poll());
+        assert_eq!(st.version, v + 1);
         std::fs::remove_dir_all(&run).unwrap();
         st.apply(w.poll());
         let t = &st.runs[0];

@@ -336,7 +336,7 @@ impl Drop for KillOnDrop {
 }
 
 #[test]
-fn launches_a_tiny_sft_run_sees_metrics_and_stops_it() {
+fn launches_a_tiny_sft_run_sees_metrics_stops_resumes_and_kills_it() {
     let data = tui::fixtures();
     let runs = tempfile::tempdir().unwrap();
     let mut app = open(
@@ -423,6 +423,58 @@ fn launches_a_tiny_sft_run_sees_metrics_and_stops_it() {
     }
     app.runs.poll_now();
     let st = app.runs.snapshot();
+    let stopped_at = st.find(&metrics).unwrap().series.last_step().unwrap();
     assert_eq!(st.find(&metrics).unwrap().state(), DisplayState::Stopped);
     assert!(dir.join("stdout.log").is_file());
+
+    // r resumes it from its checkpoint: running again, new steps arrive.
+    press(&mut app, "r");
+    let msg = app.shared.message.clone().unwrap_or_default();
+    assert!(msg.starts_with("resuming"), "{msg}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let pid = loop {
+        app.runs.poll_now();
+        let st = app.runs.snapshot();
+        let t = st.find(&metrics).unwrap();
+        if t.state() == DisplayState::Running
+            && t.info.status.pid != running_pid
+            && t.series.last_step().is_some_and(|s| s > stopped_at)
+        {
+            break t.info.status.pid.unwrap();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not resumed in time: {:?}",
+            t.state()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    guard.0 = Some(pid);
+
+    // K asks first; anything but y cancels; y kills: the run shows as dead.
+    press(&mut app, "K");
+    assert!(screen(&mut app).contains("with SIGKILL?"));
+    press(&mut app, "n");
+    assert_eq!(app.shared.message.as_deref(), Some("kill cancelled"));
+    assert!(rmsweb::runs::info::pid_alive(pid));
+    press(&mut app, "K");
+    press(&mut app, "y");
+    assert!(
+        app.shared
+            .message
+            .as_deref()
+            .unwrap_or("")
+            .starts_with("killed")
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        app.runs.poll_now();
+        if app.runs.snapshot().find(&metrics).unwrap().state() == DisplayState::Lost {
+            break;
+        }
+        assert!(Instant::now() < deadline, "a killed run must show as dead");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    guard.0 = None;
+    assert!(screen(&mut app).contains("dead"));
 }

@@ -184,9 +184,9 @@ impl RunsView {
         self.launcher.reap();
         match &mut self.poller {
             Poller::Background { seen, .. } => {
-                let polls = lock(&self.state).polls;
-                let changed = polls != *seen;
-                *seen = polls;
+                let version = lock(&self.state).version;
+                let changed = version != *seen;
+                *seen = version;
                 changed
             }
             _ => false,
@@ -442,7 +442,9 @@ impl Component for RunsView {
 
     fn draw(&mut self, f: &mut Frame, area: Rect, sh: &mut Shared) {
         let th = sh.theme.clone();
-        let st = lock(&self.state).clone();
+        // Drawn under the lock (the poller waits at most one frame).
+        let state = Arc::clone(&self.state);
+        let st = lock(&state);
         // Keep the selection on the same run as the list changes.
         let sel_idx = self
             .selected
