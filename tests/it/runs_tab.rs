@@ -394,6 +394,17 @@ fn launches_a_tiny_sft_run_sees_metrics_stops_resumes_and_kills_it() {
     }
     let s = screen(&mut app);
     assert!(s.contains("running") && s.contains("SFT loss"), "{s}");
+    // Detached: the run leads its own session (a closed terminal does not reach it).
+    let pid = running_pid.unwrap();
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let session = stat
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .nth(3)
+        .unwrap();
+    assert_eq!(session, pid.to_string(), "{stat}");
 
     press(&mut app, "s");
     assert!(
@@ -477,4 +488,17 @@ fn launches_a_tiny_sft_run_sees_metrics_stops_resumes_and_kills_it() {
     }
     guard.0 = None;
     assert!(screen(&mut app).contains("dead"));
+}
+
+#[test]
+fn workbench_takes_runs_and_watch_options() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rmsweb"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        help.contains("--runs <RUNS>") && help.contains("--watch <FILE>"),
+        "{help}"
+    );
 }
