@@ -502,3 +502,32 @@ fn workbench_takes_runs_and_watch_options() {
         "{help}"
     );
 }
+
+#[test]
+fn draws_at_any_size_with_popups_open() {
+    let data = tui::fixtures();
+    let runs = runs_folder(&["sft-tiny", "rl-synth"]);
+    // A "running" run whose pid is alive (this test process): K asks to kill it.
+    let live = runs.path().join("live");
+    copy_dir(&repo().join("fixtures/runs/sft-tiny"), &live);
+    let status = serde_json::json!({"state": "running", "pid": std::process::id(), "step": 3,
+        "started": "2026-11-29T12:00:00Z", "updated": "2026-11-29T12:29:00Z", "message": "step 3"});
+    std::fs::write(live.join("status.json"), status.to_string()).unwrap();
+    let mut app = open(data.path(), opts(runs.path()));
+    assert!(app.runs.select_id("live"));
+    press(&mut app, " ");
+    app.handle_key(key(KeyCode::Down));
+    press(&mut app, " ");
+    for (w, h) in [(1, 1), (20, 5), (45, 12), (80, 24), (220, 70)] {
+        for popup in ["", "n", "K"] {
+            assert!(app.runs.select_id("live"));
+            press(&mut app, popup);
+            let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
+            t.draw(|f| app.draw(f)).unwrap();
+            // Leave the popup without killing anything.
+            app.handle_key(key(KeyCode::Esc));
+        }
+    }
+    assert_eq!(app.shared.message.as_deref(), Some("kill cancelled"));
+    assert!(screen(&mut app).contains("running"));
+}

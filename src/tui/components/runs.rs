@@ -508,12 +508,12 @@ impl Component for RunsView {
             form.draw(f, area, &th);
         }
         if let Some(c) = &self.confirm {
-            let w = 60.min(area.width);
+            let (w, h) = (60.min(area.width), 4.min(area.height));
             let r = Rect::new(
                 area.x + (area.width - w) / 2,
-                area.y + area.height / 2 - 2,
+                area.y + (area.height - h) / 2,
                 w,
-                4,
+                h,
             );
             f.render_widget(Clear, r);
             f.render_widget(
