@@ -174,12 +174,29 @@ pub struct Track {
     pub resets: u64,
     /// The last lines of `stdout.log`.
     pub log: Vec<String>,
+    /// When the metrics file was last seen modified.
+    pub metrics_mtime: Option<std::time::SystemTime>,
 }
 
 impl Track {
     /// The state shown: the status's, "gone" handled by the caller via `vanished`.
     pub fn state(&self) -> DisplayState {
         self.info.state
+    }
+
+    /// When the run last showed activity: `status.json`'s `updated`, else the
+    /// metrics file's modification time (a watched verl file has no status).
+    pub fn updated(&self) -> Option<chrono::DateTime<chrono::Utc>> {
+        self.info
+            .status
+            .updated
+            .as_deref()
+            .and_then(|u| chrono::DateTime::parse_from_rfc3339(u).ok())
+            .map(|t| t.with_timezone(&chrono::Utc))
+            .or_else(|| {
+                self.metrics_mtime
+                    .map(chrono::DateTime::<chrono::Utc>::from)
+            })
     }
 
     /// The latest step: the metrics', else the status'.
@@ -289,6 +306,7 @@ impl RunsState {
                         last_malformed: None,
                         resets: 0,
                         log: Vec::new(),
+                        metrics_mtime: None,
                     });
                     changed = true;
                     self.runs.len() - 1
@@ -312,6 +330,9 @@ impl RunsState {
                 t.resets += 1;
             }
             t.series.ingest(&u.batch.records, u.batch.mtime);
+            if u.batch.mtime.is_some() {
+                t.metrics_mtime = u.batch.mtime;
+            }
             t.malformed += u.batch.malformed.len() as u64;
             if let Some(m) = u.batch.malformed.last() {
                 t.last_malformed = Some(m.clone());

@@ -309,11 +309,14 @@ impl RunsView {
     }
 }
 
-fn age(updated: Option<&str>, now: chrono::DateTime<chrono::Utc>) -> String {
-    let Some(t) = updated.and_then(|u| chrono::DateTime::parse_from_rfc3339(u).ok()) else {
+fn age(
+    updated: Option<chrono::DateTime<chrono::Utc>>,
+    now: chrono::DateTime<chrono::Utc>,
+) -> String {
+    let Some(t) = updated else {
         return "-".into();
     };
-    let s = (now - t.with_timezone(&chrono::Utc)).num_seconds().max(0);
+    let s = (now - t).num_seconds().max(0);
     match s {
         0..120 => format!("{s}s"),
         120..7200 => format!("{}m", s / 60),
@@ -594,7 +597,7 @@ impl RunsView {
                 ),
                 Span::styled(t.step().map_or("-".into(), |s| s.to_string()), th.text()),
                 Span::styled(headline, th.text()),
-                Span::styled(age(t.info.status.updated.as_deref(), now), th.dim()),
+                Span::styled(age(t.updated(), now), th.dim()),
             ]);
             if idx == self.cursor.selected {
                 row.style(th.selected())
