@@ -531,3 +531,42 @@ fn draws_at_any_size_with_popups_open() {
     assert_eq!(app.shared.message.as_deref(), Some("kill cancelled"));
     assert!(screen(&mut app).contains("running"));
 }
+
+#[test]
+fn background_poller_brings_new_metrics_and_asks_for_a_redraw() {
+    use rmsweb::tui::components::runs::RunsView;
+    let runs = tempfile::tempdir().unwrap();
+    let mut view = RunsView::new(opts(runs.path()));
+    view.start_background().unwrap();
+    assert!(!view.poll_now(), "polling belongs to the thread now");
+    let dir = runs.path().join("r1");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("metrics.jsonl"),
+        "{\"step\": 1, \"data\": {\"sft/loss\": 2.0}}\n",
+    )
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let redraw = view.tick();
+        let st = view.snapshot();
+        if let Some(t) = st.runs.first()
+            && t.series.latest("sft/loss") == Some(2.0)
+        {
+            // The data came before this tick (which then said redraw) or after it
+            // (and the next tick says so).
+            assert!(redraw || view.tick(), "new data must ask for a redraw");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the background poller did not read the run"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Nothing changes: no redraw asked.
+    std::thread::sleep(Duration::from_millis(1200));
+    view.tick();
+    std::thread::sleep(Duration::from_millis(1200));
+    assert!(!view.tick(), "idle polls do not ask for redraws");
+}
