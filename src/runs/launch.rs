@@ -101,8 +101,28 @@ impl LaunchSpec {
 #[derive(Debug)]
 pub struct Launcher {
     binary: PathBuf,
-    children: Vec<Child>,
+    children: Vec<Launched>,
 }
+
+/// A process this launcher started, in the folder it logs to.
+#[derive(Debug)]
+struct Launched {
+    dir: PathBuf,
+    child: Child,
+    /// Its exit code once reaped (`-1`: killed by a signal).
+    exit: Option<i32>,
+}
+
+/// What the launcher knows of the last process it started in a folder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChildState {
+    Running,
+    /// Exited with this code (`-1`: killed by a signal).
+    Exited(i32),
+}
+
+/// Exited children remembered for [`Launcher::child_state`].
+const KEEP_EXITED: usize = 64;
 
 impl Launcher {
     /// A launcher running `binary`.
@@ -187,19 +207,53 @@ impl Launcher {
                 Ok(())
             });
         }
-        let child = cmd
-            .spawn()
-            .with_context(|| format!("starting {}", self.binary.display()))?;
+        // A binary just written (a fresh build) can be briefly "text file busy"
+        // while another thread's fork still holds it open for writing: retry.
+        let mut tries = 0;
+        let child = loop {
+            match cmd.spawn() {
+                Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && tries < 20 => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(25));
+                }
+                r => break r.with_context(|| format!("starting {}", self.binary.display()))?,
+            }
+        };
         let pid = child.id();
-        self.children.push(child);
+        self.children.push(Launched {
+            dir: dir.to_path_buf(),
+            child,
+            exit: None,
+        });
         Ok(pid)
     }
 
     /// Collects the exit status of children that ended; returns how many are running.
     pub fn reap(&mut self) -> usize {
-        self.children
-            .retain_mut(|c| matches!(c.try_wait(), Ok(None)));
-        self.children.len()
+        for l in self.children.iter_mut().filter(|l| l.exit.is_none()) {
+            if let Ok(Some(status)) = l.child.try_wait() {
+                l.exit = Some(status.code().unwrap_or(-1));
+            }
+        }
+        let exited = self.children.iter().filter(|l| l.exit.is_some()).count();
+        if exited > KEEP_EXITED {
+            let mut excess = exited - KEEP_EXITED;
+            self.children.retain(|l| {
+                let old = l.exit.is_some() && excess > 0;
+                excess -= usize::from(old);
+                !old
+            });
+        }
+        self.children.iter().filter(|l| l.exit.is_none()).count()
+    }
+
+    /// The state of the latest process started in `dir`, if this launcher started one.
+    pub fn child_state(&self, dir: &Path) -> Option<ChildState> {
+        let l = self.children.iter().rev().find(|l| l.dir == dir)?;
+        Some(match l.exit {
+            None => ChildState::Running,
+            Some(code) => ChildState::Exited(code),
+        })
     }
 }
 
@@ -275,9 +329,12 @@ mod tests {
             )
             .unwrap();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        assert_eq!(l.child_state(d.path()), Some(ChildState::Running));
         while l.reap() > 0 && std::time::Instant::now() < deadline {
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
+        assert_eq!(l.child_state(d.path()), Some(ChildState::Exited(0)));
+        assert_eq!(l.child_state(Path::new("/elsewhere")), None);
         let log = std::fs::read_to_string(d.path().join("stdout.log")).unwrap();
         assert!(log.contains("out") && log.contains("err"), "{log}");
         assert!(

@@ -570,3 +570,51 @@ fn background_poller_brings_new_metrics_and_asks_for_a_redraw() {
     std::thread::sleep(Duration::from_millis(1200));
     assert!(!view.tick(), "idle polls do not ask for redraws");
 }
+
+#[test]
+fn a_launch_that_dies_before_its_status_shows_its_exit_code_and_log() {
+    use std::os::unix::fs::PermissionsExt;
+    let data = tui::fixtures();
+    let runs = tempfile::tempdir().unwrap();
+    let bin = runs.path().join("fake-rmsweb");
+    std::fs::write(
+        &bin,
+        "#!/bin/sh\necho \"args: $*\"\nsleep 1\necho 'error: no such preset' >&2\nexit 3\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut app = open(
+        data.path(),
+        RunsOptions {
+            root: Some(runs.path().join("runs")),
+            binary: Some(bin),
+            now: Some(fixed_now()),
+            ..Default::default()
+        },
+    );
+    press(&mut app, "n");
+    app.handle_key(key(KeyCode::Enter));
+    assert!(
+        app.shared
+            .message
+            .as_deref()
+            .unwrap_or("")
+            .starts_with("launched")
+    );
+    assert!(screen(&mut app).contains("starting"));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        app.runs.poll_now();
+        let s = screen(&mut app);
+        if s.contains("exit 3") {
+            assert!(
+                s.contains("error: no such preset"),
+                "the log tail says why:\n{s}"
+            );
+            assert!(s.contains("args: train sft --preset tiny"), "{s}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "{s}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

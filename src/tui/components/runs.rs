@@ -12,7 +12,7 @@
 use super::launch_form::{FormOutcome, LaunchForm};
 use super::{Component, Cursor, pane};
 use crate::runs::info::DisplayState;
-use crate::runs::launch::{self, Launcher};
+use crate::runs::launch::{self, ChildState, Launcher};
 use crate::runs::monitor::{RunsState, Track, Watcher};
 use crate::runs::series::EMA_LEVELS;
 use crate::runs::tail::TailState;
@@ -325,11 +325,27 @@ fn age(
     }
 }
 
-fn state_style(t: &Track, th: &Theme) -> (String, ratatui::style::Style) {
+/// The state word and its style. A run launched from here that has not written
+/// its status yet is "starting" while its process lives and "exit N" once it
+/// ended without one (a bad argument, say: its log tail tells why).
+fn state_style(
+    t: &Track,
+    child: Option<ChildState>,
+    th: &Theme,
+) -> (String, ratatui::style::Style) {
     if t.vanished {
         return ("gone".into(), th.bad());
     }
     let s = t.state();
+    match (s, child) {
+        (DisplayState::Unknown, Some(ChildState::Running)) => {
+            return ("starting".into(), th.good());
+        }
+        (DisplayState::Unknown, Some(ChildState::Exited(c))) => {
+            return (format!("exit {c}"), th.bad());
+        }
+        _ => {}
+    }
     let style = match s {
         DisplayState::Running | DisplayState::Queued => th.good(),
         DisplayState::Finished => th.text(),
@@ -572,7 +588,7 @@ impl RunsView {
         let now = self.now();
         let rows = st.runs[range.clone()].iter().enumerate().map(|(i, t)| {
             let idx = range.start + i;
-            let (state, sstyle) = state_style(t, th);
+            let (state, sstyle) = state_style(t, self.launcher.child_state(&t.info.dir), th);
             let headline = t
                 .headline()
                 .map(|(what, v)| format!("{what} {}", fmt_num(v)))
