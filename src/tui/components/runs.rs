@@ -698,6 +698,13 @@ impl RunsView {
                 if !counts.is_empty() {
                     bottom = Some(format!(" {} ", counts.join(" │ ")));
                 }
+            } else if !overlay && let Some(t) = plotted.first() {
+                // The latest raw values, in the keys' order.
+                let latest: Vec<String> = present
+                    .iter()
+                    .filter_map(|&ki| t.series.latest(p.keys[ki]).map(fmt_num))
+                    .collect();
+                bottom = Some(format!(" now {} ", latest.join(" · ")));
             }
             if p.keys.len() > 1 || overlay {
                 for ki in present {
