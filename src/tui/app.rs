@@ -216,9 +216,7 @@ impl App {
             Action::SwitchTab(t) => self.tab = t,
             Action::ToggleHelp => self.help = !self.help,
             Action::StartFilter => {
-                if self.tab != Tab::Runs {
-                    self.filter_input = Some(self.view().filter().to_string());
-                }
+                self.filter_input = Some(self.view().filter().to_string());
             }
             Action::Annotate {
                 pair_id,
@@ -317,7 +315,8 @@ impl App {
         let filter = match self.tab {
             Tab::Trajectories => self.trajectories.filter(),
             Tab::Pairs => self.pairs.filter(),
-            _ => "",
+            Tab::Runs => self.runs.filter(),
+            Tab::Reward => "",
         };
         if !filter.is_empty() {
             spans.push(sep.clone());

@@ -618,3 +618,30 @@ fn a_launch_that_dies_before_its_status_shows_its_exit_code_and_log() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+#[test]
+fn slash_filters_the_runs_list() {
+    let data = tui::fixtures();
+    let runs = runs_folder(&["sft-tiny", "rl-synth"]);
+    let mut app = open(data.path(), opts(runs.path()));
+    press(&mut app, "/dead");
+    app.handle_key(key(KeyCode::Enter));
+    let s = screen(&mut app);
+    assert!(s.contains("rl-synth") && !s.contains("sft-tiny"), "{s}");
+    assert!(s.contains("filter: dead"));
+    // The selection follows the filter: s acts on the run shown.
+    press(&mut app, "s");
+    assert!(
+        app.shared
+            .message
+            .as_deref()
+            .unwrap()
+            .starts_with("rl-synth is dead")
+    );
+    press(&mut app, "/");
+    app.handle_key(key(KeyCode::Esc));
+    let s = screen(&mut app);
+    assert!(s.contains("rl-synth") && s.contains("sft-tiny"));
+    press(&mut app, "/nothing");
+    assert!(screen(&mut app).contains("no run matches the filter `nothing`"));
+}

@@ -83,6 +83,9 @@ pub struct RunsView {
     wall: bool,
     form: Option<LaunchForm>,
     confirm: Option<KillConfirm>,
+    /// The list filter (`/`): a case-insensitive substring of id, kind, preset,
+    /// mode or state.
+    filter: String,
 }
 
 impl Default for RunsView {
@@ -124,6 +127,7 @@ impl RunsView {
             wall: false,
             form: None,
             confirm: None,
+            filter: String::new(),
         }
     }
 
@@ -304,6 +308,26 @@ impl RunsView {
         }
     }
 
+    /// Indices of the runs the filter lets through, in list order.
+    fn visible(&self, st: &RunsState) -> Vec<usize> {
+        super::filter_indices(st.runs.len(), &self.filter, |i| {
+            let t = &st.runs[i];
+            let c = &t.info.config;
+            format!(
+                "{} {} {} {} {}",
+                t.info.id,
+                t.kind().unwrap_or(""),
+                c.preset.as_deref().unwrap_or(""),
+                c.mode.as_deref().unwrap_or(""),
+                if t.vanished {
+                    "gone"
+                } else {
+                    t.state().label()
+                }
+            )
+        })
+    }
+
     fn now(&self) -> chrono::DateTime<chrono::Utc> {
         self.opts.now.unwrap_or_else(chrono::Utc::now)
     }
@@ -386,6 +410,14 @@ impl Component for RunsView {
         self.form.is_some() || self.confirm.is_some()
     }
 
+    fn filter(&self) -> &str {
+        &self.filter
+    }
+
+    fn set_filter(&mut self, filter: &str) {
+        self.filter = filter.to_string();
+    }
+
     fn handle_key(&mut self, key: KeyEvent, sh: &mut Shared) -> Option<Action> {
         if let Some(c) = self.confirm.take() {
             return Some(Action::Message(match key.code {
@@ -417,15 +449,23 @@ impl Component for RunsView {
                 },
             };
         }
-        let len = lock(&self.state).runs.len();
-        if self.cursor.navigate(&key, len) {
-            let st = lock(&self.state);
-            self.selected = st
-                .runs
+        let state = Arc::clone(&self.state);
+        let st = lock(&state);
+        let vis = self.visible(&st);
+        if let Some(p) = self
+            .selected
+            .as_ref()
+            .and_then(|sel| vis.iter().position(|&i| &st.runs[i].info.metrics == sel))
+        {
+            self.cursor.selected = p;
+        }
+        if self.cursor.navigate(&key, vis.len()) {
+            self.selected = vis
                 .get(self.cursor.selected)
-                .map(|t| t.info.metrics.clone());
+                .map(|&i| st.runs[i].info.metrics.clone());
             return None;
         }
+        drop(st);
         let msg = match key.code {
             KeyCode::Char('n') => {
                 self.form = Some(LaunchForm::new(sh.dataset.root()));
@@ -465,22 +505,23 @@ impl Component for RunsView {
         let state = Arc::clone(&self.state);
         let st = lock(&state);
         // Keep the selection on the same run as the list changes.
+        let vis = self.visible(&st);
         let sel_idx = self
             .selected
             .as_ref()
-            .and_then(|p| st.runs.iter().position(|t| &t.info.metrics == p));
+            .and_then(|p| vis.iter().position(|&i| &st.runs[i].info.metrics == p));
         match sel_idx {
             Some(i) => self.cursor.selected = i,
             None => {
-                self.cursor.selected = self.cursor.selected.min(st.runs.len().saturating_sub(1));
-                self.selected = st
-                    .runs
+                self.cursor.selected = self.cursor.selected.min(vis.len().saturating_sub(1));
+                self.selected = vis
                     .get(self.cursor.selected)
-                    .map(|t| t.info.metrics.clone());
+                    .map(|&i| st.runs[i].info.metrics.clone());
             }
         }
+        let sel: Option<&Track> = vis.get(self.cursor.selected).map(|&i| &st.runs[i]);
         let plotted: Vec<&Track> = if self.marked.is_empty() {
-            st.runs.get(self.cursor.selected).into_iter().collect()
+            sel.into_iter().collect()
         } else {
             st.runs
                 .iter()
@@ -516,11 +557,10 @@ impl Component for RunsView {
                 banner_a,
             );
         }
-        self.draw_list(f, list_a, &st, &th);
+        self.draw_list(f, list_a, &st, &vis, &th);
         self.draw_charts(f, charts_a, &plotted, &th);
         let [info_a, log_a] =
             Layout::horizontal([Constraint::Length(44), Constraint::Min(10)]).areas(bottom_a);
-        let sel = st.runs.get(self.cursor.selected);
         draw_info(f, info_a, sel, self.view(), &th);
         draw_log(f, log_a, sel, &th);
         if let Some(form) = &self.form {
@@ -560,7 +600,7 @@ impl Component for RunsView {
 }
 
 impl RunsView {
-    fn draw_list(&mut self, f: &mut Frame, area: Rect, st: &RunsState, th: &Theme) {
+    fn draw_list(&mut self, f: &mut Frame, area: Rect, st: &RunsState, vis: &[usize], th: &Theme) {
         let title = match (&self.opts.root, self.opts.watch.len()) {
             (Some(r), 0) => format!("Runs · {}", line(&r.display().to_string())),
             (Some(r), n) => format!("Runs · {} + {n} watched", line(&r.display().to_string())),
@@ -568,8 +608,12 @@ impl RunsView {
             (None, n) => format!("Runs · {n} watched"),
         };
         let block = pane(title, true, th);
-        if st.runs.is_empty() {
+        if vis.is_empty() {
             let text = match &self.opts.root {
+                _ if !st.runs.is_empty() => format!(
+                    "no run matches the filter `{}` (/ then Esc clears)",
+                    line(&self.filter)
+                ),
                 Some(r) if !r.is_dir() => format!(
                     "no runs yet ({} does not exist) · n launches a run",
                     line(&r.display().to_string())
@@ -584,9 +628,10 @@ impl RunsView {
             return;
         }
         let inner_h = area.height.saturating_sub(3) as usize;
-        let range = self.cursor.window(st.runs.len(), inner_h);
+        let range = self.cursor.window(vis.len(), inner_h);
         let now = self.now();
-        let rows = st.runs[range.clone()].iter().enumerate().map(|(i, t)| {
+        let rows = vis[range.clone()].iter().enumerate().map(|(i, &ri)| {
+            let t = &st.runs[ri];
             let idx = range.start + i;
             let (state, sstyle) = state_style(t, self.launcher.child_state(&t.info.dir), th);
             let headline = t
