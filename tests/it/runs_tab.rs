@@ -153,8 +153,9 @@ fn screen(app: &mut App) -> String {
     t.backend().to_string()
 }
 
-/// The screen with the temporary folders (and the padding after them, which
-/// depends on their length) replaced by `<tmp>`, for snapshots.
+/// The screen for snapshots: without the status bar (the dataset's counts, not
+/// this tab's), and with the temporary folders (and the padding after them, which
+/// depends on their length) replaced by `<tmp>`.
 fn snap(app: &mut App, runs: &Path) -> String {
     let tmp = runs.parent().unwrap_or(runs);
     let re = regex::Regex::new(&format!(
@@ -162,7 +163,12 @@ fn snap(app: &mut App, runs: &Path) -> String {
         regex::escape(&tmp.display().to_string())
     ))
     .unwrap();
-    re.replace_all(&screen(app), "<tmp>$1 ").into_owned()
+    let screen = screen(app);
+    let body = screen
+        .trim_end()
+        .rsplit_once('\n')
+        .map_or(screen.as_str(), |(b, _)| b);
+    re.replace_all(body, "<tmp>$1 ").into_owned()
 }
 
 #[test]
