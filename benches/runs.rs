@@ -2,7 +2,7 @@
 //! every metric key (`rmsweb::runs::synth`, about 100 MB), and redrawing the tab
 //! (TestBackend 120×40) on it, raw and with EMA + log scale + wall time.
 //!
-//! `RMSWEB_RUNS_RSS=1 target/release/deps/runs-* ` skips criterion: it ingests the
+//! `RMSWEB_RUNS_RSS=1 target/release/deps/runs-*` skips criterion: it ingests the
 //! file once, draws once and prints what it holds, so `/usr/bin/time -v` gives the
 //! peak RSS of a process watching that file.
 
@@ -18,8 +18,13 @@ use std::time::Instant;
 
 const STEPS: u64 = 100_000;
 
-/// A runs folder with one 100k-step run (`long`).
+/// A runs folder with one 100k-step run (`long`); `RMSWEB_RUNS_STEPS` changes the
+/// length (e.g. 1 to measure the workbench without a long run).
 fn make_runs(root: &Path) {
+    let steps = std::env::var("RMSWEB_RUNS_STEPS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(STEPS);
     let dir = root.join("long");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(
@@ -29,7 +34,7 @@ fn make_runs(root: &Path) {
     .unwrap();
     let f = std::fs::File::create(dir.join("metrics.jsonl")).unwrap();
     let mut w = std::io::BufWriter::new(f);
-    rmsweb::runs::synth::write(&mut w, STEPS, 7).unwrap();
+    rmsweb::runs::synth::write(&mut w, steps, 7).unwrap();
 }
 
 fn ingest(root: &Path) -> RunsState {

@@ -19,7 +19,7 @@ use std::time::SystemTime;
 const HEAD_LEN: usize = 256;
 /// The most bytes read in one poll (a huge file is ingested over several polls,
 /// so one poll never holds the whole file in memory).
-const MAX_READ: usize = 8 << 20;
+const MAX_READ: usize = 1 << 20;
 
 /// One metrics line: the optimizer step and its numeric values (non-numeric values
 /// are skipped; booleans count as 0/1).
@@ -314,5 +314,34 @@ mod tests {
         assert_eq!(b.records.len(), 1);
         assert_eq!(b.records[0].step, 2);
         assert_eq!(t.poll().records.len(), 0);
+    }
+
+    #[test]
+    fn a_file_bigger_than_one_read_arrives_whole_over_several_polls() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("metrics.jsonl");
+        let mut text = String::new();
+        let n = 3 * MAX_READ / 40;
+        for s in 0..n {
+            text.push_str(&format!("{{\"step\": {s}, \"data\": {{\"x\": {s}}}}}\n"));
+        }
+        std::fs::write(&p, &text).unwrap();
+        let mut t = MetricsTail::new(&p);
+        let (mut steps, mut polls) = (Vec::new(), 0);
+        loop {
+            let b = t.poll();
+            polls += 1;
+            assert!(
+                b.malformed.is_empty(),
+                "a line cut between reads is kept whole"
+            );
+            steps.extend(b.records.iter().map(|r| r.step));
+            if !b.more {
+                break;
+            }
+        }
+        assert!(polls >= 3, "{polls} polls");
+        assert_eq!(steps, (0..n as u64).collect::<Vec<_>>());
+        assert_eq!(t.offset(), text.len() as u64);
     }
 }
