@@ -15,6 +15,7 @@ pub mod mine;
 pub mod model;
 pub mod policy;
 pub mod reward;
+pub mod runs;
 pub mod train;
 pub mod trajectory;
 pub mod tui;

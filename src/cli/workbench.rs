@@ -1,6 +1,6 @@
 //! `rmsweb` without a subcommand: the workbench.
 
-use rmsweb::tui::{Options, Theme};
+use rmsweb::tui::{Options, RunsOptions, Theme};
 use std::path::PathBuf;
 
 /// Options of the workbench.
@@ -15,6 +15,13 @@ pub struct Args {
     /// Colour theme, a name from themes/ or a TOML file.
     #[arg(long)]
     pub theme: Option<String>,
+    /// Folder of training runs shown (and launched into) by the Runs tab.
+    #[arg(long, default_value = "runs")]
+    pub runs: PathBuf,
+    /// Also watch this metrics file (verl's file-logger format), e.g. a verl run's;
+    /// repeatable.
+    #[arg(long = "watch", value_name = "FILE")]
+    pub watch: Vec<PathBuf>,
 }
 
 /// Opens the workbench.
@@ -28,10 +35,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .annotator
         .filter(|a| !a.trim().is_empty())
         .unwrap_or_else(|| "anonymous".into());
-    rmsweb::tui::run(Options {
-        dataset,
-        annotator,
-        theme,
-        picker: ratatui_image::picker::Picker::halfblocks(),
-    })
+    rmsweb::tui::run_with_runs(
+        Options {
+            dataset,
+            annotator,
+            theme,
+            picker: ratatui_image::picker::Picker::halfblocks(),
+        },
+        RunsOptions {
+            root: Some(args.runs),
+            watch: args.watch,
+            ..Default::default()
+        },
+    )
 }

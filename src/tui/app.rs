@@ -4,7 +4,7 @@
 use super::action::{Action, Tab};
 use super::components::pairs::PairsView;
 use super::components::reward::RewardView;
-use super::components::runs::RunsView;
+use super::components::runs::{RunsOptions, RunsView};
 use super::components::trajectories::TrajectoriesView;
 use super::components::{Component, help};
 use super::shared::{SaveState, Shared, load};
@@ -79,7 +79,7 @@ impl App {
             trajectories: TrajectoriesView::default(),
             pairs: PairsView::default(),
             reward: RewardView::default(),
-            runs: RunsView,
+            runs: RunsView::default(),
             help: false,
             filter_input: None,
             quit: false,
@@ -95,10 +95,18 @@ impl App {
     }
 
     /// Takes background results that arrived; true when the frame must be redrawn
-    /// (new data, or the highlighter became ready since the last frame).
+    /// (new data, new run metrics, or the highlighter became ready since the last
+    /// frame).
     pub fn tick(&mut self) -> bool {
         let data = self.shared.poll_loader(false);
-        data || (!self.highlighted && super::widgets::highlight::ready())
+        let runs = self.runs.tick();
+        data || runs || (!self.highlighted && super::widgets::highlight::ready())
+    }
+
+    /// Points the Runs tab at a runs folder and extra metrics files (replacing
+    /// the default view, which watches nothing).
+    pub fn set_runs(&mut self, opts: RunsOptions) {
+        self.runs = RunsView::new(opts);
     }
 
     /// Replaces how screenshots are drawn (once the terminal has been asked).
@@ -208,9 +216,7 @@ impl App {
             Action::SwitchTab(t) => self.tab = t,
             Action::ToggleHelp => self.help = !self.help,
             Action::StartFilter => {
-                if self.tab != Tab::Runs {
-                    self.filter_input = Some(self.view().filter().to_string());
-                }
+                self.filter_input = Some(self.view().filter().to_string());
             }
             Action::Annotate {
                 pair_id,
@@ -309,7 +315,8 @@ impl App {
         let filter = match self.tab {
             Tab::Trajectories => self.trajectories.filter(),
             Tab::Pairs => self.pairs.filter(),
-            _ => "",
+            Tab::Runs => self.runs.filter(),
+            Tab::Reward => "",
         };
         if !filter.is_empty() {
             spans.push(sep.clone());

@@ -64,6 +64,26 @@ pub const KEYMAP: &[KeyHelp] = &[
         "e  i  Enter",
         "type a candidate response (scored live)",
     ),
+    k(
+        "Runs",
+        "n",
+        "launch form: kind, preset, dataset, steps, lr, mode, init",
+    ),
+    k(
+        "Runs",
+        "s  r  K",
+        "stop (SIGTERM) · resume · kill (SIGKILL, asks y/n)",
+    ),
+    k(
+        "Runs",
+        "+ -  L  x",
+        "EMA smoothing · log scale · x by step / wall time",
+    ),
+    k(
+        "Runs",
+        "Space",
+        "mark the run for the overlay of marked runs",
+    ),
     k("Text boxes", "Esc", "leave the box (edits are not saved)"),
     k("Text boxes", "Ctrl-U", "clear the box"),
 ];

@@ -16,5 +16,6 @@ pub mod theme;
 pub mod widgets;
 
 pub use app::{App, Options};
-pub use run::run;
+pub use components::runs::RunsOptions;
+pub use run::{run, run_with_runs};
 pub use theme::Theme;

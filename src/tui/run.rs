@@ -3,6 +3,7 @@
 //! error or panic.
 
 use super::app::{App, Options};
+use super::components::runs::RunsOptions;
 use ratatui::crossterm::event::{self, Event, KeyEventKind};
 use ratatui_image::picker::Picker;
 use std::time::Duration;
@@ -44,11 +45,18 @@ impl Drop for Restore {
 /// replaced by the terminal's own graphics protocol. A dataset that cannot be
 /// opened is reported before the terminal is touched.
 pub fn run(opts: Options) -> anyhow::Result<()> {
+    run_with_runs(opts, RunsOptions::default())
+}
+
+/// Like [`run`], with the Runs tab watching `runs` (polled on a background thread).
+pub fn run_with_runs(opts: Options, runs: RunsOptions) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()?;
     let mut app = App::new(opts)?;
+    app.set_runs(runs);
+    app.runs.start_background()?;
     // ratatui::init installs a panic hook that restores the terminal first.
     let mut terminal = ratatui::try_init()?;
     let _restore = Restore;

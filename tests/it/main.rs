@@ -15,6 +15,8 @@ mod model;
 mod reward;
 mod rl_groups;
 mod rl_train;
+mod runs_tab;
+mod runs_tail;
 mod tui;
 mod tui_data;
 mod tui_tmux;

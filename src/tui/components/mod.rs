@@ -3,6 +3,7 @@
 //! itself with `draw`.
 
 pub mod help;
+pub mod launch_form;
 pub mod pairs;
 pub mod reward;
 pub mod runs;

@@ -1,0 +1,653 @@
+//! The Runs tab: snapshots on the recorded tiny SFT run (`fixtures/runs/sft-tiny`)
+//! and the synthetic RL run (`tests/data/runs/rl-synth`, every metric key; made by
+//! `rmsweb::runs::synth`, see `synthetic_rl_run_is_current`), and a real tiny SFT
+//! run launched from the tab, watched and stopped.
+//!
+//! Each test copies the run folders it shows into its own runs folder, so another
+//! fixture run added later changes nothing here.
+
+use crate::tui;
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use rmsweb::runs::info::DisplayState;
+use rmsweb::tui::action::{Action, Tab};
+use rmsweb::tui::{App, Options, RunsOptions, Theme};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+const SYNTH_STEPS: u64 = 240;
+/// A dead pid (above any pid_max): the synthetic run "running" shows as dead.
+const DEAD_PID: u32 = 2_147_483_647;
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Writes a synthetic RL run folder: run.toml, status.json (running with a dead
+/// pid, a self-sharpening alert), metrics.jsonl and a stdout.log with an escape
+/// sequence that must not reach the screen.
+fn write_synth_run(dir: &Path, steps: u64, seed: u64, mode: &str) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(
+        dir.join("run.toml"),
+        format!("kind = \"rl\"\npreset = \"tiny\"\nmode = \"{mode}\"\ninit = \"runs/sft-tiny\"\nlr = 1e-6\n"),
+    )
+    .unwrap();
+    let status = serde_json::json!({
+        "state": "running",
+        "pid": DEAD_PID,
+        "started": "2026-11-29T10:00:00.000Z",
+        "updated": "2026-11-29T11:00:00.000Z",
+        "step": steps,
+        "message": format!("step {steps}"),
+        "alerts": [{"kind": "self_sharpening", "step": steps * 4 / 5,
+                    "message": "gap, KL, clipfrac and log-ppl up while reward is flat"}],
+    });
+    std::fs::write(
+        dir.join("status.json"),
+        serde_json::to_string_pretty(&status).unwrap(),
+    )
+    .unwrap();
+    let mut m = Vec::new();
+    rmsweb::runs::synth::write(&mut m, steps, seed).unwrap();
+    std::fs::write(dir.join("metrics.jsonl"), m).unwrap();
+    std::fs::write(
+        dir.join("stdout.log"),
+        "2026-11-29T10:00:01.000Z rollouts: 16 groups of 8\n\
+         2026-11-29T10:00:02.000Z \x1b[31mred\x1b[0m text from a model: \x07bell\n\
+         2026-11-29T11:00:00.000Z step 240 reward 0.64\n",
+    )
+    .unwrap();
+}
+
+/// The checked-in synthetic run is what the generator writes (set
+/// `RMSWEB_REGEN_RUNS=1` to rewrite it after changing the generator).
+#[test]
+fn synthetic_rl_run_is_current() {
+    let d = tempfile::tempdir().unwrap();
+    write_synth_run(d.path(), SYNTH_STEPS, 1, "salvage-ds");
+    let checked_in = repo().join("tests/data/runs/rl-synth");
+    if std::env::var_os("RMSWEB_REGEN_RUNS").is_some() {
+        write_synth_run(&checked_in, SYNTH_STEPS, 1, "salvage-ds");
+    }
+    for f in ["run.toml", "status.json", "metrics.jsonl", "stdout.log"] {
+        let want = std::fs::read(d.path().join(f)).unwrap();
+        let have = std::fs::read(checked_in.join(f)).unwrap_or_default();
+        assert!(
+            want == have,
+            "tests/data/runs/rl-synth/{f} is stale: RMSWEB_REGEN_RUNS=1 cargo test --test it runs_tab"
+        );
+    }
+    let first = std::fs::read_to_string(checked_in.join("metrics.jsonl")).unwrap();
+    let r = rmsweb::runs::tail::parse_line(first.lines().next().unwrap()).unwrap();
+    for k in rmsweb::runs::synth::KEYS {
+        assert!(r.data.iter().any(|(key, _)| key == k), "{k} missing");
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_file() {
+            std::fs::copy(&p, to.join(p.file_name().unwrap())).unwrap();
+        }
+    }
+}
+
+/// A runs folder holding copies of the named runs.
+fn runs_folder(names: &[&str]) -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    for n in names {
+        let from = match *n {
+            "sft-tiny" => repo().join("fixtures/runs/sft-tiny"),
+            "rl-synth" => repo().join("tests/data/runs/rl-synth"),
+            other => panic!("unknown run {other}"),
+        };
+        copy_dir(&from, &d.path().join(n));
+    }
+    d
+}
+
+fn open(dataset: &Path, runs: RunsOptions) -> App {
+    let mut app = App::new(Options {
+        dataset: dataset.to_path_buf(),
+        annotator: "tester".into(),
+        theme: Theme::load("dark").unwrap(),
+        picker: ratatui_image::picker::Picker::halfblocks(),
+    })
+    .unwrap();
+    app.wait_loaded();
+    app.set_runs(runs);
+    app.update(Action::SwitchTab(Tab::Runs));
+    app.runs.poll_now();
+    app
+}
+
+fn fixed_now() -> chrono::DateTime<chrono::Utc> {
+    "2026-11-29T12:30:00Z".parse().unwrap()
+}
+
+fn opts(root: &Path) -> RunsOptions {
+    RunsOptions {
+        root: Some(root.to_path_buf()),
+        now: Some(fixed_now()),
+        ..Default::default()
+    }
+}
+
+fn key(code: KeyCode) -> KeyEvent {
+    KeyEvent::new(code, KeyModifiers::NONE)
+}
+
+fn press(app: &mut App, keys: &str) {
+    for c in keys.chars() {
+        app.handle_key(key(KeyCode::Char(c)));
+    }
+}
+
+fn screen(app: &mut App) -> String {
+    let mut t = Terminal::new(TestBackend::new(120, 40)).unwrap();
+    t.draw(|f| app.draw(f)).unwrap();
+    t.backend().to_string()
+}
+
+/// The screen for snapshots: without the status bar (the dataset's counts, not
+/// this tab's), and with the temporary folders (and the padding after them, which
+/// depends on their length) replaced by `<tmp>`.
+fn snap(app: &mut App, runs: &Path) -> String {
+    let tmp = runs.parent().unwrap_or(runs);
+    let re = regex::Regex::new(&format!(
+        r"{}/\.tmp\w+(/\S*)?[ ━]*",
+        regex::escape(&tmp.display().to_string())
+    ))
+    .unwrap();
+    let screen = screen(app);
+    let body = screen
+        .trim_end()
+        .rsplit_once('\n')
+        .map_or(screen.as_str(), |(b, _)| b);
+    re.replace_all(body, "<tmp>$1 ").into_owned()
+}
+
+#[test]
+fn snapshot_runs_list_on_the_recorded_sft_run() {
+    let data = tui::fixtures();
+    let runs = runs_folder(&["sft-tiny", "rl-synth"]);
+    let mut app = open(data.path(), opts(runs.path()));
+    assert!(app.runs.select_id("sft-tiny"));
+    let s = snap(&mut app, runs.path());
+    assert!(s.contains("sft-tiny") && s.contains("rl-synth"));
+    assert!(s.contains("finished") && s.contains("dead"), "{s}");
+    assert!(s.contains("SFT loss"));
+    insta::assert_snapshot!("runs_list", s);
+}
+
+#[test]
+fn snapshot_rl_panels_with_the_self_sharpening_banner() {
+    let data = tui::fixtures();
+    let runs = runs_folder(&["rl-synth"]);
+    let mut app = open(data.path(), opts(runs.path()));
+    let s = snap(&mut app, runs.path());
+    for title in [
+        "gates ━std ━comp",
+        "acc 11 salv 0",
+        "KL",
+        "clipfrac",
+        "logp",
+        "reward",
+        "rollout log-ppl",
+    ] {
+        assert!(s.contains(title), "panel {title} missing:\n{s}");
+    }
+    assert!(s.contains("self-sharpening"), "banner");
+    assert!(
+        !s.contains('\x1b') && !s.contains('\x07'),
+        "log text is sanitized"
+    );
+    insta::assert_snapshot!("runs_rl", s);
+}
+
+#[test]
+fn banner_also_comes_from_the_metric_alone() {
+    let data = tui::fixtures();
+    let runs = tempfile::tempdir().unwrap();
+    let dir = runs.path().join("verl");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut text = String::new();
+    for (s, flag) in [(1, 0), (2, 1)] {
+        text.push_str(&format!(
+            "{{\"step\": {s}, \"data\": {{\"critic/score/mean\": 0.5, \"alerts/self_sharpening\": {flag}}}}}\n"
+        ));
+    }
+    std::fs::write(dir.join("metrics.jsonl"), &text).unwrap();
+    // Watched by path, not in the runs folder.
+    let mut app = open(
+        data.path(),
+        RunsOptions {
+            root: None,
+            watch: vec![dir.join("metrics.jsonl")],
+            now: Some(fixed_now()),
+            ..Default::default()
+        },
+    );
+    assert!(screen(&mut app).contains("self-sharpening"));
+    std::fs::write(
+        dir.join("metrics.jsonl"),
+        text.replace(
+            "\"alerts/self_sharpening\": 1",
+            "\"alerts/self_sharpening\": 0",
+        ),
+    )
+    .unwrap();
+    app.runs.poll_now();
+    assert!(
+        !screen(&mut app).contains("self-sharpening"),
+        "cleared once the flag is 0"
+    );
+}
+
+#[test]
+fn snapshot_overlay_of_marked_runs() {
+    let data = tui::fixtures();
+    let runs = runs_folder(&["rl-synth"]);
+    write_synth_run(&runs.path().join("rl-dapo"), 160, 2, "dapo");
+    let mut app = open(data.path(), opts(runs.path()));
+    assert!(app.runs.select_id("rl-dapo"));
+    press(&mut app, " ");
+    app.handle_key(key(KeyCode::Down));
+    press(&mut app, " ");
+    let s = snap(&mut app, runs.path());
+    assert!(
+        s.contains("■ rl-dapo") && s.contains("■ rl-synth"),
+        "both runs in the legend:\n{s}"
+    );
+    assert_eq!(s.matches('●').count(), 2, "two marks");
+    insta::assert_snapshot!("runs_overlay", s);
+}
+
+#[test]
+fn snapshot_log_scale_ema_and_wall_time() {
+    let data = tui::fixtures();
+    let runs = runs_folder(&["rl-synth"]);
+    let mut app = open(data.path(), opts(runs.path()));
+    let linear = screen(&mut app);
+    press(&mut app, "L+++x");
+    let v = app.runs.view();
+    assert!(v.log && v.wall);
+    assert_eq!(v.ema, 0.9);
+    let s = snap(&mut app, runs.path());
+    assert_ne!(s, linear);
+    assert!(s.contains("x wall time · EMA 0.9 · log"), "{s}");
+    // The wall-time axis comes from perf/step_s: 240 steps of ~12 s.
+    assert!(s.contains("48m"), "{s}");
+    insta::assert_snapshot!("runs_log_scale", s);
+    press(&mut app, "---L");
+    assert_eq!(app.runs.view().ema, 0.0);
+    assert!(!app.runs.view().log);
+}
+
+#[test]
+fn snapshot_launch_form_and_its_errors() {
+    let data = tui::fixtures();
+    let runs = runs_folder(&["sft-tiny"]);
+    let mut app = open(data.path(), opts(runs.path()));
+    press(&mut app, "n");
+    let s = snap(&mut app, runs.path());
+    assert!(s.contains("Launch a run"));
+    insta::assert_snapshot!("runs_launch_form", s);
+    // kind → rl; Enter without init is refused and names the field; q types, not quits.
+    app.handle_key(key(KeyCode::Right));
+    app.handle_key(key(KeyCode::Enter));
+    assert!(screen(&mut app).contains("init: an RL run starts from an SFT run folder"));
+    press(&mut app, "q");
+    assert!(!app.should_quit());
+    app.handle_key(key(KeyCode::Esc));
+    assert!(!screen(&mut app).contains("Launch a run"));
+    // Stop and kill on a finished run do nothing but say so.
+    press(&mut app, "s");
+    assert!(
+        app.shared
+            .message
+            .as_deref()
+            .unwrap()
+            .contains("not running")
+    );
+    press(&mut app, "K");
+    assert!(
+        app.shared
+            .message
+            .as_deref()
+            .unwrap()
+            .contains("nothing to kill")
+    );
+}
+
+fn status_state(dir: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(dir.join("status.json")).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+    v.get("state")?.as_str().map(str::to_string)
+}
+
+/// Kills the launched process if the test fails before stopping it.
+struct KillOnDrop(Option<u32>);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0 {
+            let _ = rmsweb::runs::launch::kill(pid);
+        }
+    }
+}
+
+#[test]
+fn launches_a_tiny_sft_run_sees_metrics_stops_resumes_and_kills_it() {
+    let data = tui::fixtures();
+    let runs = tempfile::tempdir().unwrap();
+    let mut app = open(
+        data.path(),
+        RunsOptions {
+            root: Some(runs.path().join("runs")),
+            binary: Some(PathBuf::from(env!("CARGO_BIN_EXE_rmsweb"))),
+            ..Default::default()
+        },
+    );
+    press(&mut app, "n");
+    // steps: 100000 (so a stop always comes first); overrides: a very small model.
+    for _ in 0..3 {
+        app.handle_key(key(KeyCode::Tab));
+    }
+    app.handle_key(KeyEvent::new(KeyCode::Char('u'), KeyModifiers::CONTROL));
+    press(&mut app, "100000");
+    for _ in 0..4 {
+        app.handle_key(key(KeyCode::Tab));
+    }
+    press(
+        &mut app,
+        "epochs=100000 context=64 micro_batch=1 grad_accum=1 checkpoint_every=100000 \
+         tiny.vocab_size=512 tiny.hidden_size=32 tiny.num_hidden_layers=1 \
+         tiny.num_attention_heads=2 tiny.num_key_value_heads=1 tiny.head_dim=16 \
+         tiny.intermediate_size=64",
+    );
+    app.handle_key(key(KeyCode::Enter));
+    let msg = app.shared.message.clone().unwrap_or_default();
+    assert!(msg.starts_with("launched"), "{msg}");
+    let metrics = app.runs.selected().unwrap().to_path_buf();
+    let dir = metrics.parent().unwrap().to_path_buf();
+    let mut guard = KillOnDrop(None);
+
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let mut running_pid = None;
+    loop {
+        app.runs.poll_now();
+        let st = app.runs.snapshot();
+        let t = st.find(&metrics).expect("the launched run is listed");
+        if t.state() == DisplayState::Running {
+            running_pid = t.info.status.pid;
+            guard.0 = running_pid;
+        }
+        if t.series.get("sft/loss").is_some_and(|s| s.count() >= 2) && running_pid.is_some() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no metrics in time; state {:?}, log:\n{}",
+            t.state(),
+            std::fs::read_to_string(dir.join("stdout.log")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let s = screen(&mut app);
+    assert!(s.contains("running") && s.contains("SFT loss"), "{s}");
+    // Detached: the run leads its own session (a closed terminal does not reach it).
+    let pid = running_pid.unwrap();
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let session = stat
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .nth(3)
+        .unwrap();
+    assert_eq!(session, pid.to_string(), "{stat}");
+
+    press(&mut app, "s");
+    assert!(
+        app.shared
+            .message
+            .as_deref()
+            .unwrap_or("")
+            .contains("stop sent")
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let state = status_state(&dir);
+        if matches!(state.as_deref(), Some("stopped") | Some("finished")) {
+            assert_eq!(state.as_deref(), Some("stopped"), "the stop came first");
+            break;
+        }
+        assert!(Instant::now() < deadline, "not stopped in time: {state:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    guard.0 = None;
+    // The process exits after writing `stopped`; the tab shows it.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while running_pid.is_some_and(rmsweb::runs::info::pid_alive) {
+        app.runs.poll_now();
+        assert!(Instant::now() < deadline, "process still alive after stop");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    app.runs.poll_now();
+    let st = app.runs.snapshot();
+    let stopped_at = st.find(&metrics).unwrap().series.last_step().unwrap();
+    assert_eq!(st.find(&metrics).unwrap().state(), DisplayState::Stopped);
+    assert!(dir.join("stdout.log").is_file());
+
+    // r resumes it from its checkpoint: running again, new steps arrive.
+    press(&mut app, "r");
+    let msg = app.shared.message.clone().unwrap_or_default();
+    assert!(msg.starts_with("resuming"), "{msg}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let pid = loop {
+        app.runs.poll_now();
+        let st = app.runs.snapshot();
+        let t = st.find(&metrics).unwrap();
+        if t.state() == DisplayState::Running
+            && t.info.status.pid != running_pid
+            && t.series.last_step().is_some_and(|s| s > stopped_at)
+        {
+            break t.info.status.pid.unwrap();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not resumed in time: {:?}",
+            t.state()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    guard.0 = Some(pid);
+
+    // K asks first; anything but y cancels; y kills: the run shows as dead.
+    press(&mut app, "K");
+    assert!(screen(&mut app).contains("with SIGKILL?"));
+    press(&mut app, "n");
+    assert_eq!(app.shared.message.as_deref(), Some("kill cancelled"));
+    assert!(rmsweb::runs::info::pid_alive(pid));
+    press(&mut app, "K");
+    press(&mut app, "y");
+    assert!(
+        app.shared
+            .message
+            .as_deref()
+            .unwrap_or("")
+            .starts_with("killed")
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        app.runs.poll_now();
+        if app.runs.snapshot().find(&metrics).unwrap().state() == DisplayState::Lost {
+            break;
+        }
+        assert!(Instant::now() < deadline, "a killed run must show as dead");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    guard.0 = None;
+    assert!(screen(&mut app).contains("dead"));
+}
+
+#[test]
+fn workbench_takes_runs_and_watch_options() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rmsweb"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        help.contains("--runs <RUNS>") && help.contains("--watch <FILE>"),
+        "{help}"
+    );
+}
+
+#[test]
+fn draws_at_any_size_with_popups_open() {
+    let data = tui::fixtures();
+    let runs = runs_folder(&["sft-tiny", "rl-synth"]);
+    // A "running" run whose pid is alive (this test process): K asks to kill it.
+    let live = runs.path().join("live");
+    copy_dir(&repo().join("fixtures/runs/sft-tiny"), &live);
+    let status = serde_json::json!({"state": "running", "pid": std::process::id(), "step": 3,
+        "started": "2026-11-29T12:00:00Z", "updated": "2026-11-29T12:29:00Z", "message": "step 3"});
+    std::fs::write(live.join("status.json"), status.to_string()).unwrap();
+    let mut app = open(data.path(), opts(runs.path()));
+    assert!(app.runs.select_id("live"));
+    press(&mut app, " ");
+    app.handle_key(key(KeyCode::Down));
+    press(&mut app, " ");
+    for (w, h) in [(1, 1), (20, 5), (45, 12), (80, 24), (220, 70)] {
+        for popup in ["", "n", "K"] {
+            assert!(app.runs.select_id("live"));
+            press(&mut app, popup);
+            let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
+            t.draw(|f| app.draw(f)).unwrap();
+            // Leave the popup without killing anything.
+            app.handle_key(key(KeyCode::Esc));
+        }
+    }
+    assert_eq!(app.shared.message.as_deref(), Some("kill cancelled"));
+    assert!(screen(&mut app).contains("running"));
+}
+
+#[test]
+fn background_poller_brings_new_metrics_and_asks_for_a_redraw() {
+    use rmsweb::tui::components::runs::RunsView;
+    let runs = tempfile::tempdir().unwrap();
+    let mut view = RunsView::new(opts(runs.path()));
+    view.start_background().unwrap();
+    assert!(!view.poll_now(), "polling belongs to the thread now");
+    let dir = runs.path().join("r1");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("metrics.jsonl"),
+        "{\"step\": 1, \"data\": {\"sft/loss\": 2.0}}\n",
+    )
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let redraw = view.tick();
+        let st = view.snapshot();
+        if let Some(t) = st.runs.first()
+            && t.series.latest("sft/loss") == Some(2.0)
+        {
+            // The data came before this tick (which then said redraw) or after it
+            // (and the next tick says so).
+            assert!(redraw || view.tick(), "new data must ask for a redraw");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the background poller did not read the run"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Nothing changes: no redraw asked.
+    std::thread::sleep(Duration::from_millis(1200));
+    view.tick();
+    std::thread::sleep(Duration::from_millis(1200));
+    assert!(!view.tick(), "idle polls do not ask for redraws");
+}
+
+#[test]
+fn a_launch_that_dies_before_its_status_shows_its_exit_code_and_log() {
+    use std::os::unix::fs::PermissionsExt;
+    let data = tui::fixtures();
+    let runs = tempfile::tempdir().unwrap();
+    let bin = runs.path().join("fake-rmsweb");
+    std::fs::write(
+        &bin,
+        "#!/bin/sh\necho \"args: $*\"\nsleep 1\necho 'error: no such preset' >&2\nexit 3\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut app = open(
+        data.path(),
+        RunsOptions {
+            root: Some(runs.path().join("runs")),
+            binary: Some(bin),
+            now: Some(fixed_now()),
+            ..Default::default()
+        },
+    );
+    press(&mut app, "n");
+    app.handle_key(key(KeyCode::Enter));
+    assert!(
+        app.shared
+            .message
+            .as_deref()
+            .unwrap_or("")
+            .starts_with("launched")
+    );
+    assert!(screen(&mut app).contains("starting"));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        app.runs.poll_now();
+        let s = screen(&mut app);
+        if s.contains("exit 3") {
+            assert!(
+                s.contains("error: no such preset"),
+                "the log tail says why:\n{s}"
+            );
+            assert!(s.contains("args: train sft --preset tiny"), "{s}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "{s}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn slash_filters_the_runs_list() {
+    let data = tui::fixtures();
+    let runs = runs_folder(&["sft-tiny", "rl-synth"]);
+    let mut app = open(data.path(), opts(runs.path()));
+    press(&mut app, "/dead");
+    app.handle_key(key(KeyCode::Enter));
+    let s = screen(&mut app);
+    assert!(s.contains("rl-synth") && !s.contains("sft-tiny"), "{s}");
+    assert!(s.contains("filter: dead"));
+    // The selection follows the filter: s acts on the run shown.
+    press(&mut app, "s");
+    assert!(
+        app.shared
+            .message
+            .as_deref()
+            .unwrap()
+            .starts_with("rl-synth is dead")
+    );
+    press(&mut app, "/");
+    app.handle_key(key(KeyCode::Esc));
+    let s = screen(&mut app);
+    assert!(s.contains("rl-synth") && s.contains("sft-tiny"));
+    press(&mut app, "/nothing");
+    assert!(screen(&mut app).contains("no run matches the filter `nothing`"));
+}
