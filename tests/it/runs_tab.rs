@@ -103,6 +103,7 @@ fn runs_folder(names: &[&str]) -> tempfile::TempDir {
         let from = match *n {
             "sft-tiny" => repo().join("fixtures/runs/sft-tiny"),
             "rl-synth" => repo().join("tests/data/runs/rl-synth"),
+            "rl-tiny" => repo().join("fixtures/runs/rl-tiny"),
             other => panic!("unknown run {other}"),
         };
         copy_dir(&from, &d.path().join(n));
@@ -182,6 +183,72 @@ fn snapshot_runs_list_on_the_recorded_sft_run() {
     assert!(s.contains("finished") && s.contains("dead"), "{s}");
     assert!(s.contains("SFT loss"));
     insta::assert_snapshot!("runs_list", s);
+}
+
+/// The recorded real tiny RL run (fixtures/runs/rl-tiny, written by the trainer):
+/// finished, every RL panel has data, the rollout reward shown is its last step's.
+#[test]
+fn snapshot_recorded_rl_tiny_run() {
+    let data = tui::fixtures();
+    let runs = runs_folder(&["rl-tiny"]);
+    let mut app = open(data.path(), opts(runs.path()));
+    let s = snap(&mut app, runs.path());
+    assert!(s.contains("rl-tiny") && s.contains("finished"), "{s}");
+    let last = std::fs::read_to_string(repo().join("fixtures/runs/rl-tiny/metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .last()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .unwrap();
+    let reward = last["data"]["critic/score/mean"].as_f64().unwrap();
+    assert!(s.contains(&format!("reward {reward:.3}")), "{s}");
+    assert!(!s.contains("self-sharpening in"), "the recorded run raised no alert");
+    insta::assert_snapshot!("runs_rl_tiny", s);
+}
+
+/// What the launch form starts is accepted by the real command line for both kinds
+/// and every mode: the run fails on the missing init/dataset, never on the arguments.
+#[test]
+fn launch_arguments_parse_with_the_real_cli() {
+    use rmsweb::runs::launch::{LaunchSpec, MODES};
+    let tmp = tempfile::tempdir().unwrap();
+    let mut specs = vec![LaunchSpec {
+        kind: "sft".into(),
+        preset: "tiny".into(),
+        dataset: tmp.path().join("no-dataset"),
+        steps: Some(3),
+        lr: Some(1e-3),
+        sets: vec!["seed=7".into()],
+        ..Default::default()
+    }];
+    for m in MODES {
+        specs.push(LaunchSpec {
+            kind: "rl".into(),
+            preset: "tiny".into(),
+            dataset: repo().join("fixtures"),
+            steps: Some(2),
+            lr: Some(1e-4),
+            mode: Some(m.into()),
+            init: Some(tmp.path().join("no-sft-run")),
+            sets: vec!["n=4".into()],
+        });
+    }
+    for (i, spec) in specs.iter().enumerate() {
+        spec.validate().unwrap();
+        let args = spec.args(&tmp.path().join(format!("run-{i}")));
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_rmsweb"))
+            .args(&args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}");
+        assert!(
+            !err.contains("Usage:") && !err.contains("unexpected argument"),
+            "{args:?}: {err}"
+        );
+        let what = if spec.kind == "rl" { "no-sft-run" } else { "no-dataset" };
+        assert!(err.contains(what), "{args:?}: {err}");
+    }
 }
 
 #[test]
