@@ -202,7 +202,10 @@ fn snapshot_recorded_rl_tiny_run() {
         .unwrap();
     let reward = last["data"]["critic/score/mean"].as_f64().unwrap();
     assert!(s.contains(&format!("reward {reward:.3}")), "{s}");
-    assert!(!s.contains("self-sharpening in"), "the recorded run raised no alert");
+    assert!(
+        !s.contains("self-sharpening in"),
+        "the recorded run raised no alert"
+    );
     insta::assert_snapshot!("runs_rl_tiny", s);
 }
 
@@ -246,7 +249,11 @@ fn launch_arguments_parse_with_the_real_cli() {
             !err.contains("Usage:") && !err.contains("unexpected argument"),
             "{args:?}: {err}"
         );
-        let what = if spec.kind == "rl" { "no-sft-run" } else { "no-dataset" };
+        let what = if spec.kind == "rl" {
+            "no-sft-run"
+        } else {
+            "no-dataset"
+        };
         assert!(err.contains(what), "{args:?}: {err}");
     }
 }
