@@ -15,9 +15,11 @@ pub struct Args {
     /// Colour theme, a name from themes/ or a TOML file.
     #[arg(long)]
     pub theme: Option<String>,
-    /// Folder of training runs shown (and launched into) by the Runs tab.
-    #[arg(long, default_value = "runs")]
-    pub runs: PathBuf,
+    /// Folder of training runs shown (and launched into) by the Runs tab (default:
+    /// `runs/` when it exists, else the dataset's own `runs/` when it has one — the
+    /// bundled dataset's recorded runs —, else `runs/`, created by the first launch).
+    #[arg(long)]
+    pub runs: Option<PathBuf>,
     /// Also watch this metrics file (verl's file-logger format), e.g. a verl run's;
     /// repeatable.
     #[arg(long = "watch", value_name = "FILE")]
@@ -27,6 +29,9 @@ pub struct Args {
 /// Opens the workbench.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let dataset = args.dataset.unwrap_or_else(super::default_dataset);
+    let runs = args
+        .runs
+        .unwrap_or_else(|| default_runs(std::path::Path::new(""), &dataset));
     let theme = match &args.theme {
         Some(t) => Theme::load(t)?,
         None => Theme::load("dark")?,
@@ -43,9 +48,40 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             picker: ratatui_image::picker::Picker::halfblocks(),
         },
         RunsOptions {
-            root: Some(args.runs),
+            root: Some(runs),
             watch: args.watch,
             ..Default::default()
         },
     )
+}
+
+/// `CWD/runs` if it exists, else `DATASET/runs` if that exists, else `CWD/runs`
+/// (`cwd` empty: relative to the working directory).
+fn default_runs(cwd: &std::path::Path, dataset: &std::path::Path) -> PathBuf {
+    let here = cwd.join("runs");
+    let own = dataset.join("runs");
+    if !here.is_dir() && own.is_dir() {
+        own
+    } else {
+        here
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::default_runs;
+
+    #[test]
+    fn runs_default_prefers_the_working_folder_then_the_datasets_own() {
+        let cwd = tempfile::tempdir().unwrap();
+        let ds = tempfile::tempdir().unwrap();
+        // Neither exists: `runs/` here, where the first launch creates it.
+        assert_eq!(default_runs(cwd.path(), ds.path()), cwd.path().join("runs"));
+        // The dataset has recorded runs (the bundled fixtures do): show them.
+        std::fs::create_dir(ds.path().join("runs")).unwrap();
+        assert_eq!(default_runs(cwd.path(), ds.path()), ds.path().join("runs"));
+        // A working `runs/` wins.
+        std::fs::create_dir(cwd.path().join("runs")).unwrap();
+        assert_eq!(default_runs(cwd.path(), ds.path()), cwd.path().join("runs"));
+    }
 }
