@@ -9,6 +9,7 @@
 pub mod action;
 pub mod app;
 pub mod components;
+pub mod graphics_query;
 pub mod keys;
 pub mod run;
 pub mod shared;

@@ -4,6 +4,7 @@
 
 use super::app::{App, Options};
 use super::components::runs::RunsOptions;
+use super::graphics_query;
 use ratatui::crossterm::event::{self, Event, KeyEventKind};
 use ratatui_image::picker::Picker;
 use std::time::Duration;
@@ -15,8 +16,8 @@ use std::time::Duration;
 const QUERY_TIMEOUT_MS: u64 = 250;
 
 /// Chooses how screenshots are drawn: `RMSWEB_PICKER=halfblocks` forces halfblocks;
-/// otherwise the terminal is asked (kitty / sixel / iTerm2), with halfblocks when
-/// it does not answer in time.
+/// otherwise the terminal is asked (kitty / sixel, see [`graphics_query`]), with
+/// halfblocks when it does not answer in time. Raw mode must be on.
 pub fn pick_protocol() -> Picker {
     if std::env::var("RMSWEB_PICKER").is_ok_and(|v| v == "halfblocks") {
         return Picker::halfblocks();
@@ -25,11 +26,7 @@ pub fn pick_protocol() -> Picker {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(QUERY_TIMEOUT_MS);
-    let options = ratatui_image::picker::cap_parser::QueryStdioOptions {
-        timeout: Duration::from_millis(timeout),
-        ..Default::default()
-    };
-    Picker::from_query_stdio_with_options(options).unwrap_or_else(|_| Picker::halfblocks())
+    graphics_query::picker_for(graphics_query::query(Duration::from_millis(timeout)))
 }
 
 /// Restores the terminal when dropped (normal exit, `?` error, or unwinding).

@@ -151,3 +151,21 @@ fn tmux_quit_exits_cleanly_and_leaves_the_alternate_screen() {
         "the workbench screen was left behind:\n{s}"
     );
 }
+
+/// With the terminal-graphics query on (the default), the user's very first key
+/// reaches the workbench: a query the terminal leaves unanswered must not leave a
+/// reader behind that swallows it.
+#[test]
+fn tmux_first_key_is_not_swallowed_by_the_graphics_query() {
+    let d = crate::tui::dataset();
+    let t = Tmux::start(&format!(
+        "exec {} --dataset {} --annotator e2e",
+        env!("CARGO_BIN_EXE_rmsweb"),
+        d.path().display()
+    ));
+    t.wait_for("Log in as alice");
+    // Past the query's timeout, so nothing of it is pending any more.
+    std::thread::sleep(Duration::from_millis(700));
+    t.keys(&["2"]);
+    t.wait_for("Queue 0/3 reviewed");
+}
