@@ -7,6 +7,7 @@
 pub mod info;
 pub mod launch;
 pub mod monitor;
+pub mod rollouts;
 pub mod series;
 pub mod synth;
 pub mod tail;

@@ -44,4 +44,6 @@ pub enum Action {
     },
     /// Show a message in the status bar.
     Message(String),
+    /// Browse this run folder's `rollouts.jsonl` in the Reward tab.
+    OpenRollouts(std::path::PathBuf),
 }

@@ -228,6 +228,13 @@ impl App {
                 self.shared.annotate(ev);
             }
             Action::Message(m) => self.shared.message = Some(m),
+            Action::OpenRollouts(dir) => match self.reward.open_rollouts(&dir) {
+                Ok(m) => {
+                    self.tab = Tab::Reward;
+                    self.shared.message = Some(m);
+                }
+                Err(e) => self.shared.message = Some(e),
+            },
         }
     }
 

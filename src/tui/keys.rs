@@ -57,7 +57,12 @@ pub const KEYMAP: &[KeyHelp] = &[
     k(
         "Reward",
         "t",
-        "state source: mined pairs / trajectory of tab 1",
+        "state source: pairs / tab-1 trajectory / opened rollouts",
+    ),
+    k(
+        "Reward",
+        "h l  ← →",
+        "rollouts: previous / next sample (fills the candidate)",
     ),
     k(
         "Reward",
@@ -83,6 +88,11 @@ pub const KEYMAP: &[KeyHelp] = &[
         "Runs",
         "Space",
         "mark the run for the overlay of marked runs",
+    ),
+    k(
+        "Runs",
+        "o",
+        "open the run's rollout groups in the Reward tab",
     ),
     k("Text boxes", "Esc", "leave the box (edits are not saved)"),
     k("Text boxes", "Ctrl-U", "clear the box"),

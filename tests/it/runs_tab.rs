@@ -725,3 +725,110 @@ fn slash_filters_the_runs_list() {
     press(&mut app, "/nothing");
     assert!(screen(&mut app).contains("no run matches the filter `nothing`"));
 }
+
+/// `o` on an RL run opens its rollout groups in the Reward tab: each sample fills the
+/// candidate, its recorded decision stands beside the live one, a recorded decision
+/// the rubric no longer makes is flagged, and a prompt that is not a mined pair of
+/// the dataset shows the recorded decisions only.
+#[test]
+fn rollouts_open_in_the_reward_tab_and_recorded_decisions_are_checked_live() {
+    use rmsweb::mine::pair::MinedPair;
+    let data = tui::fixtures();
+    let pair: MinedPair = serde_json::from_str(
+        std::fs::read_to_string(data.path().join("mined/pairs.jsonl"))
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    let right = rmsweb::action::render::render_call(&pair.target_action);
+    let wrong = rmsweb::action::render::render_call(&pair.loc_action);
+    let runs = tempfile::tempdir().unwrap();
+    let dir = runs.path().join("rl-check");
+    copy_dir(&repo().join("fixtures/runs/rl-tiny"), &dir);
+    let group = |prompt: &str, samples: serde_json::Value| {
+        serde_json::json!({"step": 3, "prompt_id": prompt, "gate": "accepted",
+            "routed": "rl", "samples": samples})
+        .to_string()
+    };
+    let lines = [
+        group(
+            &pair.id,
+            serde_json::json!([
+                {"text": right, "reward": 1.0, "rule": "__live__"},
+                // Recorded as a full success: the rubric today disagrees.
+                {"text": wrong, "reward": 1.0, "rule": "click.same_index"},
+            ]),
+        ),
+        group(
+            "not-a-pair",
+            serde_json::json!([{"text": "click(1)", "reward": 0.3, "rule": "click.other_element"}]),
+        ),
+    ];
+    // The first sample's recorded decision is what the rubric says now.
+    let elements = {
+        let ds = rmsweb::trajectory::Dataset::open(data.path()).unwrap();
+        let t = ds
+            .trajectory_by_id(&pair.success.trajectory)
+            .unwrap()
+            .unwrap();
+        t.steps
+            .iter()
+            .find(|s| s.index == pair.success.step)
+            .unwrap()
+            .state
+            .elements
+            .clone()
+    };
+    let live = rmsweb::reward::score(
+        &right,
+        &pair.target_action,
+        &elements,
+        &rmsweb::reward::RewardConfig::default(),
+    );
+    let first = lines[0].replace("__live__", &live.rule);
+    std::fs::write(
+        dir.join("rollouts.jsonl"),
+        format!("{first}\n{}\n", lines[1]),
+    )
+    .unwrap();
+    assert_eq!(live.score, 1.0, "{live:?}");
+
+    let mut app = open(data.path(), opts(runs.path()));
+    assert!(app.runs.select_id("rl-check"));
+    press(&mut app, "o");
+    assert_eq!(app.tab, Tab::Reward);
+    let s = screen(&mut app);
+    assert!(s.contains("Rollouts: rl-check"), "{s}");
+    assert!(s.contains(&format!("Recorded: 1.00 {}", live.rule)), "{s}");
+    assert!(!s.contains("≠ live decision"), "{s}");
+    assert_eq!(app.reward.candidate.lines().join("\n"), right);
+    // Next sample: recorded 1.0, the rubric says otherwise now.
+    press(&mut app, "l");
+    let s = screen(&mut app);
+    assert_eq!(app.reward.candidate.lines().join("\n"), wrong);
+    assert!(s.contains("≠ live decision"), "{s}");
+    insta::assert_snapshot!("reward_rollouts", snap(&mut app, runs.path()));
+    // Next group: its prompt is not a mined pair here.
+    press(&mut app, "j");
+    let s = screen(&mut app);
+    assert!(s.contains("not a mined pair of this dataset"), "{s}");
+    assert!(s.contains("click.other_element"), "{s}");
+    // An SFT run has no rollouts: a clear message, the tab stays.
+    let sft = runs.path().join("sft-tiny");
+    copy_dir(&repo().join("fixtures/runs/sft-tiny"), &sft);
+    app.runs.poll_now();
+    press(&mut app, "4");
+    assert!(app.runs.select_id("sft-tiny"));
+    press(&mut app, "o");
+    assert_eq!(app.tab, Tab::Runs);
+    assert!(
+        app.shared
+            .message
+            .as_deref()
+            .is_some_and(|m| m.contains("only RL runs")),
+        "{:?}",
+        app.shared.message
+    );
+}

@@ -1,15 +1,20 @@
-//! The Reward tab: pick a state (a mined pair's success side, or a step of the
-//! trajectory selected in tab 1), type a candidate response, and see the rubric's
-//! score, level, rule and reason as you type.
+//! The Reward tab: pick a state (a mined pair's success side, a step of the
+//! trajectory selected in tab 1, or a group of an RL run's `rollouts.jsonl` opened
+//! with `o` in the Runs tab), type a candidate response, and see the rubric's score,
+//! level, rule and reason as you type. A rollout sample fills the candidate with its
+//! own text, so its recorded decision can be checked against the rubric as it is now
+//! and then edited to see which change flips it.
 
 use super::step_view::{action_json, element_window};
 use super::{Component, Cursor, pane};
 use crate::action::Action as BrowserAction;
 use crate::reward::{Level, score};
+use crate::runs::rollouts::{RolloutGroup, Rollouts};
 use crate::trajectory::State;
 use crate::tui::action::Action;
 use crate::tui::shared::Shared;
 use crate::tui::widgets::text::{line, trunc};
+use crate::util::sanitize::clean_text;
 use ratatui::Frame;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -23,6 +28,8 @@ pub enum Source {
     #[default]
     Pairs,
     Trajectory,
+    /// Groups of an RL run's `rollouts.jsonl`.
+    Rollouts,
 }
 
 /// One pickable state with its target action.
@@ -38,6 +45,12 @@ pub struct RewardView {
     pub list: Cursor,
     pub editing: bool,
     pub candidate: TextArea<'static>,
+    /// The opened run's rollouts (Runs tab, `o`).
+    pub rollouts: Option<Rollouts>,
+    /// The selected sample of the selected rollout group.
+    pub sample: usize,
+    /// The (group, sample) whose text was last put into the candidate.
+    prefilled: Option<(usize, usize)>,
 }
 
 impl Default for RewardView {
@@ -49,8 +62,42 @@ impl Default for RewardView {
             list: Cursor::default(),
             editing: false,
             candidate,
+            rollouts: None,
+            sample: 0,
+            prefilled: None,
         }
     }
+}
+
+/// The state and target of a mined pair's success side.
+fn pair_item(sh: &mut Shared, i: usize) -> Option<Item> {
+    let p = sh.pairs.get(i)?.clone();
+    let target = sh
+        .folded
+        .state(&p.id)
+        .target
+        .unwrap_or(p.target_action.clone());
+    let state = sh
+        .trajectories
+        .by_id(&sh.dataset, &p.success.trajectory)
+        .and_then(|t| {
+            t.steps
+                .iter()
+                .find(|s| s.index == p.success.step)
+                .map(|s| s.state.clone())
+                .ok_or_else(|| {
+                    format!(
+                        "no step {} in {}",
+                        p.success.step,
+                        line(&p.success.trajectory)
+                    )
+                })
+        });
+    Some(Item {
+        label: format!("pair {} · success side", line(&p.id)),
+        state,
+        target,
+    })
 }
 
 impl RewardView {
@@ -61,7 +108,29 @@ impl RewardView {
                 .current_trajectory
                 .and_then(|r| sh.trajectories.get(&sh.dataset, r).ok())
                 .map_or(0, |t| t.steps.len()),
+            Source::Rollouts => self.rollouts.as_ref().map_or(0, Rollouts::len),
         }
+    }
+
+    /// Opens `RUN/rollouts.jsonl` as the state source.
+    pub fn open_rollouts(&mut self, run_dir: &std::path::Path) -> Result<String, String> {
+        let r = Rollouts::open(run_dir).map_err(|e| format!("{e:#}"))?;
+        let msg = format!(
+            "{} rollout groups of {}",
+            r.len(),
+            line(&run_dir.display().to_string())
+        );
+        self.rollouts = Some(r);
+        self.source = Source::Rollouts;
+        self.list = Cursor::default();
+        self.sample = 0;
+        self.prefilled = None;
+        Ok(msg)
+    }
+
+    fn group(&self, i: usize) -> Option<Result<RolloutGroup, String>> {
+        let r = self.rollouts.as_ref()?;
+        (i < r.len()).then(|| r.group(i))
     }
 
     fn label(&self, sh: &mut Shared, i: usize) -> String {
@@ -86,40 +155,29 @@ impl RewardView {
                     })
                 })
                 .unwrap_or_default(),
+            Source::Rollouts => match self.group(i) {
+                Some(Ok(g)) => {
+                    let (mean, std) = g.reward_stats();
+                    format!(
+                        "s{} {} {}{} μ{mean:.2} σ{std:.2}",
+                        g.step,
+                        line(&g.prompt_id),
+                        line(&g.gate),
+                        g.routed
+                            .as_deref()
+                            .map(|r| format!("→{}", line(r)))
+                            .unwrap_or_default()
+                    )
+                }
+                Some(Err(e)) => format!("! {}", line(&e)),
+                None => String::new(),
+            },
         }
     }
 
     fn item(&self, sh: &mut Shared, i: usize) -> Option<Item> {
         match self.source {
-            Source::Pairs => {
-                let p = sh.pairs.get(i)?.clone();
-                let target = sh
-                    .folded
-                    .state(&p.id)
-                    .target
-                    .unwrap_or(p.target_action.clone());
-                let state = sh
-                    .trajectories
-                    .by_id(&sh.dataset, &p.success.trajectory)
-                    .and_then(|t| {
-                        t.steps
-                            .iter()
-                            .find(|s| s.index == p.success.step)
-                            .map(|s| s.state.clone())
-                            .ok_or_else(|| {
-                                format!(
-                                    "no step {} in {}",
-                                    p.success.step,
-                                    line(&p.success.trajectory)
-                                )
-                            })
-                    });
-                Some(Item {
-                    label: format!("pair {} · success side", line(&p.id)),
-                    state,
-                    target,
-                })
-            }
+            Source::Pairs => pair_item(sh, i),
             Source::Trajectory => {
                 let t = sh
                     .trajectories
@@ -132,7 +190,86 @@ impl RewardView {
                     target: s.output.actions.first()?.clone(),
                 })
             }
+            Source::Rollouts => {
+                let g = self.group(i)?.ok()?;
+                let p = sh.pairs.iter().position(|p| p.id == g.prompt_id)?;
+                pair_item(sh, p)
+            }
         }
+    }
+
+    /// The selected sample of the selected group (clamped).
+    fn selected_sample(&self) -> Option<(RolloutGroup, usize)> {
+        let g = self.group(self.list.selected)?.ok()?;
+        if g.samples.is_empty() {
+            return None;
+        }
+        let k = self.sample.min(g.samples.len() - 1);
+        Some((g, k))
+    }
+
+    /// Puts the selected sample's text into the candidate once per selection.
+    fn prefill(&mut self) {
+        let Some((g, k)) = self.selected_sample() else {
+            return;
+        };
+        let key = (self.list.selected, k);
+        if self.prefilled == Some(key) {
+            return;
+        }
+        self.prefilled = Some(key);
+        self.candidate.select_all();
+        self.candidate.cut();
+        self.candidate
+            .insert_str(crate::util::sanitize::clean_text(&g.samples[k].text));
+    }
+
+    /// The group pane: the group's gate and routing, then every sample with its
+    /// recorded reward and rule (the selected one marked).
+    fn group_lines(&self, th: &crate::tui::theme::Theme, width: usize) -> Vec<Line<'static>> {
+        let Some(res) = self.group(self.list.selected) else {
+            return vec![Line::from(Span::styled("(no group)", th.dim()))];
+        };
+        let g = match res {
+            Ok(g) => g,
+            Err(e) => return vec![Line::from(Span::styled(trunc(&e, width), th.bad()))],
+        };
+        let (mean, std) = g.reward_stats();
+        let best = g.samples.iter().map(|s| s.reward).fold(f64::NAN, f64::max);
+        let mut out = vec![Line::from(vec![
+            Span::styled("gate ", th.label()),
+            Span::styled(line(&g.gate), th.text()),
+            Span::styled("  routed ", th.label()),
+            Span::styled(line(g.routed.as_deref().unwrap_or("-")), th.text()),
+            Span::styled(
+                format!(
+                    "  mean {mean:.2} σ {std:.2} best {best:.2}  step {}",
+                    g.step
+                ),
+                th.dim(),
+            ),
+        ])];
+        let k = self.sample.min(g.samples.len().saturating_sub(1));
+        for (i, smp) in g.samples.iter().enumerate() {
+            let style = if i == k {
+                th.selected()
+            } else if smp.reward >= 0.7 {
+                th.good()
+            } else if smp.reward > 0.0 {
+                th.warn()
+            } else {
+                th.bad()
+            };
+            let text = format!(
+                "{} #{i} {:.2} {:<24} {}",
+                if i == k { "▶" } else { " " },
+                smp.reward,
+                trunc(&smp.rule, 24),
+                line(&smp.text)
+            );
+            out.push(Line::from(Span::styled(trunc(&text, width), style)));
+        }
+        out
     }
 }
 
@@ -152,16 +289,33 @@ impl Component for RewardView {
             return None;
         }
         let n = self.len(sh);
+        let before = self.list.selected;
         if self.list.navigate(&key, n) {
+            if self.list.selected != before {
+                self.sample = 0;
+            }
             return None;
         }
         match key.code {
+            KeyCode::Char('h') | KeyCode::Left if self.source == Source::Rollouts => {
+                self.sample = self.sample.saturating_sub(1);
+            }
+            KeyCode::Char('l') | KeyCode::Right if self.source == Source::Rollouts => {
+                let n = self
+                    .group(self.list.selected)
+                    .and_then(Result::ok)
+                    .map_or(0, |g| g.samples.len());
+                self.sample = (self.sample + 1).min(n.saturating_sub(1));
+            }
             KeyCode::Char('t') => {
                 self.source = match self.source {
                     Source::Pairs => Source::Trajectory,
-                    Source::Trajectory => Source::Pairs,
+                    Source::Trajectory if self.rollouts.is_some() => Source::Rollouts,
+                    Source::Trajectory | Source::Rollouts => Source::Pairs,
                 };
                 self.list = Cursor::default();
+                self.sample = 0;
+                self.prefilled = None;
                 if self.source == Source::Trajectory && sh.current_trajectory.is_none() {
                     return Some(Action::Message("select a trajectory in tab 1 first".into()));
                 }
@@ -181,8 +335,19 @@ impl Component for RewardView {
         let [left, right] =
             Layout::horizontal([Constraint::Length(44), Constraint::Min(40)]).areas(area);
         let title = match self.source {
-            Source::Pairs => "States: mined pairs (t: trajectory)",
-            Source::Trajectory => "States: trajectory steps (t: pairs)",
+            Source::Pairs => "States: mined pairs (t: trajectory)".to_string(),
+            Source::Trajectory if self.rollouts.is_some() => {
+                "States: trajectory steps (t: rollouts)".to_string()
+            }
+            Source::Trajectory => "States: trajectory steps (t: pairs)".to_string(),
+            Source::Rollouts => format!(
+                "Rollouts: {} (t: pairs)",
+                self.rollouts
+                    .as_ref()
+                    .and_then(|r| r.run_dir().file_name())
+                    .map(|n| line(&n.to_string_lossy()))
+                    .unwrap_or_default()
+            ),
         };
         let block = pane(title, !self.editing, &th);
         let inner = block.inner(left);
@@ -206,14 +371,50 @@ impl Component for RewardView {
         }
         f.render_widget(Paragraph::new(rows), inner);
 
+        let mut right = right;
+        let mut recorded = None;
+        if self.source == Source::Rollouts {
+            self.prefill();
+            let samples = self
+                .group(self.list.selected)
+                .and_then(Result::ok)
+                .map_or(0, |g| g.samples.len());
+            let h = (samples as u16 + 3).min(right.height / 2).max(3);
+            let [top, rest] =
+                Layout::vertical([Constraint::Length(h), Constraint::Min(3)]).areas(right);
+            let b = pane("Group · h/l sample · recorded reward and rule", false, &th);
+            let gi = b.inner(top);
+            f.render_widget(b, top);
+            let lines = self.group_lines(&th, gi.width as usize);
+            // Keep the selected sample in view.
+            let skip = (self.sample + 2).saturating_sub(gi.height as usize);
+            f.render_widget(Paragraph::new(lines).scroll((skip as u16, 0)), gi);
+            right = rest;
+            recorded = self.selected_sample().map(|(g, k)| g.samples[k].clone());
+        }
         let Some(item) = self.item(sh, self.list.selected) else {
-            f.render_widget(pane("State", false, &th), right);
+            let msg = match self.source {
+                Source::Rollouts => match self.group(self.list.selected) {
+                    Some(Ok(g)) => format!(
+                        "prompt `{}` is not a mined pair of this dataset (a full-corpus prompt, or a run on another dataset): only the recorded decisions are shown",
+                        line(&g.prompt_id)
+                    ),
+                    _ => String::new(),
+                },
+                _ => String::new(),
+            };
+            f.render_widget(
+                Paragraph::new(Span::styled(msg, th.dim()))
+                    .wrap(Wrap { trim: false })
+                    .block(pane("State", false, &th)),
+                right,
+            );
             return;
         };
         let [info, cand, verdict, elems] = Layout::vertical([
             Constraint::Length(6),
             Constraint::Length(5),
-            Constraint::Length(6),
+            Constraint::Length(if recorded.is_some() { 8 } else { 6 }),
             Constraint::Min(3),
         ])
         .areas(right);
@@ -262,7 +463,7 @@ impl Component for RewardView {
                 Level::Type => th.warn(),
                 Level::Wrong => th.bad(),
             };
-            vec![
+            let mut v = vec![
                 Line::from(vec![
                     Span::styled("Score: ", th.label()),
                     Span::styled(format!("{:.2}", d.score), style),
@@ -279,7 +480,25 @@ impl Component for RewardView {
                     Span::styled("Reason: ", th.label()),
                     Span::styled(line(&d.reason), th.text()),
                 ]),
-            ]
+            ];
+            if let Some(rec) = &recorded {
+                let same_text = clean_text(&rec.text) == text;
+                let agrees = (rec.reward - d.score).abs() < 1e-9 && rec.rule == d.rule;
+                let mut spans = vec![
+                    Span::styled("Recorded: ", th.label()),
+                    Span::styled(format!("{:.2} {}", rec.reward, line(&rec.rule)), th.text()),
+                ];
+                if !same_text {
+                    spans.push(Span::styled("  (candidate edited)", th.dim()));
+                } else if !agrees {
+                    spans.push(Span::styled(
+                        "  ≠ live decision (rubric or config changed since the run)",
+                        th.warn(),
+                    ));
+                }
+                v.insert(0, Line::from(spans));
+            }
+            v
         };
         f.render_widget(
             Paragraph::new(verdict_lines)

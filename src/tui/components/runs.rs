@@ -494,6 +494,10 @@ impl Component for RunsView {
                 self.toggle_mark();
                 return None;
             }
+            KeyCode::Char('o') => {
+                let dir = self.selected()?.parent()?.to_path_buf();
+                return Some(Action::OpenRollouts(dir));
+            }
             _ => return None,
         };
         Some(Action::Message(msg))
