@@ -15,16 +15,126 @@ use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Normal};
 use std::collections::HashMap;
 
-/// Per-layer cached keys and values, `(batch, kv_heads, positions, head_dim)`.
+/// One layer's cached keys and values, `(batch, kv_heads, positions, head_dim)`.
+#[derive(Debug, Clone)]
+enum LayerKv {
+    /// Grown by concatenation: differentiable (gradients flow through cached keys
+    /// and values, as the RL scorer's shared-prompt pass needs), but every new
+    /// token copies the whole cache.
+    Concat(Tensor, Tensor),
+    /// Preallocated buffers written in place (`slice_set`), capacity doubled when
+    /// full: a new token copies only itself. Not differentiable — for sampling.
+    Buffer { k: Tensor, v: Tensor, len: usize },
+}
+
+impl LayerKv {
+    fn len(&self) -> usize {
+        match self {
+            LayerKv::Concat(k, _) => k.dim(2).unwrap_or(0),
+            LayerKv::Buffer { len, .. } => *len,
+        }
+    }
+
+    fn map(&self, f: impl Fn(&Tensor) -> Result<Tensor>) -> Result<LayerKv> {
+        Ok(match self {
+            LayerKv::Concat(k, v) => LayerKv::Concat(f(k)?, f(v)?),
+            LayerKv::Buffer { k, v, len } => LayerKv::Buffer {
+                k: f(k)?,
+                v: f(v)?,
+                len: *len,
+            },
+        })
+    }
+
+    /// Appends `(k, v)` (`(b, kv, l, d)`) and returns the keys and values of every
+    /// cached position.
+    fn append(
+        slot: &mut Option<LayerKv>,
+        k: Tensor,
+        v: Tensor,
+        headroom: Option<usize>,
+    ) -> Result<(Tensor, Tensor)> {
+        let l = k.dim(2)?;
+        let next = match (slot.take(), headroom) {
+            (None, Some(headroom)) => {
+                let (b, kv, _, d) = k.dims4()?;
+                let cap = (l + headroom).next_power_of_two();
+                let kb = Tensor::zeros((b, kv, cap, d), k.dtype(), k.device())?;
+                let vb = Tensor::zeros((b, kv, cap, d), v.dtype(), v.device())?;
+                kb.slice_set(&k.contiguous()?, 2, 0)?;
+                vb.slice_set(&v.contiguous()?, 2, 0)?;
+                LayerKv::Buffer {
+                    k: kb,
+                    v: vb,
+                    len: l,
+                }
+            }
+            (None, None) => LayerKv::Concat(k, v),
+            (Some(LayerKv::Concat(pk, pv)), _) => {
+                LayerKv::Concat(Tensor::cat(&[&pk, &k], 2)?, Tensor::cat(&[&pv, &v], 2)?)
+            }
+            (Some(LayerKv::Buffer { k: kb, v: vb, len }), _) => {
+                let (b, kv, cap, d) = kb.dims4()?;
+                let (kb, vb) = if len + l > cap {
+                    let cap2 = (len + l).next_power_of_two().max(cap * 2);
+                    let nk = Tensor::zeros((b, kv, cap2, d), kb.dtype(), kb.device())?;
+                    let nv = Tensor::zeros((b, kv, cap2, d), vb.dtype(), vb.device())?;
+                    nk.slice_set(&kb.narrow(2, 0, len)?.contiguous()?, 2, 0)?;
+                    nv.slice_set(&vb.narrow(2, 0, len)?.contiguous()?, 2, 0)?;
+                    (nk, nv)
+                } else {
+                    (kb, vb)
+                };
+                kb.slice_set(&k.contiguous()?, 2, len)?;
+                vb.slice_set(&v.contiguous()?, 2, len)?;
+                LayerKv::Buffer {
+                    k: kb,
+                    v: vb,
+                    len: len + l,
+                }
+            }
+        };
+        let out = match &next {
+            LayerKv::Concat(k, v) => (k.clone(), v.clone()),
+            LayerKv::Buffer { k, v, len } => (k.narrow(2, 0, *len)?, v.narrow(2, 0, *len)?),
+        };
+        *slot = Some(next);
+        Ok(out)
+    }
+}
+
+/// Positions a fresh decoding buffer holds beyond its prompt before it grows.
+const DECODE_HEADROOM: usize = 256;
+
+/// Per-layer cached keys and values. [`KvCache::new`] grows by concatenation and
+/// keeps gradients; [`KvCache::for_decoding`] writes into preallocated buffers, so
+/// sampling a token costs no copy of the cache.
 #[derive(Debug, Clone, Default)]
 pub struct KvCache {
-    layers: Vec<Option<(Tensor, Tensor)>>,
+    layers: Vec<Option<LayerKv>>,
+    /// Buffered (decoding) caches: positions a fresh buffer holds beyond its first
+    /// input before it grows.
+    headroom: Option<usize>,
 }
 
 impl KvCache {
-    /// An empty cache.
+    /// An empty, differentiable cache.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty cache for sampling (in-place writes; no gradients through it).
+    pub fn for_decoding() -> Self {
+        Self::for_decoding_with_headroom(DECODE_HEADROOM)
+    }
+
+    /// [`Self::for_decoding`] whose first buffers hold `headroom` positions beyond
+    /// the prompt (rounded up to a power of two) before doubling.
+    pub fn for_decoding_with_headroom(headroom: usize) -> Self {
+        KvCache {
+            layers: Vec::new(),
+            headroom: Some(headroom),
+        }
     }
 
     /// Number of cached positions.
@@ -32,8 +142,7 @@ impl KvCache {
         self.layers
             .first()
             .and_then(|l| l.as_ref())
-            .and_then(|(k, _)| k.dim(2).ok())
-            .unwrap_or(0)
+            .map_or(0, LayerKv::len)
     }
 
     /// Whether nothing is cached.
@@ -41,38 +150,28 @@ impl KvCache {
         self.len() == 0
     }
 
-    /// The cache rows `idx` (a u32 tensor of batch indices), e.g. each prompt of a
-    /// batch repeated for its samples.
-    pub fn select_batch(&self, idx: &Tensor) -> Result<KvCache> {
+    fn map(&self, f: impl Fn(&Tensor) -> Result<Tensor>) -> Result<KvCache> {
         let layers = self
             .layers
             .iter()
-            .map(|l| {
-                l.as_ref()
-                    .map(|(k, v)| -> Result<(Tensor, Tensor)> {
-                        Ok((k.index_select(idx, 0)?, v.index_select(idx, 0)?))
-                    })
-                    .transpose()
-            })
+            .map(|l| l.as_ref().map(|l| l.map(&f)).transpose())
             .collect::<Result<_>>()?;
-        Ok(KvCache { layers })
+        Ok(KvCache {
+            layers,
+            headroom: self.headroom,
+        })
+    }
+
+    /// The cache rows `idx` (a u32 tensor of batch indices), e.g. each prompt of a
+    /// batch repeated for its samples.
+    pub fn select_batch(&self, idx: &Tensor) -> Result<KvCache> {
+        self.map(|t| t.index_select(idx, 0))
     }
 
     /// The cache of a batch-1 prefix repeated for a batch of `n` continuations (the
     /// prompt is encoded once, then `n` samples decode from it).
     pub fn repeat_batch(&self, n: usize) -> Result<KvCache> {
-        let layers = self
-            .layers
-            .iter()
-            .map(|l| {
-                l.as_ref()
-                    .map(|(k, v)| -> Result<(Tensor, Tensor)> {
-                        Ok((Tensor::cat(&vec![k; n], 0)?, Tensor::cat(&vec![v; n], 0)?))
-                    })
-                    .transpose()
-            })
-            .collect::<Result<_>>()?;
-        Ok(KvCache { layers })
+        self.map(|t| Tensor::cat(&vec![t; n], 0))
     }
 }
 
@@ -583,7 +682,7 @@ impl Qwen3 {
         }
         let eps = self.config.rms_norm_eps as f32;
         for (i, layer) in self.layers.iter().enumerate() {
-            let slot = cache.as_deref_mut().map(|c| &mut c.layers[i]);
+            let slot = cache.as_deref_mut().map(|c| (&mut c.layers[i], c.headroom));
             let hnorm = rms_norm(&x, layer.input_layernorm.tensor(), eps)?;
             let a = self.attention(&layer.attn, &hnorm, &cos, &sin, mask.as_ref(), slot)?;
             x = (x + a)?;
@@ -603,7 +702,7 @@ impl Qwen3 {
         cos: &Tensor,
         sin: &Tensor,
         mask: Option<&Tensor>,
-        cache: Option<&mut Option<(Tensor, Tensor)>>,
+        cache: Option<(&mut Option<LayerKv>, Option<usize>)>,
     ) -> Result<Tensor> {
         let (b, l, _) = x.dims3()?;
         let hd = self.config.head_dim();
@@ -618,30 +717,29 @@ impl Qwen3 {
         let q = rope_slow(&q.contiguous()?, cos, sin)?;
         let k = rope_slow(&k.contiguous()?, cos, sin)?;
         let (k, v) = match cache {
-            Some(slot) => {
-                let (k, v) = match slot.take() {
-                    Some((pk, pv)) => (Tensor::cat(&[&pk, &k], 2)?, Tensor::cat(&[&pv, &v], 2)?),
-                    None => (k, v),
-                };
-                *slot = Some((k.clone(), v.clone()));
-                (k, v)
-            }
+            Some((slot, headroom)) => LayerKv::append(slot, k, v, headroom)?,
             None => (k, v),
         };
-        let k = repeat_kv(&k, nh / nkv)?;
-        let v = repeat_kv(&v, nh / nkv)?;
+        // Grouped-query attention without repeating keys and values: the query heads
+        // sharing a kv head (heads kv·g .. kv·g+g−1) are stacked along the query axis.
+        let g = nh / nkv;
+        let total = k.dim(2)?;
         let scale = 1.0 / (hd as f64).sqrt();
-        let mut scores = (q.matmul(&k.t()?)? * scale)?;
-        if let Some(m) = mask {
-            scores = scores.broadcast_add(m)?;
-        }
+        let qg = q.reshape((b, nkv, g * l, hd))?;
+        let scores = (qg.matmul(&k.t()?)? * scale)?.reshape((b, nh, l, total))?;
+        let scores = match mask {
+            Some(m) => scores.broadcast_add(m)?,
+            None => scores,
+        };
         let probs = if self.dtype == DType::F32 || self.dtype == DType::F64 {
             softmax(&scores, D::Minus1)?
         } else {
             softmax(&scores.to_dtype(DType::F32)?, D::Minus1)?.to_dtype(self.dtype)?
         };
         let ctx = probs
+            .reshape((b, nkv, g * l, total))?
             .matmul(&v)?
+            .reshape((b, nh, l, hd))?
             .transpose(1, 2)?
             .reshape((b, l, nh * hd))?;
         at.o_proj.forward(&ctx)
@@ -651,18 +749,6 @@ impl Qwen3 {
 /// RMS norm over the last dimension with a differentiable graph.
 fn rms_norm(x: &Tensor, w: &Tensor, eps: f32) -> Result<Tensor> {
     candle_nn::ops::rms_norm_slow(x, w, eps)
-}
-
-/// Repeats each kv head `n` times: `(b, kv, l, d)` → `(b, kv·n, l, d)`.
-fn repeat_kv(x: &Tensor, n: usize) -> Result<Tensor> {
-    if n == 1 {
-        return Ok(x.clone());
-    }
-    let (b, kv, l, d) = x.dims4()?;
-    x.unsqueeze(2)?
-        .broadcast_as((b, kv, n, l, d))?
-        .contiguous()?
-        .reshape((b, kv * n, l, d))
 }
 
 /// Additive mask `(l, past + l)`: 0 where key ≤ query position, −∞ after. `None` for

@@ -43,7 +43,7 @@ pub fn generate(
         prompt.len()
     );
     let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
-    let mut cache = KvCache::new();
+    let mut cache = KvCache::for_decoding();
     let dev = model.device();
     let mut out = Vec::new();
     let mut input = Tensor::new(prompt, dev)?.unsqueeze(0)?;

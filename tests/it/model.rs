@@ -229,22 +229,29 @@ fn kv_cache_decoding_equals_full_forward() {
             None,
         )
         .unwrap();
-    let mut cache = KvCache::new();
-    let head = Tensor::new(&ids[..6], &Device::Cpu)
-        .unwrap()
-        .unsqueeze(0)
-        .unwrap();
-    let first = model.forward(&head, 0, Some(&mut cache)).unwrap();
-    assert!(max_diff(&first, &full.narrow(1, 0, 6).unwrap()) < 1e-5);
-    for (p, &t) in ids.iter().enumerate().skip(6) {
-        let x = Tensor::new(&[[t]], &Device::Cpu).unwrap();
-        let step = model.forward(&x, p, Some(&mut cache)).unwrap();
-        assert!(
-            max_diff(&step, &full.narrow(1, p, 1).unwrap()) < 1e-5,
-            "position {p}"
-        );
+    // The differentiable cache, the sampling cache, and a sampling cache whose
+    // buffers (8 positions) fill up and grow on the way.
+    for (name, mut cache) in [
+        ("differentiable", KvCache::new()),
+        ("decoding", KvCache::for_decoding()),
+        ("decoding, growing", KvCache::for_decoding_with_headroom(1)),
+    ] {
+        let head = Tensor::new(&ids[..6], &Device::Cpu)
+            .unwrap()
+            .unsqueeze(0)
+            .unwrap();
+        let first = model.forward(&head, 0, Some(&mut cache)).unwrap();
+        assert!(max_diff(&first, &full.narrow(1, 0, 6).unwrap()) < 1e-5);
+        for (p, &t) in ids.iter().enumerate().skip(6) {
+            let x = Tensor::new(&[[t]], &Device::Cpu).unwrap();
+            let step = model.forward(&x, p, Some(&mut cache)).unwrap();
+            assert!(
+                max_diff(&step, &full.narrow(1, p, 1).unwrap()) < 1e-5,
+                "position {p} ({name})"
+            );
+        }
+        assert_eq!(cache.len(), ids.len());
     }
-    assert_eq!(cache.len(), ids.len());
 }
 
 #[test]

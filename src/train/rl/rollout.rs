@@ -134,7 +134,7 @@ pub fn sample_groups(
         let flat: Vec<f32> = m.iter().flat_map(|r| r.iter().copied()).collect();
         Ok(Tensor::from_vec(flat, (m.len(), width), dev)?)
     };
-    let mut cache = crate::model::KvCache::new();
+    let mut cache = crate::model::KvCache::for_decoding();
     let input = Tensor::from_vec(ids, (g, lmax), dev)?;
     let km = if padded {
         Some(mask_tensor(&key_mask.iter().collect::<Vec<_>>(), lmax)?)
