@@ -62,6 +62,22 @@ pub fn export(model: &Qwen3, cfg: &LoraConfig, base_model: &str, dir: &Path) -> 
     crate::trajectory::jsonl::write_atomic(&dir.join("adapter_config.json"), text.as_bytes())
 }
 
+/// The `base_model_name_or_path` of an adapter config's text (`cpath` names the
+/// file in errors).
+pub fn base_model_of(text: &str, cpath: &Path) -> Result<String> {
+    let v: serde_json::Value =
+        serde_json::from_str(text).with_context(|| format!("{}: invalid JSON", cpath.display()))?;
+    v.get("base_model_name_or_path")
+        .and_then(|b| b.as_str())
+        .map(str::to_string)
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "{}: field `base_model_name_or_path` missing",
+                cpath.display()
+            )
+        })
+}
+
 /// Reads a PEFT adapter folder: its config and tensors keyed by our parameter names
 /// (`<module>.lora_A.weight`).
 pub fn import(dir: &Path, device: &Device) -> Result<(LoraConfig, HashMap<String, Tensor>)> {

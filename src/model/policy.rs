@@ -73,18 +73,8 @@ impl LocalModelPolicy {
         let cpath = adapter.join("adapter_config.json");
         let text = std::fs::read_to_string(&cpath)
             .with_context(|| format!("{}: neither a model nor an adapter", dir.display()))?;
-        let v: serde_json::Value = serde_json::from_str(&text)
-            .with_context(|| format!("{}: invalid JSON", cpath.display()))?;
-        let base = v
-            .get("base_model_name_or_path")
-            .and_then(|b| b.as_str())
-            .ok_or_else(|| {
-                anyhow::anyhow!(
-                    "{}: field `base_model_name_or_path` missing",
-                    cpath.display()
-                )
-            })?;
-        Self::load(Path::new(base), Some(&adapter), device)
+        let base = super::peft::base_model_of(&text, &cpath)?;
+        Self::load(Path::new(&base), Some(&adapter), device)
     }
 
     /// Generates the assistant reply to `messages` (greedy when temperature is 0).

@@ -76,6 +76,12 @@ pub fn pick(logits: &Tensor, cfg: &SampleConfig, rng: &mut impl Rng) -> Result<u
     }
     let probs = candle_nn::ops::softmax(&(logits / cfg.temperature)?, D::Minus1)?;
     let probs: Vec<f32> = probs.to_vec1()?;
+    Ok(nucleus(&probs, cfg.top_p, rng))
+}
+
+/// Draws a token from a probability row restricted to its nucleus: the most likely
+/// tokens whose mass first reaches `top_p` (tokens visited in descending order).
+pub fn nucleus(probs: &[f32], top_p: f64, rng: &mut impl Rng) -> u32 {
     let mut order: Vec<usize> = (0..probs.len()).collect();
     order.sort_by(|&a, &b| probs[b].total_cmp(&probs[a]));
     let mut kept = Vec::new();
@@ -83,7 +89,7 @@ pub fn pick(logits: &Tensor, cfg: &SampleConfig, rng: &mut impl Rng) -> Result<u
     for i in order {
         kept.push(i);
         mass += f64::from(probs[i]);
-        if mass >= cfg.top_p {
+        if mass >= top_p {
             break;
         }
     }
@@ -91,10 +97,10 @@ pub fn pick(logits: &Tensor, cfg: &SampleConfig, rng: &mut impl Rng) -> Result<u
     for &i in &kept {
         u -= f64::from(probs[i]);
         if u <= 0.0 {
-            return Ok(i as u32);
+            return i as u32;
         }
     }
-    Ok(kept.last().copied().unwrap_or(0) as u32)
+    kept.last().copied().unwrap_or(0) as u32
 }
 
 #[cfg(test)]

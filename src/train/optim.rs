@@ -106,6 +106,26 @@ impl AdamW {
     }
 }
 
+/// Adds this micro-batch's gradients of `vars` (from `loss.backward()`) to the
+/// running sums in `grads`, in f32.
+pub fn accumulate_grads(
+    grads: &mut HashMap<String, Tensor>,
+    gs: &candle_core::backprop::GradStore,
+    vars: &[(String, Var)],
+) -> Result<()> {
+    for (name, var) in vars {
+        if let Some(g) = gs.get(var.as_tensor()) {
+            let g = g.to_dtype(DType::F32)?;
+            let acc = match grads.remove(name) {
+                Some(prev) => (prev + g)?,
+                None => g,
+            };
+            grads.insert(name.clone(), acc);
+        }
+    }
+    Ok(())
+}
+
 /// Global L2 norm of the gradients; if above `max_norm` (> 0), scales them all by
 /// `max_norm / norm`. Returns the norm before clipping.
 pub fn clip_grad_norm(grads: &mut HashMap<String, Tensor>, max_norm: f64) -> Result<f64> {

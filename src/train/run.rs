@@ -42,6 +42,54 @@ pub struct Alert {
     pub message: String,
 }
 
+/// Drops the lines of a `{"step": N, ...}` JSON Lines file after `step`, and
+/// everything from the first unparsable (torn) line on; a missing file is left be.
+pub fn truncate_steps_after(path: &Path, step: u64) -> Result<()> {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Ok(());
+    };
+    let mut keep = String::new();
+    for line in text.lines() {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+            break;
+        };
+        if v.get("step")
+            .and_then(|s| s.as_u64())
+            .is_some_and(|s| s <= step)
+        {
+            keep.push_str(line);
+            keep.push('\n');
+        }
+    }
+    crate::trajectory::jsonl::write_atomic(path, keep.as_bytes())
+}
+
+/// Reads a checkpoint's `trainer_state.json` (each trainer has its own shape).
+pub fn read_trainer_state<T: serde::de::DeserializeOwned>(dir: &Path) -> Result<T> {
+    serde_json::from_str(
+        &std::fs::read_to_string(dir.join("trainer_state.json"))
+            .with_context(|| format!("reading {}", dir.display()))?,
+    )
+    .with_context(|| format!("{}: invalid trainer_state.json", dir.display()))
+}
+
+/// Writes a checkpoint's trainable tensors and optimizer state
+/// (`trainable.safetensors`, `optimizer.safetensors`).
+pub fn save_trainable_and_optimizer(
+    dir: &Path,
+    model: &crate::model::Qwen3,
+    opt: &super::optim::AdamW,
+) -> Result<()> {
+    let trainable: std::collections::HashMap<String, candle_core::Tensor> = model
+        .trainable_vars()
+        .into_iter()
+        .map(|(n, v)| (n, v.as_tensor().clone()))
+        .collect();
+    crate::model::weights::save_file(&trainable, &dir.join("trainable.safetensors"))?;
+    crate::model::weights::save_file(&opt.state_tensors(), &dir.join("optimizer.safetensors"))?;
+    Ok(())
+}
+
 /// A run folder.
 #[derive(Debug, Clone)]
 pub struct RunDir {
@@ -143,25 +191,19 @@ impl RunDir {
     /// Drops metric lines after `step` (and any torn last line): a resumed run
     /// rewrites the steps after its checkpoint.
     pub fn truncate_metrics_after(&self, step: u64) -> Result<()> {
-        let p = self.root.join("metrics.jsonl");
-        let Ok(text) = std::fs::read_to_string(&p) else {
-            return Ok(());
-        };
-        let mut keep = String::new();
-        for line in text.lines() {
-            let v: serde_json::Value = match serde_json::from_str(line) {
-                Ok(v) => v,
-                Err(_) => break,
-            };
-            if v.get("step")
-                .and_then(|s| s.as_u64())
-                .is_some_and(|s| s <= step)
-            {
-                keep.push_str(line);
-                keep.push('\n');
-            }
-        }
-        crate::trajectory::jsonl::write_atomic(&p, keep.as_bytes())
+        truncate_steps_after(&self.root.join("metrics.jsonl"), step)
+    }
+
+    /// Refuses a folder that already holds a run (checked before anything is
+    /// written, so the existing run's files stay intact).
+    pub fn ensure_new(&self) -> Result<()> {
+        anyhow::ensure!(
+            !self.root.join("run.toml").exists(),
+            "{} already holds a run; continue it with `rmsweb train resume {}` or choose another --run-dir",
+            self.root.display(),
+            self.root.display()
+        );
+        Ok(())
     }
 
     /// Appends a line to `stdout.log` (timestamped, sanitized).

@@ -8,8 +8,10 @@
 //! function of the step, and so are the dropout masks (keyed by seed, step and
 //! micro-batch): a run resumed from a checkpoint continues exactly as it would have.
 
-use super::optim::{AdamW, AdamWConfig, clip_grad_norm};
-use super::run::{RunDir, RunState, write_checkpoint};
+use super::optim::{AdamW, AdamWConfig, accumulate_grads, clip_grad_norm};
+use super::run::{
+    RunDir, RunState, read_trainer_state, save_trainable_and_optimizer, write_checkpoint,
+};
 use super::samples;
 use super::schedule::{cosine_with_warmup, warmup_steps};
 use crate::model::chat_template::{ChatTemplate, Encoded};
@@ -373,13 +375,7 @@ fn save_checkpoint(
     step: u64,
 ) -> Result<PathBuf> {
     write_checkpoint(run, step, |dir| {
-        let trainable: HashMap<String, Tensor> = model
-            .trainable_vars()
-            .into_iter()
-            .map(|(n, v)| (n, v.as_tensor().clone()))
-            .collect();
-        weights::save_file(&trainable, &dir.join("trainable.safetensors"))?;
-        weights::save_file(&opt.state_tensors(), &dir.join("optimizer.safetensors"))?;
+        save_trainable_and_optimizer(dir, model, opt)?;
         match (&cfg.lora, &cfg.model) {
             (Some(l), Some(base)) => {
                 let base = std::fs::canonicalize(base).unwrap_or_else(|_| base.clone());
@@ -416,14 +412,8 @@ pub fn train(
     stop: Arc<AtomicBool>,
     on_step: &mut dyn FnMut(&StepReport),
 ) -> Result<Outcome> {
-    // Checked before anything is written, so the existing run's files stay intact.
     if !resume {
-        anyhow::ensure!(
-            !run.root().join("run.toml").exists(),
-            "{} already holds a run; continue it with `rmsweb train resume {}` or choose another --run-dir",
-            run.root().display(),
-            run.root().display()
-        );
+        run.ensure_new()?;
     }
     let result = train_inner(cfg, run, resume, stop, on_step);
     if let Err(e) = &result {
@@ -470,11 +460,7 @@ fn train_inner(
     )?;
     let mut start = 0u64;
     if resume && let Some((step, dir)) = run.latest_checkpoint() {
-        let st: TrainerState = serde_json::from_str(
-            &std::fs::read_to_string(dir.join("trainer_state.json"))
-                .with_context(|| format!("reading {}", dir.display()))?,
-        )
-        .with_context(|| format!("{}: invalid trainer_state.json", dir.display()))?;
+        let st: TrainerState = read_trainer_state(&dir)?;
         let params = weights::load_file(&dir.join("trainable.safetensors"), &device)?;
         model.load_params(&params)?;
         let ost = weights::load_file(&dir.join("optimizer.safetensors"), &device)?;
@@ -509,17 +495,7 @@ fn train_inner(
             tokens += ntok;
             let loss = (nll / targets.max(1) as f64)?;
             loss_sum += loss.to_dtype(DType::F64)?.to_scalar::<f64>()?;
-            let gs = loss.backward()?;
-            for (name, var) in opt_vars(&model) {
-                if let Some(g) = gs.get(var.as_tensor()) {
-                    let g = g.to_dtype(DType::F32)?;
-                    let acc = match grads.remove(&name) {
-                        Some(prev) => (prev + g)?,
-                        None => g,
-                    };
-                    grads.insert(name, acc);
-                }
-            }
+            accumulate_grads(&mut grads, &loss.backward()?, &opt_vars(&model))?;
         }
         model.dropout_key().set(None);
         anyhow::ensure!(

@@ -6,7 +6,7 @@ use super::config::RlConfig;
 use super::policy::{Policy, SftAdapter};
 use crate::model::{Qwen3, weights};
 use crate::train::optim::AdamW;
-use crate::train::run::{Alert, RunDir, write_checkpoint};
+use crate::train::run::{Alert, RunDir, save_trainable_and_optimizer, write_checkpoint};
 use anyhow::Result;
 use candle_core::Tensor;
 use serde::{Deserialize, Serialize};
@@ -79,13 +79,7 @@ pub fn save_checkpoint(
 ) -> Result<PathBuf> {
     let model = &policy.model;
     write_checkpoint(run, st.step, |dir| {
-        let trainable: HashMap<String, Tensor> = model
-            .trainable_vars()
-            .into_iter()
-            .map(|(n, v)| (n, v.as_tensor().clone()))
-            .collect();
-        weights::save_file(&trainable, &dir.join("trainable.safetensors"))?;
-        weights::save_file(&opt.state_tensors(), &dir.join("optimizer.safetensors"))?;
+        save_trainable_and_optimizer(dir, model, opt)?;
         let init = std::fs::canonicalize(&policy.init_checkpoint)
             .unwrap_or_else(|_| policy.init_checkpoint.clone());
         match &policy.sft_adapter {

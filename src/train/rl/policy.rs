@@ -43,20 +43,9 @@ fn read_sft_adapter(ckpt: &Path) -> Result<Option<SftAdapter>> {
         return Ok(None);
     };
     let cpath = dir.join("adapter_config.json");
-    let v: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(&cpath).with_context(|| format!("reading {}", cpath.display()))?,
-    )
-    .with_context(|| format!("{}: invalid JSON", cpath.display()))?;
-    let base_model = v
-        .get("base_model_name_or_path")
-        .and_then(|b| b.as_str())
-        .ok_or_else(|| {
-            anyhow::anyhow!(
-                "{}: field `base_model_name_or_path` missing",
-                cpath.display()
-            )
-        })?
-        .to_string();
+    let text =
+        std::fs::read_to_string(&cpath).with_context(|| format!("reading {}", cpath.display()))?;
+    let base_model = crate::model::peft::base_model_of(&text, &cpath)?;
     let (cfg, tensors) = crate::model::peft::import(&dir, &candle_core::Device::Cpu)?;
     Ok(Some(SftAdapter {
         cfg,

@@ -8,7 +8,6 @@ use crate::train::rl::groups::GateDecision;
 use crate::train::run::RunDir;
 use anyhow::Result;
 use serde_json::{Map, Value, json};
-use std::path::Path;
 
 fn mean(v: impl IntoIterator<Item = f64>) -> f64 {
     let (s, n) = v
@@ -149,27 +148,6 @@ pub(crate) fn write_rollouts(run: &RunDir, ctx: &Ctx, step: u64, groups: &[Group
         .collect();
     crate::trajectory::jsonl::append(&run.root().join("rollouts.jsonl"), &records)?;
     Ok(())
-}
-
-/// Drops lines of a `{"step": N, ...}` JSONL file after `step` (and a torn tail).
-pub fn truncate_jsonl_after(path: &Path, step: u64) -> Result<()> {
-    let Ok(text) = std::fs::read_to_string(path) else {
-        return Ok(());
-    };
-    let mut keep = String::new();
-    for line in text.lines() {
-        let Ok(v) = serde_json::from_str::<Value>(line) else {
-            break;
-        };
-        if v.get("step")
-            .and_then(Value::as_u64)
-            .is_some_and(|s| s <= step)
-        {
-            keep.push_str(line);
-            keep.push('\n');
-        }
-    }
-    crate::trajectory::jsonl::write_atomic(path, keep.as_bytes())
 }
 
 /// Detector inputs of the steps already logged (for a resumed run).

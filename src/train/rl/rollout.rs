@@ -52,25 +52,7 @@ fn draw(probs: &[f32], top_p: f64, rng: &mut impl Rng) -> u32 {
         }
         return probs.len().saturating_sub(1) as u32;
     }
-    let mut order: Vec<usize> = (0..probs.len()).collect();
-    order.sort_by(|&a, &b| probs[b].total_cmp(&probs[a]));
-    let mut kept = Vec::new();
-    let mut mass = 0.0f64;
-    for i in order {
-        kept.push(i);
-        mass += f64::from(probs[i]);
-        if mass >= top_p {
-            break;
-        }
-    }
-    let mut u = rng.random::<f64>() * mass;
-    for &i in &kept {
-        u -= f64::from(probs[i]);
-        if u <= 0.0 {
-            return i as u32;
-        }
-    }
-    kept.last().copied().unwrap_or(0) as u32
+    crate::model::sample::nucleus(probs, top_p, rng)
 }
 
 /// Additive key mask on left padding (finite: see `Qwen3::forward_hidden_masked`).

@@ -34,7 +34,7 @@ use super::groups::{GateDecision, GroupStats, decide, salvage_mix_for};
 use super::policy::{Policy, encode_prompt, load_policy, resolve_init};
 use super::probe::probe_logprobs;
 use super::prompts::{self, RlPrompt};
-use super::report::{past_signals, step_metrics, truncate_jsonl_after, write_rollouts};
+use super::report::{past_signals, step_metrics, write_rollouts};
 use super::rollout::{Rollout, RolloutConfig, sample_groups};
 use super::sharpening::{Monitor, Signals};
 use super::update::update;
@@ -43,7 +43,7 @@ use crate::action::parse::parse_response;
 use crate::model::weights;
 use crate::reward::{Decision, RewardConfig, score_against};
 use crate::train::optim::{AdamW, AdamWConfig};
-use crate::train::run::{Alert, RunDir, RunState};
+use crate::train::run::{Alert, RunDir, RunState, read_trainer_state, truncate_steps_after};
 use crate::train::schedule::warmup_steps;
 use crate::train::sft::{Outcome, stream_item};
 use crate::trajectory::Dataset;
@@ -105,12 +105,7 @@ pub fn train(
     on_step: &mut dyn FnMut(&RlStepReport),
 ) -> Result<Outcome> {
     if !resume {
-        anyhow::ensure!(
-            !run.root().join("run.toml").exists(),
-            "{} already holds a run; continue it with `rmsweb train resume {}` or choose another --run-dir",
-            run.root().display(),
-            run.root().display()
-        );
+        run.ensure_new()?;
     }
     cfg.validate()?;
     let mut alerts = Vec::new();
@@ -213,11 +208,7 @@ fn train_inner(
     let mut monitor = Monitor::new(cfg.sharpening);
     let (mut start, mut cursor) = (0u64, 0u64);
     if resume && let Some((step, dir)) = run.latest_checkpoint() {
-        let st: TrainerState = serde_json::from_str(
-            &std::fs::read_to_string(dir.join("trainer_state.json"))
-                .with_context(|| format!("reading {}", dir.display()))?,
-        )
-        .with_context(|| format!("{}: invalid trainer_state.json", dir.display()))?;
+        let st: TrainerState = read_trainer_state(&dir)?;
         let device = policy.model.device().clone();
         let params = weights::load_file(&dir.join("trainable.safetensors"), &device)?;
         load_adapters(&policy.model, &params)?;
@@ -227,7 +218,7 @@ fn train_inner(
         cursor = st.cursor;
         *alerts = st.alerts;
         run.truncate_metrics_after(step)?;
-        truncate_jsonl_after(&run.root().join("rollouts.jsonl"), step)?;
+        truncate_steps_after(&run.root().join("rollouts.jsonl"), step)?;
         for s in past_signals(run)? {
             monitor.replay(s);
         }
@@ -235,7 +226,7 @@ fn train_inner(
     } else if resume {
         // No checkpoint yet: start over, dropping what the interrupted attempt logged.
         run.truncate_metrics_after(0)?;
-        truncate_jsonl_after(&run.root().join("rollouts.jsonl"), 0)?;
+        truncate_steps_after(&run.root().join("rollouts.jsonl"), 0)?;
         run.log("no checkpoint to resume from; starting from step 0")?;
     }
     let ctx = Ctx {

@@ -6,7 +6,7 @@ use super::loss::{low_var_kl, policy_loss, salvage_nll, seq_mean_token_mean, tot
 use super::seqs::{self, TrainSeq, padded, row, token_logps};
 use super::trainer::{Ctx, Group, Routed};
 use crate::model::Qwen3;
-use crate::train::optim::{AdamW, clip_grad_norm};
+use crate::train::optim::{AdamW, accumulate_grads, clip_grad_norm};
 use crate::train::schedule::cosine_with_warmup;
 use anyhow::Result;
 use candle_core::{DType, Tensor};
@@ -60,18 +60,7 @@ fn score_all(ctx: &Ctx, set: &[TrainSeq], adapters: bool) -> Result<Vec<Vec<f32>
 }
 
 fn accumulate(model: &Qwen3, loss: &Tensor, grads: &mut HashMap<String, Tensor>) -> Result<()> {
-    let gs = loss.backward()?;
-    for (name, var) in model.trainable_vars() {
-        if let Some(g) = gs.get(var.as_tensor()) {
-            let g = g.to_dtype(DType::F32)?;
-            let acc = match grads.remove(&name) {
-                Some(prev) => (prev + g)?,
-                None => g,
-            };
-            grads.insert(name, acc);
-        }
-    }
-    Ok(())
+    accumulate_grads(grads, &loss.backward()?, &model.trainable_vars())
 }
 
 fn scalar(t: &Tensor) -> Result<f64> {
