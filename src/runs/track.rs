@@ -113,6 +113,15 @@ impl RunSeries {
 mod tests {
     use super::*;
 
+    fn walls_of(s: &RunSeries) -> Vec<f64> {
+        s.get("x")
+            .unwrap()
+            .points()
+            .iter()
+            .map(|p| p.wall)
+            .collect()
+    }
+
     fn rec(step: u64, data: &[(&str, f64)]) -> Record {
         Record {
             step,
@@ -130,24 +139,12 @@ mod tests {
             ],
             None,
         );
-        let walls: Vec<f64> = s
-            .get("x")
-            .unwrap()
-            .points()
-            .iter()
-            .map(|p| p.wall)
-            .collect();
+        let walls = walls_of(&s);
         assert_eq!(walls, vec![2.0, 5.0]);
         let mut s = RunSeries::new(100);
         s.ingest(&[rec(1, &[("x", 1.0), ("time", 1000.0)])], None);
         s.ingest(&[rec(2, &[("x", 1.0), ("time", 1010.0)])], None);
-        let walls: Vec<f64> = s
-            .get("x")
-            .unwrap()
-            .points()
-            .iter()
-            .map(|p| p.wall)
-            .collect();
+        let walls = walls_of(&s);
         assert_eq!(walls, vec![0.0, 10.0]);
         let mut s = RunSeries::new(100);
         let t0 = UNIX_EPOCH + std::time::Duration::from_secs(5000);
@@ -156,13 +153,7 @@ mod tests {
             &[rec(2, &[("x", 1.0)])],
             Some(t0 + std::time::Duration::from_secs(7)),
         );
-        let walls: Vec<f64> = s
-            .get("x")
-            .unwrap()
-            .points()
-            .iter()
-            .map(|p| p.wall)
-            .collect();
+        let walls = walls_of(&s);
         assert_eq!(walls, vec![0.0, 7.0]);
         assert_eq!(s.latest("x"), Some(1.0));
         assert_eq!(s.last_step(), Some(2));

@@ -187,32 +187,10 @@ pub fn sample_groups(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Qwen3Config;
     use crate::train::rl::seqs::{TrainSeq, row, token_logps};
-    use candle_core::Device;
 
     fn model() -> Qwen3 {
-        let cfg = Qwen3Config {
-            vocab_size: 40,
-            hidden_size: 32,
-            intermediate_size: 48,
-            num_hidden_layers: 2,
-            num_attention_heads: 4,
-            num_key_value_heads: Some(2),
-            head_dim: Some(8),
-            rms_norm_eps: 1e-6,
-            rope_theta: 10_000.0,
-            tie_word_embeddings: true,
-            max_position_embeddings: 64,
-            eos_token_id: None,
-        };
-        let mut w = Qwen3::random_weights(&cfg, 7).unwrap();
-        for v in w.values_mut() {
-            if v.rank() == 2 {
-                *v = (&*v * 10.0).unwrap();
-            }
-        }
-        Qwen3::from_weights(&cfg, w, DType::F32, &Device::Cpu, false).unwrap()
+        crate::train::rl::test_model(40, 7, 10.0, false)
     }
 
     #[test]

@@ -217,31 +217,10 @@ pub fn padded(rows: &[&[f32]], width: usize, like: &Tensor) -> Result<Tensor> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Qwen3Config;
     use candle_core::{Device, IndexOp};
 
     fn model() -> Qwen3 {
-        let cfg = Qwen3Config {
-            vocab_size: 50,
-            hidden_size: 32,
-            intermediate_size: 48,
-            num_hidden_layers: 2,
-            num_attention_heads: 4,
-            num_key_value_heads: Some(2),
-            head_dim: Some(8),
-            rms_norm_eps: 1e-6,
-            rope_theta: 10_000.0,
-            tie_word_embeddings: true,
-            max_position_embeddings: 64,
-            eos_token_id: None,
-        };
-        let mut w = Qwen3::random_weights(&cfg, 3).unwrap();
-        for v in w.values_mut() {
-            if v.rank() == 2 {
-                *v = (&*v * 20.0).unwrap();
-            }
-        }
-        Qwen3::from_weights(&cfg, w, DType::F32, &Device::Cpu, true).unwrap()
+        crate::train::rl::test_model(50, 3, 20.0, true)
     }
 
     /// log p of `ids[k]` for k ≥ start from one plain full forward pass.
