@@ -175,7 +175,8 @@ impl RewardView {
         }
     }
 
-    fn item(&self, sh: &mut Shared, i: usize) -> Option<Item> {
+    /// The state and target of row `i`; for rollouts, of the already parsed `group`.
+    fn item(&self, sh: &mut Shared, i: usize, group: Option<&RolloutGroup>) -> Option<Item> {
         match self.source {
             Source::Pairs => pair_item(sh, i),
             Source::Trajectory => {
@@ -191,26 +192,21 @@ impl RewardView {
                 })
             }
             Source::Rollouts => {
-                let g = self.group(i)?.ok()?;
+                let g = group?;
                 let p = sh.pairs.iter().position(|p| p.id == g.prompt_id)?;
                 pair_item(sh, p)
             }
         }
     }
 
-    /// The selected sample of the selected group (clamped).
-    fn selected_sample(&self) -> Option<(RolloutGroup, usize)> {
-        let g = self.group(self.list.selected)?.ok()?;
-        if g.samples.is_empty() {
-            return None;
-        }
-        let k = self.sample.min(g.samples.len() - 1);
-        Some((g, k))
+    /// The selected sample of `g`, the selected group (clamped).
+    fn sample_of(&self, g: &RolloutGroup) -> Option<usize> {
+        (!g.samples.is_empty()).then(|| self.sample.min(g.samples.len() - 1))
     }
 
     /// Puts the selected sample's text into the candidate once per selection.
-    fn prefill(&mut self) {
-        let Some((g, k)) = self.selected_sample() else {
+    fn prefill(&mut self, g: &RolloutGroup) {
+        let Some(k) = self.sample_of(g) else {
             return;
         };
         let key = (self.list.selected, k);
@@ -226,13 +222,16 @@ impl RewardView {
 
     /// The group pane: the group's gate and routing, then every sample with its
     /// recorded reward and rule (the selected one marked).
-    fn group_lines(&self, th: &crate::tui::theme::Theme, width: usize) -> Vec<Line<'static>> {
-        let Some(res) = self.group(self.list.selected) else {
-            return vec![Line::from(Span::styled("(no group)", th.dim()))];
-        };
-        let g = match res {
-            Ok(g) => g,
-            Err(e) => return vec![Line::from(Span::styled(trunc(&e, width), th.bad()))],
+    fn group_lines(
+        &self,
+        sel: Option<&Result<RolloutGroup, String>>,
+        th: &crate::tui::theme::Theme,
+        width: usize,
+    ) -> Vec<Line<'static>> {
+        let g = match sel {
+            None => return vec![Line::from(Span::styled("(no group)", th.dim()))],
+            Some(Ok(g)) => g,
+            Some(Err(e)) => return vec![Line::from(Span::styled(trunc(e, width), th.bad()))],
         };
         let (mean, std) = g.reward_stats();
         let best = g.samples.iter().map(|s| s.reward).fold(f64::NAN, f64::max);
@@ -373,35 +372,37 @@ impl Component for RewardView {
 
         let mut right = right;
         let mut recorded = None;
+        // The selected rollout group, parsed once for this frame.
+        let sel = match self.source {
+            Source::Rollouts => self.group(self.list.selected),
+            _ => None,
+        };
+        let sel_ok = sel.as_ref().and_then(|r| r.as_ref().ok());
         if self.source == Source::Rollouts {
-            self.prefill();
-            let samples = self
-                .group(self.list.selected)
-                .and_then(Result::ok)
-                .map_or(0, |g| g.samples.len());
+            if let Some(g) = sel_ok {
+                self.prefill(g);
+            }
+            let samples = sel_ok.map_or(0, |g| g.samples.len());
             let h = (samples as u16 + 3).min(right.height / 2).max(3);
             let [top, rest] =
                 Layout::vertical([Constraint::Length(h), Constraint::Min(3)]).areas(right);
             let b = pane("Group · h/l sample · recorded reward and rule", false, &th);
             let gi = b.inner(top);
             f.render_widget(b, top);
-            let lines = self.group_lines(&th, gi.width as usize);
+            let lines = self.group_lines(sel.as_ref(), &th, gi.width as usize);
             // Keep the selected sample in view.
             let skip = (self.sample + 2).saturating_sub(gi.height as usize);
             f.render_widget(Paragraph::new(lines).scroll((skip as u16, 0)), gi);
             right = rest;
-            recorded = self.selected_sample().map(|(g, k)| g.samples[k].clone());
+            recorded = sel_ok.and_then(|g| Some(g.samples[self.sample_of(g)?].clone()));
         }
-        let Some(item) = self.item(sh, self.list.selected) else {
-            let msg = match self.source {
-                Source::Rollouts => match self.group(self.list.selected) {
-                    Some(Ok(g)) => format!(
-                        "prompt `{}` is not a mined pair of this dataset (a full-corpus prompt, or a run on another dataset): only the recorded decisions are shown",
-                        line(&g.prompt_id)
-                    ),
-                    _ => String::new(),
-                },
-                _ => String::new(),
+        let Some(item) = self.item(sh, self.list.selected, sel_ok) else {
+            let msg = match sel_ok {
+                Some(g) => format!(
+                    "prompt `{}` is not a mined pair of this dataset (a full-corpus prompt, or a run on another dataset): only the recorded decisions are shown",
+                    line(&g.prompt_id)
+                ),
+                None => String::new(),
             };
             f.render_widget(
                 Paragraph::new(Span::styled(msg, th.dim()))
