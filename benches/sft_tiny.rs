@@ -8,7 +8,7 @@ use candle_core::{DType, Device, Tensor};
 use rand::{Rng, SeedableRng};
 use rmsweb::model::chat_template::Encoded;
 use rmsweb::model::{Qwen3, Qwen3Config};
-use rmsweb::train::optim::{AdamW, AdamWConfig, clip_grad_norm};
+use rmsweb::train::optim::{AdamW, AdamWConfig, accumulate_grads, clip_grad_norm};
 use rmsweb::train::sft::micro_batch_nll;
 use std::collections::HashMap;
 use std::time::Instant;
@@ -22,6 +22,10 @@ fn arg(args: &[String], name: &str, default: usize) -> usize {
 }
 
 fn main() -> anyhow::Result<()> {
+    // As `rmsweb` and its trainer do (see rmsweb::train::cpu_tuning).
+    // SAFETY: first thing in main; no other thread exists yet.
+    unsafe { rmsweb::train::cpu_tuning::quiet_idle_workers() };
+    rmsweb::train::cpu_tuning::keep_tensor_memory();
     let args: Vec<String> = std::env::args().collect();
     // `cargo bench` passes --bench; under `cargo test --all-targets` run a short smoke.
     let full = args.iter().any(|a| a == "--bench");
@@ -75,30 +79,33 @@ fn main() -> anyhow::Result<()> {
         let targets = micro * accum * (seq - seq / 2);
         let mut grads: HashMap<String, Tensor> = HashMap::new();
         let mut loss_sum = 0.0;
+        let vars = model.trainable_vars();
+        let (mut t_fwd, mut t_bwd) = (0.0, 0.0);
         for chunk in samples.chunks(micro) {
             let batch: Vec<&Encoded> = chunk.iter().collect();
+            let tf = Instant::now();
             let (nll, _, _) = micro_batch_nll(&model, &batch, 0)?;
             let loss = (nll / targets as f64)?;
             loss_sum += loss.to_scalar::<f32>()? as f64;
+            t_fwd += tf.elapsed().as_secs_f64();
+            let tb = Instant::now();
             let gs = loss.backward()?;
-            for (name, var) in model.trainable_vars() {
-                if let Some(g) = gs.get(var.as_tensor()) {
-                    let acc = match grads.remove(&name) {
-                        Some(p) => (p + g)?,
-                        None => g.clone(),
-                    };
-                    grads.insert(name, acc);
-                }
-            }
+            accumulate_grads(&mut grads, &gs, &vars)?;
+            t_bwd += tb.elapsed().as_secs_f64();
         }
+        let to = Instant::now();
         clip_grad_norm(&mut grads, 1.0)?;
         opt.step(&grads, 2e-3)?;
+        let t_opt = to.elapsed().as_secs_f64();
         let dt = t0.elapsed().as_secs_f64();
         if step > 0 {
             tokens += micro * accum * seq;
             elapsed += dt;
         }
-        println!("step {step} loss {loss_sum:.4} {dt:.2}s");
+        println!(
+            "step {step} loss {loss_sum:.4} {dt:.2}s \
+             (forward {t_fwd:.2}s, backward {t_bwd:.2}s, optimizer {t_opt:.2}s)"
+        );
     }
     println!("candle: {:.0} tokens/s", tokens as f64 / elapsed);
     Ok(())

@@ -2,7 +2,8 @@
 """PyTorch CPU reference for rmsweb's tiny SFT preset: the same Qwen3-style decoder
 (RMS norm, per-head q/k norm, GQA, RoPE, SwiGLU, tied embeddings), the same shapes,
 batch and optimizer (AdamW, grad clipping), trained on random token batches with a
-loss mask on the second half of each sequence. Prints tokens/s over the timed steps.
+loss on the second half of each sequence (the LM head applied to those positions only,
+as rmsweb's trainer does). Prints tokens/s over the timed steps.
 
     python3 benches/sft_torch.py --seq 512 --micro-batch 4 --grad-accum 2 --steps 6
 
@@ -87,7 +88,7 @@ class Model(nn.Module):
         cos, sin, mask = self.cos[:l], self.sin[:l], self.mask[:l, :l]
         for layer in self.layers:
             x = layer(x, cos, sin, mask)
-        return self.norm(x) @ self.emb.weight.t()
+        return self.norm(x)
 
 
 def main():
@@ -116,11 +117,13 @@ def main():
         batches = [torch.randint(0, a.vocab, (a.micro_batch, a.seq)) for _ in range(a.grad_accum)]
         n_targets = a.grad_accum * a.micro_batch * (a.seq // 2)
         for ids in batches:
-            logits = model(ids[:, :-1])
-            logp = logits.log_softmax(-1).gather(-1, ids[:, 1:, None]).squeeze(-1)
-            mask = torch.zeros_like(logp)
-            mask[:, a.seq // 2 :] = 1.0
-            loss = -(logp * mask).sum() / n_targets
+            # As rmsweb's trainer: the LM head and softmax only on target positions.
+            hidden = model(ids[:, :-1])
+            mask = torch.zeros(ids.shape[0], ids.shape[1] - 1, dtype=torch.bool)
+            mask[:, a.seq // 2 - 1 :] = True
+            logits = hidden[mask] @ model.emb.weight.t()
+            logp = logits.log_softmax(-1).gather(-1, ids[:, 1:][mask][:, None]).squeeze(-1)
+            loss = -logp.sum() / n_targets
             loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()

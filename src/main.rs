@@ -49,6 +49,8 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // SAFETY: first thing in main; no other thread exists yet.
+    unsafe { rmsweb::train::cpu_tuning::quiet_idle_workers() };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("RMSWEB_LOG")

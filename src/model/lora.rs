@@ -203,20 +203,20 @@ impl Linear {
     /// Applies the layer to `x` of shape (..., in).
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let w = self.weight.tensor();
+        let Some(l) = self.lora.as_ref().filter(|l| l.key.adapters_enabled()) else {
+            return super::fused::linear(x, w);
+        };
         let dims = x.dims().to_vec();
         let in_dim = *dims.last().unwrap_or(&0);
         let n = x.elem_count() / in_dim.max(1);
         let x2 = x.reshape((n, in_dim))?;
-        let mut y = x2.matmul(&w.t()?)?;
-        if let Some(l) = self.lora.as_ref().filter(|l| l.key.adapters_enabled()) {
-            let xd = l.dropout_input(&x2)?;
-            // Adapters may be kept in f32 under a bf16 base; cast for the product.
-            let a = l.a.tensor().to_dtype(x2.dtype())?;
-            let b = l.b.tensor().to_dtype(x2.dtype())?;
-            let down = xd.matmul(&a.t()?)?;
-            let up = down.matmul(&b.t()?)?;
-            y = (y + (up * l.scale)?)?;
-        }
+        let y = super::fused::linear(&x2, w)?;
+        let xd = l.dropout_input(&x2)?;
+        // Adapters may be kept in f32 under a bf16 base; cast for the product.
+        let a = l.a.tensor().to_dtype(x2.dtype())?;
+        let b = l.b.tensor().to_dtype(x2.dtype())?;
+        let up = super::fused::linear(&super::fused::linear(&xd, &a)?, &b)?;
+        let y = (y + (up * l.scale)?)?;
         let mut out = dims;
         if let Some(last) = out.last_mut() {
             *last = w.dim(0)?;

@@ -4,6 +4,7 @@
 
 pub mod chat_template;
 pub mod config;
+pub mod fused;
 pub mod lora;
 pub mod peft;
 pub mod policy;

@@ -6,10 +6,9 @@
 //! logits of every position; a [`KvCache`] makes incremental decoding possible.
 
 use super::config::Qwen3Config;
+use super::fused::{self, AttentionMask, RopeTables};
 use super::lora::{DropoutKey, Linear, LoraConfig, Param};
-use candle_core::{D, DType, Device, Result, Tensor, Var};
-use candle_nn::ops::softmax;
-use candle_nn::rotary_emb::rope_slow;
+use candle_core::{DType, Device, Result, Tensor, Var};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Normal};
@@ -608,19 +607,9 @@ impl Qwen3 {
 
     /// LM-head logits `(..., vocab)` of final hidden states `(..., hidden)`.
     pub fn logits(&self, x: &Tensor) -> Result<Tensor> {
-        let h = self.config.hidden_size;
         match &self.lm_head {
             Some(head) => head.forward(x),
-            None => {
-                let mut dims = x.dims().to_vec();
-                let n = x.elem_count() / h.max(1);
-                let x2 = x.reshape((n, h))?;
-                let out = x2.matmul(&self.embed_tokens.tensor().t()?)?;
-                if let Some(last) = dims.last_mut() {
-                    *last = self.config.vocab_size;
-                }
-                out.reshape(dims)
-            }
+            None => fused::linear(x, self.embed_tokens.tensor()),
         }
     }
 
@@ -661,19 +650,40 @@ impl Qwen3 {
             l,
             self.config.hidden_size,
         ))?;
-        let cos = self.cos.narrow(0, start_pos, l)?;
-        let sin = self.sin.narrow(0, start_pos, l)?;
+        let rope = RopeTables::new(
+            self.cos.narrow(0, start_pos, l)?,
+            self.sin.narrow(0, start_pos, l)?,
+        )?;
         let past = cache.as_ref().map_or(0, |c| c.len());
-        let mask = causal_mask(l, past, self.dtype, x.device())?;
-        let mask = match key_mask {
-            None => mask,
-            Some(k) => {
-                let k = k.to_dtype(self.dtype)?.reshape((b, 1, 1, past + l))?;
-                Some(match mask {
-                    Some(c) => c.unsqueeze(0)?.unsqueeze(0)?.broadcast_add(&k)?,
-                    None => k,
-                })
-            }
+        let (amask, mask) = if fused::applies(x.device(), self.dtype) {
+            let key_bias = match key_mask {
+                Some(k) => Some(std::sync::Arc::new(
+                    k.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?,
+                )),
+                None => None,
+            };
+            let amask = AttentionMask {
+                causal_past: Some(past),
+                key_bias,
+            };
+            (amask, None)
+        } else {
+            let mask = causal_mask(l, past, self.dtype, x.device())?;
+            let mask = match key_mask {
+                None => mask,
+                Some(k) => {
+                    let k = k.to_dtype(self.dtype)?.reshape((b, 1, 1, past + l))?;
+                    Some(match mask {
+                        Some(c) => c.unsqueeze(0)?.unsqueeze(0)?.broadcast_add(&k)?,
+                        None => k,
+                    })
+                }
+            };
+            let amask = AttentionMask {
+                causal_past: None,
+                key_bias: None,
+            };
+            (amask, mask)
         };
         if let Some(c) = cache.as_deref_mut()
             && c.layers.len() != self.layers.len()
@@ -684,13 +694,13 @@ impl Qwen3 {
         for (i, layer) in self.layers.iter().enumerate() {
             let slot = cache.as_deref_mut().map(|c| (&mut c.layers[i], c.headroom));
             let hnorm = rms_norm(&x, layer.input_layernorm.tensor(), eps)?;
-            let a = self.attention(&layer.attn, &hnorm, &cos, &sin, mask.as_ref(), slot)?;
+            let a = self.attention(&layer.attn, &hnorm, &rope, (&amask, mask.as_ref()), slot)?;
             x = (x + a)?;
             let hnorm = rms_norm(&x, layer.post_attention_layernorm.tensor(), eps)?;
             let m = &layer.mlp;
-            let gate = m.gate_proj.forward(&hnorm)?.silu()?;
+            let gate = m.gate_proj.forward(&hnorm)?;
             let up = m.up_proj.forward(&hnorm)?;
-            x = (x + m.down_proj.forward(&(gate * up)?)?)?;
+            x = (x + m.down_proj.forward(&fused::swiglu(&gate, &up)?)?)?;
         }
         rms_norm(&x, self.norm.tensor(), eps)
     }
@@ -699,9 +709,8 @@ impl Qwen3 {
         &self,
         at: &Attention,
         x: &Tensor,
-        cos: &Tensor,
-        sin: &Tensor,
-        mask: Option<&Tensor>,
+        rope: &RopeTables,
+        (amask, mask): (&AttentionMask, Option<&Tensor>),
         cache: Option<(&mut Option<LayerKv>, Option<usize>)>,
     ) -> Result<Tensor> {
         let (b, l, _) = x.dims3()?;
@@ -711,11 +720,18 @@ impl Qwen3 {
         let q = at.q_proj.forward(x)?.reshape((b, l, nh, hd))?;
         let k = at.k_proj.forward(x)?.reshape((b, l, nkv, hd))?;
         let v = at.v_proj.forward(x)?.reshape((b, l, nkv, hd))?;
-        let q = rms_norm(&q, at.q_norm.tensor(), eps)?.transpose(1, 2)?;
-        let k = rms_norm(&k, at.k_norm.tensor(), eps)?.transpose(1, 2)?;
+        let scale = 1.0 / (hd as f64).sqrt();
+        let q = rms_norm(&q, at.q_norm.tensor(), eps)?;
+        let k = rms_norm(&k, at.k_norm.tensor(), eps)?;
+        if cache.is_none()
+            && let Some(ctx) = fused::attention(&q, &k, &v, rope, amask, scale)?
+        {
+            return at.o_proj.forward(&ctx);
+        }
+        let (q, k) = (q.transpose(1, 2)?, k.transpose(1, 2)?);
         let v = v.transpose(1, 2)?.contiguous()?;
-        let q = rope_slow(&q.contiguous()?, cos, sin)?;
-        let k = rope_slow(&k.contiguous()?, cos, sin)?;
+        let q = fused::rope(&q, rope)?;
+        let k = fused::rope(&k, rope)?;
         let (k, v) = match cache {
             Some((slot, headroom)) => LayerKv::append(slot, k, v, headroom)?,
             None => (k, v),
@@ -724,18 +740,9 @@ impl Qwen3 {
         // sharing a kv head (heads kv·g .. kv·g+g−1) are stacked along the query axis.
         let g = nh / nkv;
         let total = k.dim(2)?;
-        let scale = 1.0 / (hd as f64).sqrt();
         let qg = q.reshape((b, nkv, g * l, hd))?;
-        let scores = (qg.matmul(&k.t()?)? * scale)?.reshape((b, nh, l, total))?;
-        let scores = match mask {
-            Some(m) => scores.broadcast_add(m)?,
-            None => scores,
-        };
-        let probs = if self.dtype == DType::F32 || self.dtype == DType::F64 {
-            softmax(&scores, D::Minus1)?
-        } else {
-            softmax(&scores.to_dtype(DType::F32)?, D::Minus1)?.to_dtype(self.dtype)?
-        };
+        let scores = qg.matmul(&k.t()?)?.reshape((b, nh, l, total))?;
+        let probs = fused::attention_softmax(&scores, scale, amask, || Ok(mask.cloned()))?;
         let ctx = probs
             .reshape((b, nkv, g * l, total))?
             .matmul(&v)?
@@ -748,7 +755,7 @@ impl Qwen3 {
 
 /// RMS norm over the last dimension with a differentiable graph.
 fn rms_norm(x: &Tensor, w: &Tensor, eps: f32) -> Result<Tensor> {
-    candle_nn::ops::rms_norm_slow(x, w, eps)
+    fused::rms_norm(x, w, eps)
 }
 
 /// Additive mask `(l, past + l)`: 0 where key ≤ query position, −∞ after. `None` for

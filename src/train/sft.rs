@@ -15,7 +15,7 @@ use super::run::{
 use super::samples;
 use super::schedule::{cosine_with_warmup, warmup_steps};
 use crate::model::chat_template::{ChatTemplate, Encoded};
-use crate::model::{LoraConfig, Qwen3, Qwen3Config, parse_device, peft, tokenizer, weights};
+use crate::model::{LoraConfig, Qwen3, Qwen3Config, fused, parse_device, peft, tokenizer, weights};
 use crate::trajectory::Dataset;
 use anyhow::{Context, Result};
 use candle_core::{D, DType, Device, Tensor};
@@ -334,22 +334,30 @@ pub fn micro_batch_nll(
             tgt.push(t.unwrap_or(pad));
             let m = t.is_some() && e.mask.get(i + 1).copied().unwrap_or(false);
             n_target += usize::from(m);
-            msk.push(if m { 1f32 } else { 0f32 });
+            msk.push(m);
         }
     }
-    let b = batch.len();
+    let (b, n) = (batch.len(), batch.len() * (len - 1));
     let inp = Tensor::from_vec(inp, (b, len - 1), dev)?;
-    let tgt = Tensor::from_vec(tgt, (b, len - 1, 1), dev)?;
-    let logits = model.forward(&inp, 0, None)?;
+    let hidden = model.forward_hidden(&inp, 0, None)?;
+    let hidden = hidden.reshape((n, hidden.dim(D::Minus1)?))?;
+    // The LM head and softmax run only where there is a loss: the assistant tokens,
+    // a small part of a web-agent sample (long observation, short action).
+    let rows: Vec<u32> = (0..n as u32).filter(|&i| msk[i as usize]).collect();
+    if rows.is_empty() {
+        return Ok(((hidden.sum_all()? * 0.0)?, 0, n_tokens));
+    }
+    let targets: Vec<u32> = rows.iter().map(|&i| tgt[i as usize]).collect();
+    let idx = Tensor::from_vec(rows, n_target, dev)?;
+    let logits = model.logits(&hidden.index_select(&idx, 0)?)?;
     // Log-probabilities in f32 at least (bf16 logits lose too much).
     let logits = match logits.dtype() {
         DType::F64 => logits,
         _ => logits.to_dtype(DType::F32)?,
     };
-    let msk = Tensor::from_vec(msk, (b, len - 1), dev)?.to_dtype(logits.dtype())?;
-    let logp = candle_nn::ops::log_softmax(&logits, D::Minus1)?;
-    let picked = logp.gather(&tgt, D::Minus1)?.squeeze(D::Minus1)?;
-    let nll = (picked * msk)?.sum_all()?.neg()?;
+    let nll = fused::target_log_probs(&logits, &targets)?
+        .sum_all()?
+        .neg()?;
     Ok((nll, n_target, n_tokens))
 }
 
@@ -412,6 +420,7 @@ pub fn train(
     stop: Arc<AtomicBool>,
     on_step: &mut dyn FnMut(&StepReport),
 ) -> Result<Outcome> {
+    crate::train::cpu_tuning::keep_tensor_memory();
     if !resume {
         run.ensure_new()?;
     }

@@ -8,6 +8,7 @@ mod curate;
 mod dataset;
 mod env;
 mod fixtures;
+mod fused;
 mod import;
 mod mine;
 mod mine_judge;

@@ -13,7 +13,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-fn tiny_config(tied: bool) -> Qwen3Config {
+pub(crate) fn tiny_config(tied: bool) -> Qwen3Config {
     Qwen3Config {
         vocab_size: 61,
         hidden_size: 32,
@@ -46,7 +46,7 @@ fn saved_model(dir: &Path, cfg: &Qwen3Config, seed: u64) -> HashMap<String, Tens
     weights::load_dir(dir, &Device::Cpu).unwrap()
 }
 
-fn max_diff(a: &Tensor, b: &Tensor) -> f64 {
+pub(crate) fn max_diff(a: &Tensor, b: &Tensor) -> f64 {
     (a.to_dtype(DType::F64).unwrap() - b.to_dtype(DType::F64).unwrap())
         .unwrap()
         .abs()

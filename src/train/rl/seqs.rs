@@ -147,11 +147,10 @@ pub fn token_logps(
         DType::F64 => logits,
         _ => logits.to_dtype(DType::F32)?,
     };
-    let lsm = candle_nn::ops::log_softmax(&(logits / temperature)?, D::Minus1)?;
-    let tgt = Tensor::from_vec(tgt, (b * width, 1), dev)?;
-    let logp = lsm.gather(&tgt, D::Minus1)?.reshape((b, width))?;
+    let scaled = (logits / temperature)?;
+    let logp = crate::model::fused::target_log_probs(&scaled, &tgt)?.reshape((b, width))?;
     let entropy = if with_entropy {
-        let d = lsm.detach();
+        let d = candle_nn::ops::log_softmax(&scaled.detach(), D::Minus1)?;
         Some(
             (d.exp()? * &d)?
                 .sum(D::Minus1)?

@@ -104,6 +104,7 @@ pub fn train(
     stop: Arc<AtomicBool>,
     on_step: &mut dyn FnMut(&RlStepReport),
 ) -> Result<Outcome> {
+    crate::train::cpu_tuning::keep_tensor_memory();
     if !resume {
         run.ensure_new()?;
     }
