@@ -24,7 +24,7 @@ fn arg(args: &[String], name: &str, default: usize) -> usize {
 fn main() -> anyhow::Result<()> {
     // As `rmsweb` and its trainer do (see rmsweb::train::cpu_tuning).
     // SAFETY: first thing in main; no other thread exists yet.
-    unsafe { rmsweb::train::cpu_tuning::quiet_idle_workers() };
+    unsafe { rmsweb::train::cpu_tuning::configure_thread_pools() };
     rmsweb::train::cpu_tuning::keep_tensor_memory();
     let args: Vec<String> = std::env::args().collect();
     // `cargo bench` passes --bench; under `cargo test --all-targets` run a short smoke.

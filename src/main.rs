@@ -50,7 +50,7 @@ enum Command {
 
 fn main() -> ExitCode {
     // SAFETY: first thing in main; no other thread exists yet.
-    unsafe { rmsweb::train::cpu_tuning::quiet_idle_workers() };
+    unsafe { rmsweb::train::cpu_tuning::configure_thread_pools() };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("RMSWEB_LOG")

@@ -732,10 +732,18 @@ impl Qwen3 {
         let v = v.transpose(1, 2)?.contiguous()?;
         let q = fused::rope(&q, rope)?;
         let k = fused::rope(&k, rope)?;
+        let decoding = matches!(&cache, Some((_, Some(_))));
         let (k, v) = match cache {
             Some((slot, headroom)) => LayerKv::append(slot, k, v, headroom)?,
             None => (k, v),
         };
+        // Sampling steps (a decoding cache is not differentiable anyway) read the
+        // cache in place.
+        if decoding && let Some(ctx) = fused::decode_attention(&q, &k, &v, amask, scale)? {
+            return at
+                .o_proj
+                .forward(&ctx.transpose(1, 2)?.reshape((b, l, nh * hd))?);
+        }
         // Grouped-query attention without repeating keys and values: the query heads
         // sharing a kv head (heads kv·g .. kv·g+g−1) are stacked along the query axis.
         let g = nh / nkv;

@@ -7,7 +7,7 @@
 //!   raises the thresholds so glibc reuses the memory.
 //! - candle's elementwise thread pool spins for a while after each op, on a core
 //!   that the matrix multiplications' rayon pool needs next (8 % of the CPU time).
-//!   [`quiet_idle_workers`] shortens the spin.
+//!   [`configure_thread_pools`] shortens the spin (and fixes the thread count).
 
 /// Largest block glibc serves from its heap when asked (its cap on 64-bit).
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
@@ -32,15 +32,23 @@ pub fn keep_tensor_memory() {
     }
 }
 
-/// Sets `CANDLE_BARRIER_POOL_SPIN_LIMIT` (unless the user set it) so idle candle
-/// workers park quickly instead of spinning.
+/// Sets candle's thread-pool variables the user has not set: a short idle spin
+/// (`CANDLE_BARRIER_POOL_SPIN_LIMIT`, so workers park instead of spinning) and the
+/// thread count (`RAYON_NUM_THREADS`, candle's own default computed once: without
+/// it candle re-reads `/proc/cpuinfo` on every matrix multiplication, 7 % of an RL
+/// step's CPU time, mostly in token-by-token sampling).
 ///
 /// # Safety
 /// Changes the environment: call it first thing in `main`, before any other thread
-/// exists (and before candle's pool starts, which reads the variable once).
-pub unsafe fn quiet_idle_workers() {
+/// exists (and before candle's pools start, which read the variables).
+pub unsafe fn configure_thread_pools() {
     if std::env::var_os("CANDLE_BARRIER_POOL_SPIN_LIMIT").is_none() {
         // SAFETY: the caller guarantees no other thread runs yet.
         unsafe { std::env::set_var("CANDLE_BARRIER_POOL_SPIN_LIMIT", WORKER_SPIN_LIMIT) };
+    }
+    if std::env::var_os("RAYON_NUM_THREADS").is_none() {
+        let n = candle_core::utils::get_num_threads();
+        // SAFETY: as above.
+        unsafe { std::env::set_var("RAYON_NUM_THREADS", n.to_string()) };
     }
 }

@@ -94,6 +94,13 @@ fn swiglu_and_linear_match_the_composite_ops() {
         1e-4,
         &|t| fused::linear(&t[0], &t[1]).unwrap(),
     );
+    // A few rows (sampling steps) take the dot-product kernel.
+    assert_fused_matches(
+        "linear, few rows",
+        &[rand(&[1, 3, 40], 15), rand(&[70, 40], 16)],
+        1e-4,
+        &|t| fused::linear(&t[0], &t[1]).unwrap(),
+    );
 }
 
 #[test]

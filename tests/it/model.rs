@@ -242,11 +242,15 @@ fn kv_cache_decoding_equals_full_forward() {
             .unwrap();
         let first = model.forward(&head, 0, Some(&mut cache)).unwrap();
         assert!(max_diff(&first, &full.narrow(1, 0, 6).unwrap()) < 1e-5);
-        for (p, &t) in ids.iter().enumerate().skip(6) {
-            let x = Tensor::new(&[[t]], &Device::Cpu).unwrap();
+        // Two new tokens at once (causal among themselves), then one at a time.
+        for (p, n) in [(6, 2), (8, 1), (9, 1)] {
+            let x = Tensor::new(&ids[p..p + n], &Device::Cpu)
+                .unwrap()
+                .unsqueeze(0)
+                .unwrap();
             let step = model.forward(&x, p, Some(&mut cache)).unwrap();
             assert!(
-                max_diff(&step, &full.narrow(1, p, 1).unwrap()) < 1e-5,
+                max_diff(&step, &full.narrow(1, p, n).unwrap()) < 1e-5,
                 "position {p} ({name})"
             );
         }

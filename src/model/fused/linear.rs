@@ -24,6 +24,54 @@ pub fn linear(x: &Tensor, w: &Tensor) -> Result<Tensor> {
 
 struct LinearOp;
 
+/// Up to this many input rows (token-by-token sampling) the product is computed as
+/// dot products over the weight's rows: the general matrix multiplication would
+/// first repack the whole weight for a handful of rows (a third of an RL step's CPU
+/// time went there).
+const FEW_ROWS: usize = 16;
+
+/// `x · wᵀ` for a few rows `x` `(n, k)` and `w` `(out, k)`, parallel over weight rows.
+fn few_rows_times_wt(x: &[f32], w: &[f32], k: usize) -> Vec<f32> {
+    use rayon::prelude::*;
+    let (n, out) = (x.len() / k.max(1), w.len() / k.max(1));
+    // Transposed result (out, n): each task reads a block of weight rows once.
+    let mut yt = vec![0f32; out * n];
+    yt.par_chunks_mut(n * 64).enumerate().for_each(|(blk, ys)| {
+        for (jj, yrow) in ys.chunks_mut(n).enumerate() {
+            let wr = &w[(blk * 64 + jj) * k..(blk * 64 + jj + 1) * k];
+            for (i, y) in yrow.iter_mut().enumerate() {
+                *y = dot(&x[i * k..(i + 1) * k], wr);
+            }
+        }
+    });
+    let mut y = vec![0f32; n * out];
+    for (j, col) in yt.chunks(n).enumerate() {
+        for (i, v) in col.iter().enumerate() {
+            y[i * out + j] = *v;
+        }
+    }
+    y
+}
+
+/// Dot product with independent partial sums (so the compiler vectorises it).
+pub(super) fn dot(a: &[f32], b: &[f32]) -> f32 {
+    const L: usize = 16;
+    let mut acc = [0f32; L];
+    let (ca, cb) = (a.chunks_exact(L), b.chunks_exact(L));
+    let tail: f32 = ca
+        .remainder()
+        .iter()
+        .zip(cb.remainder())
+        .map(|(x, y)| x * y)
+        .sum();
+    for (x, y) in ca.zip(cb) {
+        for i in 0..L {
+            acc[i] += x[i] * y[i];
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
 impl CustomOp2 for LinearOp {
     fn name(&self) -> &'static str {
         "rmsweb-linear"
@@ -39,9 +87,14 @@ impl CustomOp2 for LinearOp {
         use candle_core::backend::BackendStorage;
         let (out_dim, in_dim) = l2.shape().dims2()?;
         let n = l1.shape().elem_count() / in_dim.max(1);
-        let xl = Layout::contiguous_with_offset((n, in_dim), l1.start_offset());
-        let wt = l2.transpose(0, 1)?;
-        let y = s1.matmul(s2, (1, n, out_dim, in_dim), &xl, &wt)?;
+        let y = if n <= FEW_ROWS {
+            let (x, w) = (super::f32_slice(s1, l1)?, super::f32_slice(s2, l2)?);
+            CpuStorage::F32(few_rows_times_wt(x, w, in_dim))
+        } else {
+            let xl = Layout::contiguous_with_offset((n, in_dim), l1.start_offset());
+            let wt = l2.transpose(0, 1)?;
+            s1.matmul(s2, (1, n, out_dim, in_dim), &xl, &wt)?
+        };
         let mut dims = l1.dims().to_vec();
         if let Some(last) = dims.last_mut() {
             *last = out_dim;

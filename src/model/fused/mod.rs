@@ -9,6 +9,7 @@
 //! compare against. `RMSWEB_FUSED=0` turns them off (for comparisons).
 
 mod attention;
+mod decode;
 mod linear;
 mod log_probs;
 mod norm;
@@ -18,6 +19,7 @@ mod swiglu;
 
 pub use attention::attention;
 use candle_core::{CpuStorage, DType, Layout, Result, Storage, Tensor};
+pub use decode::decode_attention;
 pub use linear::linear;
 pub use log_probs::target_log_probs;
 pub use norm::rms_norm;
