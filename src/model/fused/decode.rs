@@ -29,7 +29,13 @@ pub fn decode_attention(
     }
     let (b, nh, l, d) = q.dims4()?;
     let (_, nkv, total, _) = k.dims4()?;
-    if l > MAX_NEW_TOKENS || k.dims() != v.dims() || nkv == 0 || nh % nkv != 0 || total < l {
+    if l > MAX_NEW_TOKENS
+        || d == 0
+        || k.dims() != v.dims()
+        || nkv == 0
+        || nh % nkv != 0
+        || total < l
+    {
         return Ok(None);
     }
     if mask

@@ -34,6 +34,9 @@ const FEW_ROWS: usize = 16;
 fn few_rows_times_wt(x: &[f32], w: &[f32], k: usize) -> Vec<f32> {
     use rayon::prelude::*;
     let (n, out) = (x.len() / k.max(1), w.len() / k.max(1));
+    if n == 0 || out == 0 {
+        return vec![0f32; n * out];
+    }
     // Transposed result (out, n): each task reads a block of weight rows once.
     let mut yt = vec![0f32; out * n];
     yt.par_chunks_mut(n * 64).enumerate().for_each(|(blk, ys)| {

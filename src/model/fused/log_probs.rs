@@ -12,6 +12,9 @@ pub fn target_log_probs(logits: &Tensor, targets: &[u32]) -> Result<Tensor> {
     if targets.len() != rows {
         candle_core::bail!("{} targets for {rows} rows of logits", targets.len());
     }
+    if vocab == 0 {
+        candle_core::bail!("logits over an empty vocabulary");
+    }
     if let Some(t) = targets.iter().find(|&&t| t as usize >= vocab) {
         candle_core::bail!("target token {t} outside the vocabulary of {vocab}");
     }

@@ -1,4 +1,5 @@
-//! Fused CPU kernels for the training hot path, each with its own backward pass.
+//! Fused CPU kernels for training and sampling, the trainable ones with their own
+//! backward pass.
 //!
 //! candle composes RMS norm, rotary embeddings, masked softmax and log-softmax from
 //! many broadcast ops; each one allocates a full-size tensor forward and several
@@ -69,6 +70,9 @@ fn with_f32<R>(t: &Tensor, f: impl FnOnce(&[f32]) -> Result<R>) -> Result<R> {
 
 /// Output rows `out` (`n` wide) computed in parallel by `f(row_index, row)`.
 fn par_rows(out: &mut [f32], n: usize, f: impl Fn(usize, &mut [f32]) + Sync + Send) {
+    if n == 0 {
+        return; // no rows (an empty dimension)
+    }
     out.par_chunks_mut(n)
         .with_min_len(MIN_ROWS_PER_TASK)
         .enumerate()
