@@ -1,8 +1,10 @@
-//! A Qwen3 decoder written for training: every op has a backward pass (no fused
-//! softmax / rms-norm / rope kernels, which drop gradients in candle 0.11).
+//! A Qwen3 decoder written for training: every op has a backward pass (candle 0.11's
+//! fused softmax / rms-norm / rope kernels drop gradients; f32 on the CPU uses
+//! [`super::fused`]'s kernels, which carry their own, and everything else candle's
+//! composite ops).
 //!
-//! Per-head q/k RMS norm, grouped-query attention, rotary embeddings (`rope_slow`),
-//! additive causal mask, SwiGLU MLP, optional tied embeddings. `forward` returns the
+//! Per-head q/k RMS norm, grouped-query attention, rotary embeddings, causal and
+//! key-padding masks, SwiGLU MLP, optional tied embeddings. `forward` returns the
 //! logits of every position; a [`KvCache`] makes incremental decoding possible.
 
 use super::config::Qwen3Config;
