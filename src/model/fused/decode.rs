@@ -11,12 +11,12 @@ use candle_core::{Layout, Result, Storage, Tensor};
 use rayon::prelude::*;
 
 /// Most new tokens per row that take this kernel (sampling steps; prompts do not).
-pub const MAX_NEW_TOKENS: usize = 4;
+const MAX_NEW_TOKENS: usize = 4;
 
 /// `softmax(scale · q kᵀ + mask) v` for `q` `(b, heads, l, d)` (already rotated) and
 /// cached `k`, `v` `(b, kv_heads, total, d)` views; `(b, heads, l, d)`. `None` when
 /// the kernel does not apply (not f32 on the CPU, or more than
-/// [`MAX_NEW_TOKENS`] queries).
+/// `MAX_NEW_TOKENS` (4) queries).
 pub fn decode_attention(
     q: &Tensor,
     k: &Tensor,
