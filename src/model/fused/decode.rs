@@ -72,7 +72,7 @@ pub fn decode_attention(
         let mut p: Vec<f32> = (0..limit)
             .map(|j| {
                 let kr = &kd[kv_row.at(bi, kvh, j)..][..d];
-                scale * super::linear::dot(qr, kr) + bias.map_or(0.0, |b| b[j])
+                scale * super::simd::dot(qr, kr) + bias.map_or(0.0, |b| b[j])
             })
             .collect();
         let max = p.iter().copied().fold(f32::NEG_INFINITY, f32::max);
@@ -83,10 +83,7 @@ pub fn decode_attention(
         }
         for (j, pj) in p.iter().enumerate() {
             let w = pj / sum;
-            let vr = &vd[vv_row.at(bi, kvh, j)..][..d];
-            for (o, x) in y.iter_mut().zip(vr) {
-                *o += w * x;
-            }
+            super::simd::add_scaled(y, w, &vd[vv_row.at(bi, kvh, j)..][..d]);
         }
     });
     Tensor::from_vec(out, (b, nh, l, d), q.device()).map(Some)

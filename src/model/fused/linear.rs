@@ -43,7 +43,7 @@ fn few_rows_times_wt(x: &[f32], w: &[f32], k: usize) -> Vec<f32> {
         for (jj, yrow) in ys.chunks_mut(n).enumerate() {
             let wr = &w[(blk * 64 + jj) * k..(blk * 64 + jj + 1) * k];
             for (i, y) in yrow.iter_mut().enumerate() {
-                *y = dot(&x[i * k..(i + 1) * k], wr);
+                *y = super::simd::dot(&x[i * k..(i + 1) * k], wr);
             }
         }
     });
@@ -54,25 +54,6 @@ fn few_rows_times_wt(x: &[f32], w: &[f32], k: usize) -> Vec<f32> {
         }
     }
     y
-}
-
-/// Dot product with independent partial sums (so the compiler vectorises it).
-pub(super) fn dot(a: &[f32], b: &[f32]) -> f32 {
-    const L: usize = 16;
-    let mut acc = [0f32; L];
-    let (ca, cb) = (a.chunks_exact(L), b.chunks_exact(L));
-    let tail: f32 = ca
-        .remainder()
-        .iter()
-        .zip(cb.remainder())
-        .map(|(x, y)| x * y)
-        .sum();
-    for (x, y) in ca.zip(cb) {
-        for i in 0..L {
-            acc[i] += x[i] * y[i];
-        }
-    }
-    acc.iter().sum::<f32>() + tail
 }
 
 impl CustomOp2 for LinearOp {

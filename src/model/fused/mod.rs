@@ -15,6 +15,7 @@ mod linear;
 mod log_probs;
 mod norm;
 mod rope;
+mod simd;
 mod softmax;
 mod swiglu;
 
