@@ -54,8 +54,9 @@ fn main() -> anyhow::Result<()> {
         &Device::Cpu,
         true,
     )?;
+    let vars = model.trainable_vars();
     let mut opt = AdamW::new(
-        model.trainable_vars(),
+        vars.clone(),
         AdamWConfig {
             lr: 2e-3,
             beta1: 0.9,
@@ -79,7 +80,6 @@ fn main() -> anyhow::Result<()> {
         let targets = micro * accum * (seq - seq / 2);
         let mut grads: HashMap<String, Tensor> = HashMap::new();
         let mut loss_sum = 0.0;
-        let vars = model.trainable_vars();
         let (mut t_fwd, mut t_bwd) = (0.0, 0.0);
         for chunk in samples.chunks(micro) {
             let batch: Vec<&Encoded> = chunk.iter().collect();

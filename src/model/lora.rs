@@ -202,26 +202,16 @@ impl Linear {
 
     /// Applies the layer to `x` of shape (..., in).
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let w = self.weight.tensor();
+        let y = super::fused::linear(x, self.weight.tensor())?;
         let Some(l) = self.lora.as_ref().filter(|l| l.key.adapters_enabled()) else {
-            return super::fused::linear(x, w);
+            return Ok(y);
         };
-        let dims = x.dims().to_vec();
-        let in_dim = *dims.last().unwrap_or(&0);
-        let n = x.elem_count() / in_dim.max(1);
-        let x2 = x.reshape((n, in_dim))?;
-        let y = super::fused::linear(&x2, w)?;
-        let xd = l.dropout_input(&x2)?;
+        let xd = l.dropout_input(x)?;
         // Adapters may be kept in f32 under a bf16 base; cast for the product.
-        let a = l.a.tensor().to_dtype(x2.dtype())?;
-        let b = l.b.tensor().to_dtype(x2.dtype())?;
+        let a = l.a.tensor().to_dtype(x.dtype())?;
+        let b = l.b.tensor().to_dtype(x.dtype())?;
         let up = super::fused::linear(&super::fused::linear(&xd, &a)?, &b)?;
-        let y = (y + (up * l.scale)?)?;
-        let mut out = dims;
-        if let Some(last) = out.last_mut() {
-            *last = w.dim(0)?;
-        }
-        y.reshape(out)
+        y + (up * l.scale)?
     }
 
     /// Folds the adapter into W (`W += scale · B A`) and removes it.

@@ -19,6 +19,14 @@ pub use lora::LoraConfig;
 pub use policy::LocalModelPolicy;
 pub use qwen3::{KvCache, Qwen3};
 
+/// `t` in f32 unless it is f64 (log-probabilities of bf16 logits lose too much).
+pub fn at_least_f32(t: &candle_core::Tensor) -> candle_core::Result<candle_core::Tensor> {
+    match t.dtype() {
+        candle_core::DType::F64 => Ok(t.clone()),
+        _ => t.to_dtype(candle_core::DType::F32),
+    }
+}
+
 /// Parses a device name: `cpu` or `cuda:N` (`cuda` = `cuda:0`).
 pub fn parse_device(s: &str) -> anyhow::Result<candle_core::Device> {
     match s {

@@ -752,7 +752,7 @@ impl Qwen3 {
         let total = k.dim(2)?;
         let qg = q.reshape((b, nkv, g * l, hd))?;
         let scores = qg.matmul(&k.t()?)?.reshape((b, nh, l, total))?;
-        let probs = fused::attention_softmax(&scores, scale, amask, || Ok(mask.cloned()))?;
+        let probs = fused::attention_softmax(&scores, scale, amask, mask)?;
         let ctx = probs
             .reshape((b, nkv, g * l, total))?
             .matmul(&v)?

@@ -15,7 +15,9 @@ use super::run::{
 use super::samples;
 use super::schedule::{cosine_with_warmup, warmup_steps};
 use crate::model::chat_template::{ChatTemplate, Encoded};
-use crate::model::{LoraConfig, Qwen3, Qwen3Config, fused, parse_device, peft, tokenizer, weights};
+use crate::model::{
+    LoraConfig, Qwen3, Qwen3Config, at_least_f32, fused, parse_device, peft, tokenizer, weights,
+};
 use crate::trajectory::Dataset;
 use anyhow::{Context, Result};
 use candle_core::{D, DType, Device, Tensor};
@@ -324,17 +326,19 @@ pub fn micro_batch_nll(
     let dev = model.device();
     let len = batch.iter().map(|e| e.ids.len()).max().unwrap_or(0);
     anyhow::ensure!(len >= 2, "samples need at least two tokens");
-    let (mut inp, mut tgt, mut msk) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut n_target, mut n_tokens) = (0, 0);
+    // Inputs, and the flat positions with a loss (assistant tokens) and their targets.
+    let (mut inp, mut rows, mut targets) = (Vec::new(), Vec::new(), Vec::new());
+    let mut n_tokens = 0;
     for e in batch {
         n_tokens += e.ids.len();
         for i in 0..len - 1 {
             inp.push(e.ids.get(i).copied().unwrap_or(pad));
-            let t = e.ids.get(i + 1).copied();
-            tgt.push(t.unwrap_or(pad));
-            let m = t.is_some() && e.mask.get(i + 1).copied().unwrap_or(false);
-            n_target += usize::from(m);
-            msk.push(m);
+            if let Some(&t) = e.ids.get(i + 1)
+                && e.mask.get(i + 1).copied().unwrap_or(false)
+            {
+                rows.push(inp.len() as u32 - 1);
+                targets.push(t);
+            }
         }
     }
     let (b, n) = (batch.len(), batch.len() * (len - 1));
@@ -343,18 +347,13 @@ pub fn micro_batch_nll(
     let hidden = hidden.reshape((n, hidden.dim(D::Minus1)?))?;
     // The LM head and softmax run only where there is a loss: the assistant tokens,
     // a small part of a web-agent sample (long observation, short action).
-    let rows: Vec<u32> = (0..n as u32).filter(|&i| msk[i as usize]).collect();
+    let n_target = rows.len();
     if rows.is_empty() {
         return Ok(((hidden.sum_all()? * 0.0)?, 0, n_tokens));
     }
-    let targets: Vec<u32> = rows.iter().map(|&i| tgt[i as usize]).collect();
     let idx = Tensor::from_vec(rows, n_target, dev)?;
-    let logits = model.logits(&hidden.index_select(&idx, 0)?)?;
     // Log-probabilities in f32 at least (bf16 logits lose too much).
-    let logits = match logits.dtype() {
-        DType::F64 => logits,
-        _ => logits.to_dtype(DType::F32)?,
-    };
+    let logits = at_least_f32(&model.logits(&hidden.index_select(&idx, 0)?)?)?;
     let nll = fused::target_log_probs(&logits, &targets)?
         .sum_all()?
         .neg()?;
@@ -426,9 +425,7 @@ pub fn train(
     }
     let result = train_inner(cfg, run, resume, stop, on_step);
     if let Err(e) = &result {
-        let _ = run.log(&format!("failed: {e:#}"));
-        let step = run.latest_checkpoint().map_or(0, |(s, _)| s);
-        let _ = run.set_status(RunState::Failed, step, &format!("{e:#}"));
+        run.record_failure(e, &[]);
     }
     result
 }
@@ -485,6 +482,7 @@ fn train_inner(
         model.dtype()
     ))?;
     let mut perms = HashMap::new();
+    let vars = model.trainable_vars();
     for step in start..total {
         let t0 = Instant::now();
         let idx: Vec<usize> = (0..eff)
@@ -504,7 +502,7 @@ fn train_inner(
             tokens += ntok;
             let loss = (nll / targets.max(1) as f64)?;
             loss_sum += loss.to_dtype(DType::F64)?.to_scalar::<f64>()?;
-            accumulate_grads(&mut grads, &loss.backward()?, &opt_vars(&model))?;
+            accumulate_grads(&mut grads, &loss.backward()?, &vars)?;
         }
         model.dropout_key().set(None);
         anyhow::ensure!(
@@ -563,10 +561,6 @@ fn train_inner(
     run.set_status(RunState::Finished, total, "finished")?;
     run.log("finished")?;
     Ok(Outcome::Finished)
-}
-
-fn opt_vars(model: &Qwen3) -> Vec<(String, candle_core::Var)> {
-    model.trainable_vars()
 }
 
 /// Continues the run in `run_dir` from its `run.toml` and latest checkpoint.

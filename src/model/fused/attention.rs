@@ -3,6 +3,7 @@
 //! (candle's autograd would add some twenty nodes per layer here, each paying a
 //! zero-filled gradient and an add on the way back).
 
+use super::rope::RopeRows;
 use super::{
     AttentionMask, RopeTables, f32_slice, par_rows, softmax_rows, softmax_rows_bwd, with_f32,
 };
@@ -61,7 +62,7 @@ struct Saved {
 }
 
 struct AttentionCore {
-    tables: Arc<(Vec<f32>, Vec<f32>)>,
+    tables: Arc<RopeRows>,
     mask: AttentionMask,
     scale: f32,
     saved: Mutex<Option<Saved>>,
@@ -83,32 +84,19 @@ fn swap_axes(
     x: &[f32],
     (b, a, c, d): (usize, usize, usize, usize),
     rot: Rotation,
-    t: &(Vec<f32>, Vec<f32>),
+    t: &RopeRows,
 ) -> Vec<f32> {
     debug_assert_eq!(x.len(), b * a * c * d);
-    let half = d / 2;
     let mut out = vec![0f32; x.len()];
     par_rows(&mut out, d, |r, y| {
         let (bi, rest) = (r / (c * a), r % (c * a));
         let (ci, ai) = (rest / a, rest % a);
         let src = ((bi * a + ai) * c + ci) * d;
         let xr = &x[src..src + d];
-        let (pos, sign) = match rot {
-            Rotation::None => {
-                y.copy_from_slice(xr);
-                return;
-            }
-            Rotation::ByInputAxis1(s) => (ai, s),
-            Rotation::ByInputAxis2(s) => (ci, s),
-        };
-        let (cos, sin) = (
-            &t.0[pos * half..(pos + 1) * half],
-            &t.1[pos * half..(pos + 1) * half],
-        );
-        for i in 0..half {
-            let (x1, x2, s) = (xr[i], xr[i + half], sign * sin[i]);
-            y[i] = x1 * cos[i] - x2 * s;
-            y[i + half] = x2 * cos[i] + x1 * s;
+        match rot {
+            Rotation::None => y.copy_from_slice(xr),
+            Rotation::ByInputAxis1(sign) => t.rotate(xr, y, ai, sign),
+            Rotation::ByInputAxis2(sign) => t.rotate(xr, y, ci, sign),
         }
     });
     out
@@ -139,7 +127,7 @@ impl CustomOp3 for AttentionCore {
     ) -> Result<(CpuStorage, Shape)> {
         let (b, l, nh, nkv, d) = Self::dims(l1.dims(), l2.dims())?;
         let g = nh / nkv;
-        if self.tables.0.len() != l * (d / 2) {
+        if !self.tables.covers(l, d) {
             candle_core::bail!("attention: rope tables do not cover {l} positions");
         }
         let (q, k, v) = (f32_slice(s1, l1)?, f32_slice(s2, l2)?, f32_slice(s3, l3)?);
@@ -152,12 +140,14 @@ impl CustomOp3 for AttentionCore {
         let k = Tensor::from_vec(k, (b, nkv, l, d), &dev)?;
         let v = Tensor::from_vec(v, (b, nkv, l, d), &dev)?;
         let scores = q.matmul(&k.t()?)?;
-        let probs = with_f32(&scores, |s| {
+        let probs = with_f32([&scores], |[s]| {
             Ok(softmax_rows(s, (nh, l, l), self.scale, &self.mask))
         })?;
         let probs = Tensor::from_vec(probs, (b, nkv, g * l, l), &dev)?;
         let ctx = probs.matmul(&v)?; // (b, nh, l, d)
-        let out = with_f32(&ctx, |c| Ok(swap_axes(c, (b, nh, l, d), Rotation::None, t)))?;
+        let out = with_f32([&ctx], |[c]| {
+            Ok(swap_axes(c, (b, nh, l, d), Rotation::None, t))
+        })?;
         if let Ok(mut saved) = self.saved.lock() {
             *saved = Some(Saved { q, k, v, probs });
         }
@@ -180,22 +170,24 @@ impl CustomOp3 for AttentionCore {
         };
         let t = &*self.tables;
         let dev = Device::Cpu;
-        let dctx = with_f32(grad, |gr| {
+        let dctx = with_f32([grad], |[gr]| {
             Ok(swap_axes(gr, (b, l, nh, d), Rotation::None, t))
         })?;
         let dctx = Tensor::from_vec(dctx, (b, nkv, g * l, d), &dev)?;
         let dprobs = dctx.matmul(&v.t()?)?;
         let dv = probs.t()?.matmul(&dctx)?; // (b, kv, l, d)
-        let dscores = with_f32(&probs, |p| {
-            with_f32(&dprobs, |gp| Ok(softmax_rows_bwd(p, gp, l, self.scale)))
+        let dscores = with_f32([&probs, &dprobs], |[p, gp]| {
+            Ok(softmax_rows_bwd(p, gp, l, self.scale))
         })?;
         let dscores = Tensor::from_vec(dscores, (b, nkv, g * l, l), &dev)?;
         let dq = dscores.matmul(&k)?; // (b, nh, l, d), rotated
         let dk = dscores.t()?.matmul(&q)?; // (b, kv, l, d), rotated
         let back = Rotation::ByInputAxis2(-1.0);
-        let dq = with_f32(&dq, |x| Ok(swap_axes(x, (b, nh, l, d), back, t)))?;
-        let dk = with_f32(&dk, |x| Ok(swap_axes(x, (b, nkv, l, d), back, t)))?;
-        let dv = with_f32(&dv, |x| Ok(swap_axes(x, (b, nkv, l, d), Rotation::None, t)))?;
+        let dq = with_f32([&dq], |[x]| Ok(swap_axes(x, (b, nh, l, d), back, t)))?;
+        let dk = with_f32([&dk], |[x]| Ok(swap_axes(x, (b, nkv, l, d), back, t)))?;
+        let dv = with_f32([&dv], |[x]| {
+            Ok(swap_axes(x, (b, nkv, l, d), Rotation::None, t))
+        })?;
         Ok((
             Some(Tensor::from_vec(dq, q_in.shape(), q_in.device())?),
             Some(Tensor::from_vec(dk, k_in.shape(), k_in.device())?),

@@ -6,7 +6,7 @@
 //! from the cache buffers (strided views, no copy). Not differentiable: it serves the
 //! decoding cache ([`crate::model::KvCache::for_decoding`]) only.
 
-use super::{AttentionMask, fusable};
+use super::{AttentionMask, fusable, softmax_in_place};
 use candle_core::{Layout, Result, Storage, Tensor};
 use rayon::prelude::*;
 
@@ -55,34 +55,22 @@ pub fn decode_attention(
     let qd = &qs.as_slice::<f32>()?[ql.start_offset()..];
     let (kd, vd) = (ks.as_slice::<f32>()?, vs.as_slice::<f32>()?);
     let (kv_row, vv_row) = (RowView::new(kl)?, RowView::new(vl)?);
-    let (g, past, scale) = (nh / nkv, total - l, scale as f32);
+    let (g, scale) = (nh / nkv, scale as f32);
     let mut out = vec![0f32; b * nh * l * d];
     out.par_chunks_mut(d).enumerate().for_each(|(r, y)| {
         let (bi, h, qi) = (r / (nh * l), (r / l) % nh, r % l);
         let kvh = h / g;
         let qr = &qd[r * d..(r + 1) * d];
-        let limit = match mask.causal_past {
-            Some(_) => past + qi + 1,
-            None => total,
-        };
-        let bias = mask
-            .key_bias
-            .as_ref()
-            .map(|kb| &kb[bi * total..(bi + 1) * total]);
+        let limit = mask.visible_keys(qi, total);
+        let bias = mask.key_bias_row(bi, total);
         let mut p: Vec<f32> = (0..limit)
             .map(|j| {
                 let kr = &kd[kv_row.at(bi, kvh, j)..][..d];
                 scale * super::simd::dot(qr, kr) + bias.map_or(0.0, |b| b[j])
             })
             .collect();
-        let max = p.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-        let mut sum = 0f32;
-        for x in &mut p {
-            *x = (*x - max).exp();
-            sum += *x;
-        }
-        for (j, pj) in p.iter().enumerate() {
-            let w = pj / sum;
+        softmax_in_place(&mut p);
+        for (j, &w) in p.iter().enumerate() {
             super::simd::add_scaled(y, w, &vd[vv_row.at(bi, kvh, j)..][..d]);
         }
     });

@@ -13,13 +13,19 @@ pub fn linear(x: &Tensor, w: &Tensor) -> Result<Tensor> {
     }
     if !(fusable(x) && fusable(w)) {
         let n = x.elem_count() / in_dim.max(1);
-        let mut dims = x.dims().to_vec();
-        if let Some(last) = dims.last_mut() {
-            *last = out_dim;
-        }
-        return x.reshape((n, in_dim))?.matmul(&w.t()?)?.reshape(dims);
+        let y = x.reshape((n, in_dim))?.matmul(&w.t()?)?;
+        return y.reshape(with_last(x.dims(), out_dim));
     }
     x.contiguous()?.apply_op2(&w.contiguous()?, LinearOp)
+}
+
+/// `dims` with the last one replaced by `last`.
+fn with_last(dims: &[usize], last: usize) -> Vec<usize> {
+    let mut d = dims.to_vec();
+    if let Some(l) = d.last_mut() {
+        *l = last;
+    }
+    d
 }
 
 struct LinearOp;
@@ -79,11 +85,7 @@ impl CustomOp2 for LinearOp {
             let wt = l2.transpose(0, 1)?;
             s1.matmul(s2, (1, n, out_dim, in_dim), &xl, &wt)?
         };
-        let mut dims = l1.dims().to_vec();
-        if let Some(last) = dims.last_mut() {
-            *last = out_dim;
-        }
-        Ok((y, Shape::from(dims)))
+        Ok((y, Shape::from(with_last(l1.dims(), out_dim))))
     }
 
     fn bwd(

@@ -31,7 +31,8 @@ pub fn target_log_probs(logits: &Tensor, targets: &[u32]) -> Result<Tensor> {
 
 struct TargetLogProbs {
     targets: Vec<u32>,
-    /// Each row's log-sum-exp, kept from the forward pass for the backward one.
+    /// Each row's log-sum-exp, kept from the forward pass for the backward one (which
+    /// takes it; recomputed if missing).
     lse: Mutex<Vec<f32>>,
 }
 
@@ -65,24 +66,26 @@ impl CustomOp1 for TargetLogProbs {
 
     fn bwd(&self, arg: &Tensor, _res: &Tensor, grad: &Tensor) -> Result<Option<Tensor>> {
         let (_, v) = arg.dims2()?;
-        let kept = self.lse.lock().map(|l| l.clone()).unwrap_or_default();
-        let dx = with_f32(arg, |x| {
-            with_f32(grad, |g| {
-                let mut dx = vec![0f32; x.len()];
-                par_rows(&mut dx, v, |r, d| {
-                    let xr = &x[r * v..(r + 1) * v];
-                    let lse = kept.get(r).copied().unwrap_or_else(|| log_sum_exp(xr));
-                    let gr = g[r];
-                    if gr == 0.0 {
-                        return; // e.g. a masked (non-assistant) position
-                    }
-                    for j in 0..v {
-                        d[j] = -gr * (xr[j] - lse).exp();
-                    }
-                    d[self.targets[r] as usize] += gr;
-                });
-                Ok(dx)
-            })
+        let kept = self
+            .lse
+            .lock()
+            .map(|mut l| std::mem::take(&mut *l))
+            .unwrap_or_default();
+        let dx = with_f32([arg, grad], |[x, g]| {
+            let mut dx = vec![0f32; x.len()];
+            par_rows(&mut dx, v, |r, d| {
+                let gr = g[r];
+                if gr == 0.0 {
+                    return; // e.g. a masked (non-assistant) position
+                }
+                let xr = &x[r * v..(r + 1) * v];
+                let lse = kept.get(r).copied().unwrap_or_else(|| log_sum_exp(xr));
+                for j in 0..v {
+                    d[j] = -gr * (xr[j] - lse).exp();
+                }
+                d[self.targets[r] as usize] += gr;
+            });
+            Ok(dx)
         })?;
         Ok(Some(Tensor::from_vec(dx, arg.shape(), arg.device())?))
     }

@@ -28,7 +28,7 @@ pub use norm::rms_norm;
 use rayon::prelude::*;
 pub use rope::{RopeTables, rope};
 pub use softmax::{AttentionMask, attention_softmax};
-use softmax::{softmax_rows, softmax_rows_bwd};
+use softmax::{softmax_in_place, softmax_rows, softmax_rows_bwd};
 use std::sync::OnceLock;
 pub use swiglu::swiglu;
 
@@ -59,13 +59,26 @@ fn f32_slice<'a>(s: &'a CpuStorage, l: &Layout) -> Result<&'a [f32]> {
     Ok(&s.as_slice::<f32>()?[a..b])
 }
 
-/// Runs `f` on the contiguous f32 data of a CPU tensor.
-fn with_f32<R>(t: &Tensor, f: impl FnOnce(&[f32]) -> Result<R>) -> Result<R> {
-    let t = t.contiguous()?;
-    let (s, l) = t.storage_and_layout();
-    match &*s {
-        Storage::Cpu(c) => f(f32_slice(c, l)?),
-        _ => candle_core::bail!("fused kernel: tensor is not on the CPU"),
+/// Runs `f` on the contiguous f32 data of CPU tensors (all read at once).
+fn with_f32<const N: usize, R>(
+    ts: [&Tensor; N],
+    f: impl FnOnce([&[f32]; N]) -> Result<R>,
+) -> Result<R> {
+    let ts = ts
+        .iter()
+        .map(|t| t.contiguous())
+        .collect::<Result<Vec<_>>>()?;
+    let guards: Vec<_> = ts.iter().map(|t| t.storage_and_layout()).collect();
+    let slices = guards
+        .iter()
+        .map(|(s, l)| match &**s {
+            Storage::Cpu(c) => f32_slice(c, l),
+            _ => candle_core::bail!("fused kernel: tensor is not on the CPU"),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    match <[&[f32]; N]>::try_from(slices) {
+        Ok(slices) => f(slices),
+        Err(_) => candle_core::bail!("fused kernel: {N} inputs expected"),
     }
 }
 

@@ -1,6 +1,6 @@
 //! RMS norm over the last dimension.
 
-use super::{f32_slice, fusable, par_rows, with_f32};
+use super::{MIN_ROWS_PER_TASK, f32_slice, fusable, par_rows, with_f32};
 use candle_core::{CpuStorage, CustomOp2, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
 
@@ -59,44 +59,44 @@ impl CustomOp2 for RmsNorm {
     ) -> Result<(Option<Tensor>, Option<Tensor>)> {
         let n = w.elem_count();
         let rows = x.elem_count() / n;
-        let (dx, dw) = with_f32(x, |xs| {
-            with_f32(w, |ws| {
-                with_f32(grad, |gs| {
-                    let mut dx = vec![0f32; xs.len()];
-                    par_rows(&mut dx, n, |r, d| {
+        let (dx, dw) = with_f32([x, w, grad], |[xs, ws, gs]| {
+            // Each row's 1 / rms, computed once for both gradients.
+            let invs: Vec<f32> = xs
+                .par_chunks(n)
+                .with_min_len(MIN_ROWS_PER_TASK)
+                .map(|r| inv_rms(r, self.eps))
+                .collect();
+            let mut dx = vec![0f32; xs.len()];
+            par_rows(&mut dx, n, |r, d| {
+                let (xr, gr, inv) = (&xs[r * n..(r + 1) * n], &gs[r * n..(r + 1) * n], invs[r]);
+                let dot: f32 = xr.iter().zip(gr).zip(ws).map(|((x, g), w)| x * g * w).sum();
+                let c = inv * inv * inv * dot / n as f32;
+                for i in 0..n {
+                    d[i] = inv * gr[i] * ws[i] - xr[i] * c;
+                }
+            });
+            // dw_i = Σ_rows g_i · x_i · inv_row, reduced over row blocks.
+            let dw = (0..rows)
+                .into_par_iter()
+                .with_min_len(64)
+                .fold(
+                    || vec![0f32; n],
+                    |mut acc, r| {
                         let (xr, gr) = (&xs[r * n..(r + 1) * n], &gs[r * n..(r + 1) * n]);
-                        let inv = inv_rms(xr, self.eps);
-                        let dot: f32 = xr.iter().zip(gr).zip(ws).map(|((x, g), w)| x * g * w).sum();
-                        let c = inv * inv * inv * dot / n as f32;
                         for i in 0..n {
-                            d[i] = inv * gr[i] * ws[i] - xr[i] * c;
+                            acc[i] += gr[i] * xr[i] * invs[r];
                         }
-                    });
-                    // dw_i = Σ_rows g_i · x_i · inv_row, reduced over row blocks.
-                    let dw = (0..rows)
-                        .into_par_iter()
-                        .with_min_len(64)
-                        .fold(
-                            || vec![0f32; n],
-                            |mut acc, r| {
-                                let (xr, gr) = (&xs[r * n..(r + 1) * n], &gs[r * n..(r + 1) * n]);
-                                let inv = inv_rms(xr, self.eps);
-                                for i in 0..n {
-                                    acc[i] += gr[i] * xr[i] * inv;
-                                }
-                                acc
-                            },
-                        )
-                        .reduce(
-                            || vec![0f32; n],
-                            |mut a, b| {
-                                a.iter_mut().zip(b).for_each(|(a, b)| *a += b);
-                                a
-                            },
-                        );
-                    Ok((dx, dw))
-                })
-            })
+                        acc
+                    },
+                )
+                .reduce(
+                    || vec![0f32; n],
+                    |mut a, b| {
+                        a.iter_mut().zip(b).for_each(|(a, b)| *a += b);
+                        a
+                    },
+                );
+            Ok((dx, dw))
         })?;
         Ok((
             Some(Tensor::from_vec(dx, x.shape(), x.device())?),

@@ -9,20 +9,53 @@ use std::sync::Arc;
 pub struct RopeTables {
     cos: Tensor,
     sin: Tensor,
-    pub(super) flat: Option<Arc<(Vec<f32>, Vec<f32>)>>,
+    pub(super) flat: Option<Arc<RopeRows>>,
 }
 
 impl RopeTables {
     /// Tables for the rows of `cos`/`sin` (`(positions, head_dim/2)`).
     pub fn new(cos: Tensor, sin: Tensor) -> Result<Self> {
         let flat = if fusable(&cos) && fusable(&sin) {
-            let c = cos.flatten_all()?.to_vec1::<f32>()?;
-            let s = sin.flatten_all()?.to_vec1::<f32>()?;
-            Some(Arc::new((c, s)))
+            Some(Arc::new(RopeRows {
+                half: cos.dim(1)?,
+                cos: cos.flatten_all()?.to_vec1::<f32>()?,
+                sin: sin.flatten_all()?.to_vec1::<f32>()?,
+            }))
         } else {
             None
         };
         Ok(RopeTables { cos, sin, flat })
+    }
+}
+
+/// The same tables as plain rows, for the CPU kernels.
+#[derive(Debug)]
+pub(super) struct RopeRows {
+    cos: Vec<f32>,
+    sin: Vec<f32>,
+    /// Half the head dimension: values per position.
+    half: usize,
+}
+
+impl RopeRows {
+    /// Whether the tables hold `positions` positions of rows `d` wide.
+    pub(super) fn covers(&self, positions: usize, d: usize) -> bool {
+        d == 2 * self.half && self.cos.len() == positions * self.half
+    }
+
+    /// Writes `x` rotated by +θ (`sign` 1) or −θ (`sign` −1, the transpose) of
+    /// position `pos` into `y`.
+    pub(super) fn rotate(&self, x: &[f32], y: &mut [f32], pos: usize, sign: f32) {
+        let h = self.half;
+        let (cos, sin) = (
+            &self.cos[pos * h..(pos + 1) * h],
+            &self.sin[pos * h..(pos + 1) * h],
+        );
+        for i in 0..h {
+            let (x1, x2, s) = (x[i], x[i + h], sign * sin[i]);
+            y[i] = x1 * cos[i] - x2 * s;
+            y[i + h] = x2 * cos[i] + x1 * s;
+        }
     }
 }
 
@@ -31,17 +64,17 @@ impl RopeTables {
 pub fn rope(x: &Tensor, t: &RopeTables) -> Result<Tensor> {
     match &t.flat {
         Some(flat) if fusable(x) => x.contiguous()?.apply_op1(Rope {
-            tables: flat.clone(),
-            inverse: false,
+            rows: flat.clone(),
+            sign: 1.0,
         }),
         _ => candle_nn::rotary_emb::rope_slow(&x.contiguous()?, &t.cos, &t.sin),
     }
 }
 
 struct Rope {
-    tables: Arc<(Vec<f32>, Vec<f32>)>,
-    /// Rotates by −θ (the transpose, i.e. the backward pass).
-    inverse: bool,
+    rows: Arc<RopeRows>,
+    /// 1: rotate by +θ; −1: by −θ (the transpose, i.e. the backward pass).
+    sign: f32,
 }
 
 impl Rope {
@@ -50,25 +83,13 @@ impl Rope {
             candle_core::bail!("rope: expected 4 dims, got {dims:?}");
         };
         let (t, d) = (*t, *d);
-        let half = d / 2;
-        let (cos, sin) = (&self.tables.0, &self.tables.1);
-        if d % 2 != 0 || cos.len() != t * half {
-            candle_core::bail!("rope: tables of {} for {t} positions × {d}", cos.len());
+        if !self.rows.covers(t, d) {
+            candle_core::bail!("rope: tables do not cover {t} positions × {d}");
         }
-        let sign = if self.inverse { -1.0 } else { 1.0 };
         let mut out = vec![0f32; x.len()];
         par_rows(&mut out, d, |r, y| {
-            let xr = &x[r * d..(r + 1) * d];
-            let p = r % t;
-            let (c, s) = (
-                &cos[p * half..(p + 1) * half],
-                &sin[p * half..(p + 1) * half],
-            );
-            for i in 0..half {
-                let (x1, x2, si) = (xr[i], xr[i + half], sign * s[i]);
-                y[i] = x1 * c[i] - x2 * si;
-                y[i + half] = x2 * c[i] + x1 * si;
-            }
+            self.rows
+                .rotate(&x[r * d..(r + 1) * d], y, r % t, self.sign);
         });
         Ok(out)
     }
@@ -86,10 +107,10 @@ impl CustomOp1 for Rope {
 
     fn bwd(&self, arg: &Tensor, _res: &Tensor, grad: &Tensor) -> Result<Option<Tensor>> {
         let inv = Rope {
-            tables: self.tables.clone(),
-            inverse: true,
+            rows: self.rows.clone(),
+            sign: -self.sign,
         };
-        let dx = with_f32(grad, |g| inv.run(g, arg.dims()))?;
+        let dx = with_f32([grad], |[g]| inv.run(g, arg.dims()))?;
         Ok(Some(Tensor::from_vec(dx, arg.shape(), arg.device())?))
     }
 }

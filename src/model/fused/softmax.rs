@@ -15,20 +15,36 @@ pub struct AttentionMask {
     pub key_bias: Option<Arc<Vec<f32>>>,
 }
 
+impl AttentionMask {
+    /// How many of `keys` keys (the first ones) query `query` of a row sees.
+    pub(super) fn visible_keys(&self, query: usize, keys: usize) -> usize {
+        match self.causal_past {
+            Some(p) => (p + query + 1).min(keys),
+            None => keys,
+        }
+    }
+
+    /// The additive key values of batch row `batch`, `keys` wide.
+    pub(super) fn key_bias_row(&self, batch: usize, keys: usize) -> Option<&[f32]> {
+        let kb = self.key_bias.as_ref()?;
+        Some(&kb[batch * keys..(batch + 1) * keys])
+    }
+}
+
 /// `softmax(scale · scores + mask)` over the last dimension of `scores`
 /// `(batch, heads, queries, keys)`; masked keys get probability 0. The composite
-/// path takes `mask_tensor` (the same mask as an additive tensor broadcastable to
-/// the scores), built only when needed.
+/// path takes `mask_tensor` instead: the same mask as an additive tensor
+/// broadcastable to the scores.
 pub fn attention_softmax(
     scores: &Tensor,
     scale: f64,
     mask: &AttentionMask,
-    mask_tensor: impl FnOnce() -> Result<Option<Tensor>>,
+    mask_tensor: Option<&Tensor>,
 ) -> Result<Tensor> {
     if !fusable(scores) {
         let s = (scores * scale)?;
-        let s = match mask_tensor()? {
-            Some(m) => s.broadcast_add(&m)?,
+        let s = match mask_tensor {
+            Some(m) => s.broadcast_add(m)?,
             None => s,
         };
         return if matches!(s.dtype(), DType::F32 | DType::F64) {
@@ -67,8 +83,8 @@ impl CustomOp1 for MaskedSoftmax {
 
     fn bwd(&self, _arg: &Tensor, res: &Tensor, grad: &Tensor) -> Result<Option<Tensor>> {
         let k = res.dim(D::Minus1)?;
-        let dx = with_f32(res, |ys| {
-            with_f32(grad, |gs| Ok(softmax_rows_bwd(ys, gs, k, self.scale)))
+        let dx = with_f32([res, grad], |[ys, gs]| {
+            Ok(softmax_rows_bwd(ys, gs, k, self.scale))
         })?;
         Ok(Some(Tensor::from_vec(dx, res.shape(), res.device())?))
     }
@@ -84,27 +100,26 @@ pub(super) fn softmax_rows(
     let mut out = vec![0f32; x.len()];
     par_rows(&mut out, k, |r, y| {
         let xr = &x[r * k..(r + 1) * k];
-        let limit = match mask.causal_past {
-            Some(p) => (p + r % q + 1).min(k),
-            None => k,
-        };
-        let bi = r / (h * q);
-        let bias = mask.key_bias.as_ref().map(|kb| &kb[bi * k..(bi + 1) * k]);
-        let mut max = f32::NEG_INFINITY;
+        let limit = mask.visible_keys(r % q, k);
+        let bias = mask.key_bias_row(r / (h * q), k);
         for j in 0..limit {
-            let v = scale * xr[j] + bias.map_or(0.0, |b| b[j]);
-            y[j] = v;
-            max = max.max(v);
+            y[j] = scale * xr[j] + bias.map_or(0.0, |b| b[j]);
         }
-        let mut sum = 0f32;
-        for v in &mut y[..limit] {
-            *v = (*v - max).exp();
-            sum += *v;
-        }
-        let inv = 1.0 / sum;
-        y[..limit].iter_mut().for_each(|v| *v *= inv);
+        softmax_in_place(&mut y[..limit]);
     });
     out
+}
+
+/// Turns `v` into `softmax(v)`.
+pub(super) fn softmax_in_place(v: &mut [f32]) {
+    let max = v.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let mut sum = 0f32;
+    for x in v.iter_mut() {
+        *x = (*x - max).exp();
+        sum += *x;
+    }
+    let inv = 1.0 / sum;
+    v.iter_mut().for_each(|x| *x *= inv);
 }
 
 /// Gradient of the scores from the probabilities `y` and their gradient `g`

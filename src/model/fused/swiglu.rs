@@ -55,26 +55,22 @@ impl CustomOp2 for SwiGlu {
         _res: &Tensor,
         grad: &Tensor,
     ) -> Result<(Option<Tensor>, Option<Tensor>)> {
-        let (dg, du) = with_f32(gate, |gs| {
-            with_f32(up, |us| {
-                with_f32(grad, |ds| {
-                    let mut dg = vec![0f32; gs.len()];
-                    let mut du = vec![0f32; gs.len()];
-                    dg.par_chunks_mut(ELEMWISE_CHUNK)
-                        .zip(du.par_chunks_mut(ELEMWISE_CHUNK))
-                        .enumerate()
-                        .for_each(|(c, (dg, du))| {
-                            let o = c * ELEMWISE_CHUNK;
-                            for i in 0..dg.len() {
-                                let (g, u, d) = (gs[o + i], us[o + i], ds[o + i]);
-                                let s = sigmoid(g);
-                                du[i] = d * g * s;
-                                dg[i] = d * u * s * (1.0 + g * (1.0 - s));
-                            }
-                        });
-                    Ok((dg, du))
-                })
-            })
+        let (dg, du) = with_f32([gate, up, grad], |[gs, us, ds]| {
+            let mut dg = vec![0f32; gs.len()];
+            let mut du = vec![0f32; gs.len()];
+            dg.par_chunks_mut(ELEMWISE_CHUNK)
+                .zip(du.par_chunks_mut(ELEMWISE_CHUNK))
+                .enumerate()
+                .for_each(|(c, (dg, du))| {
+                    let o = c * ELEMWISE_CHUNK;
+                    for i in 0..dg.len() {
+                        let (g, u, d) = (gs[o + i], us[o + i], ds[o + i]);
+                        let s = sigmoid(g);
+                        du[i] = d * g * s;
+                        dg[i] = d * u * s * (1.0 + g * (1.0 - s));
+                    }
+                });
+            Ok((dg, du))
         })?;
         Ok((
             Some(Tensor::from_vec(dg, gate.shape(), gate.device())?),

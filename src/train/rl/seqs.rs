@@ -143,10 +143,7 @@ pub fn token_logps(
         }
     }
     let logits = model.logits(&hidden.reshape((b * width, h))?)?;
-    let logits = match logits.dtype() {
-        DType::F64 => logits,
-        _ => logits.to_dtype(DType::F32)?,
-    };
+    let logits = crate::model::at_least_f32(&logits)?;
     let scaled = (logits / temperature)?;
     let logp = crate::model::fused::target_log_probs(&scaled, &tgt)?.reshape((b, width))?;
     let entropy = if with_entropy {
