@@ -216,6 +216,15 @@ impl RunDir {
         Ok(())
     }
 
+    /// Records a run that ended in error `e`: a log line and a `failed` status at the
+    /// latest checkpoint's step, listing `alerts`. Best effort: the error itself is
+    /// what the caller returns.
+    pub fn record_failure(&self, e: &anyhow::Error, alerts: &[Alert]) {
+        let _ = self.log(&format!("failed: {e:#}"));
+        let step = self.latest_checkpoint().map_or(0, |(s, _)| s);
+        let _ = self.set_status_with_alerts(RunState::Failed, step, &format!("{e:#}"), alerts);
+    }
+
     /// `checkpoints/step-N`.
     pub fn checkpoint_dir(&self, step: u64) -> PathBuf {
         self.root.join("checkpoints").join(format!("step-{step}"))

@@ -287,35 +287,13 @@ fn metric(m: &Value, k: &str) -> f64 {
         .unwrap_or_else(|| panic!("metric {k} missing in {m}"))
 }
 
-/// FORMATS.md's RL keys plus the alert flag.
-const KEYS: &[&str] = &[
-    "actor/pg_loss",
-    "actor/kl_loss",
-    "actor/entropy",
-    "actor/grad_norm",
-    "actor/lr",
-    "actor/pg_clipfrac",
-    "actor/pg_clipfrac_lower",
-    "actor/ppo_kl",
-    "rollout_corr/rollout_log_ppl",
-    "critic/score/mean",
-    "critic/score/max",
-    "response_length/mean",
-    "train/num_gen_batches",
-    "salvage/std_gate_reject_share",
-    "salvage/competence_gate_reject_share",
-    "salvage/accepted_groups",
-    "salvage/salvage_groups",
-    "salvage/nll",
-    "salvage/best_of_n_reward",
-    "salvage/within_group_std",
-    "salvage/logprob_correct",
-    "salvage/logprob_wrong",
-    "salvage/logprob_gap",
-    "perf/tokens_per_s",
-    "perf/step_s",
-    "alerts/self_sharpening",
-];
+/// FORMATS.md's RL keys plus the alert flag: the metric table (`runs::synth::KEYS`)
+/// without the SFT loss.
+fn rl_keys() -> impl Iterator<Item = &'static str> {
+    rmsweb::runs::synth::KEYS
+        .into_iter()
+        .filter(|k| *k != "sft/loss")
+}
 
 #[test]
 fn salvage_ds_raises_the_mean_rollout_reward_of_an_imperfect_sft_policy() {
@@ -325,7 +303,7 @@ fn salvage_ds_raises_the_mean_rollout_reward_of_an_imperfect_sft_policy() {
     let m = lines(&d.path().join("metrics.jsonl"));
     assert_eq!(m.len(), 16);
     for line in &m {
-        for k in KEYS {
+        for k in rl_keys() {
             metric(line, k);
         }
     }
@@ -421,7 +399,7 @@ fn every_ablation_mode_runs_and_logs_every_metric_with_its_own_wiring() {
         let m = lines(&d.path().join("metrics.jsonl"));
         assert_eq!(m.len(), 2, "{mode:?}");
         for line in &m {
-            for k in KEYS {
+            for k in rl_keys() {
                 metric(line, k);
             }
             // No salvage anywhere but salvage-ds.
@@ -459,17 +437,8 @@ fn salvage_loss_reaches_only_the_action_tokens_of_the_spliced_sequence() {
     let tok = tokenizer::train_bpe(texts.iter().cycle().take(40), 400).unwrap();
     let cfg = Qwen3Config {
         vocab_size: tok.get_vocab_size(true),
-        hidden_size: 32,
-        intermediate_size: 48,
-        num_hidden_layers: 2,
-        num_attention_heads: 4,
-        num_key_value_heads: Some(2),
-        head_dim: Some(8),
-        rms_norm_eps: 1e-6,
-        rope_theta: 10_000.0,
-        tie_word_embeddings: true,
         max_position_embeddings: 512,
-        eos_token_id: None,
+        ..super::model::tiny_config(true)
     };
     let w = Qwen3::random_weights(&cfg, 5).unwrap();
     let model = Qwen3::from_weights(

@@ -112,9 +112,7 @@ pub fn train(
     let mut alerts = Vec::new();
     let result = train_inner(cfg, run, resume, stop, on_step, &mut alerts);
     if let Err(e) = &result {
-        let _ = run.log(&format!("failed: {e:#}"));
-        let step = run.latest_checkpoint().map_or(0, |(s, _)| s);
-        let _ = run.set_status_with_alerts(RunState::Failed, step, &format!("{e:#}"), &alerts);
+        run.record_failure(e, &alerts);
     }
     result
 }
