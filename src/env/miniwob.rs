@@ -265,13 +265,35 @@ impl MiniwobEnv {
     }
 
     /// The current observation: task-area elements (harness left out) and, when
-    /// enabled, a screenshot of the task area.
+    /// enabled, a screenshot of the task area. Its URL is under [`PAGE_ORIGIN`], not
+    /// the local server's random port (see [`MiniwobEnv::public_url`]).
     pub fn observe(&self) -> Result<Observation> {
-        self.tab.observe(&ObserveOptions {
+        let mut obs = self.tab.observe(&ObserveOptions {
             exclude: Some(HARNESS_SELECTOR.into()),
             screenshot: self.screenshots,
             clip: Some(TASK_AREA_SELECTOR.into()),
-        })
+        })?;
+        obs.url = self.public_url(&obs.url);
+        Ok(obs)
+    }
+
+    /// The local server's origin (`http://127.0.0.1:PORT`).
+    fn server_origin(&self) -> String {
+        self.server.url("").trim_end_matches('/').to_string()
+    }
+
+    /// A page URL as observations report it: the local server's origin (whose port
+    /// changes every run) replaced by [`PAGE_ORIGIN`], so the same page has the same
+    /// URL in every run and a model is not trained on a random number. Other URLs are
+    /// returned unchanged.
+    pub fn public_url(&self, url: &str) -> String {
+        swap_origin(url, &self.server_origin(), PAGE_ORIGIN)
+    }
+
+    /// The inverse of [`MiniwobEnv::public_url`]: where a URL under [`PAGE_ORIGIN`]
+    /// really is.
+    pub fn served_url(&self, url: &str) -> String {
+        swap_origin(url, PAGE_ORIGIN, &self.server_origin())
     }
 
     /// The page's reward state.
@@ -283,12 +305,36 @@ impl MiniwobEnv {
         Ok(v)
     }
 
-    /// Executes an action in the tab (see [`Tab::execute`]).
+    /// Executes an action in the tab (see [`Tab::execute`]); a `navigate` to a URL
+    /// under [`PAGE_ORIGIN`] goes to the local server.
     pub fn execute(
         &self,
         action: &crate::action::Action,
     ) -> Result<crate::trajectory::ActionResult> {
+        if action.name == "navigate"
+            && let Some(url) = action.params.get("url").and_then(|u| u.as_str())
+        {
+            let mut mapped = action.clone();
+            mapped
+                .params
+                .insert("url".into(), self.served_url(url).into());
+            return self.tab.execute(&mapped);
+        }
         self.tab.execute(action)
+    }
+}
+
+/// The origin page URLs are reported under (the fixtures' URLs use it too).
+pub const PAGE_ORIGIN: &str = "http://127.0.0.1";
+
+/// `url` with the origin `from` replaced by `to`; unchanged when it is not under `from`
+/// (the origin must end there: `http://h:1` is not a prefix origin of `http://h:10`).
+fn swap_origin(url: &str, from: &str, to: &str) -> String {
+    match url.strip_prefix(from) {
+        Some(rest) if rest.is_empty() || rest.starts_with(['/', '?', '#']) => {
+            format!("{to}{rest}")
+        }
+        _ => url.to_string(),
     }
 }
 
@@ -301,6 +347,25 @@ mod tests {
         assert_eq!(resolve_dir(Some(Path::new("/x/y"))), PathBuf::from("/x/y"));
         assert_eq!(task_name("miniwob:click-tab"), "click-tab");
         assert_eq!(task_name("click-tab"), "click-tab");
+    }
+
+    #[test]
+    fn origins_swap_only_at_an_origin_boundary() {
+        let (srv, public) = ("http://127.0.0.1:39745", PAGE_ORIGIN);
+        let page = "http://127.0.0.1:39745/miniwob/enter-text.html";
+        assert_eq!(
+            swap_origin(page, srv, public),
+            "http://127.0.0.1/miniwob/enter-text.html"
+        );
+        assert_eq!(
+            swap_origin(&swap_origin(page, srv, public), public, srv),
+            page
+        );
+        // Another port that merely starts with the same digits is another origin.
+        let other = "http://127.0.0.1:397451/x";
+        assert_eq!(swap_origin(other, srv, public), other);
+        assert_eq!(swap_origin("about:blank", srv, public), "about:blank");
+        assert_eq!(swap_origin(srv, srv, public), public);
     }
 
     #[test]

@@ -20,9 +20,15 @@ pub fn load(path: impl AsRef<Path>) -> Result<Tokenizer> {
     Tokenizer::from_file(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
 }
 
-/// Trains a byte-level BPE of `vocab_size` tokens (special tokens included) on `texts`.
-/// Every byte is in the base alphabet, so any text encodes.
-pub fn train_bpe<I, S>(texts: I, vocab_size: usize) -> Result<Tokenizer>
+/// Trains a byte-level BPE of at most `vocab_size` tokens (special tokens included) on
+/// `texts`, merging only pairs seen at least `min_frequency` times. Every byte is in the
+/// base alphabet, so any text encodes.
+///
+/// A high `min_frequency` keeps the values of individual episodes (a name to type, a
+/// password) out of the vocabulary: they stay sequences of common sub-word pieces, so
+/// a value never seen in training tokenizes like the ones that were, and a policy
+/// learns to copy pieces rather than to recall whole memorized tokens.
+pub fn train_bpe<I, S>(texts: I, vocab_size: usize, min_frequency: u64) -> Result<Tokenizer>
 where
     I: Iterator<Item = S> + Send,
     S: AsRef<str> + Send,
@@ -34,7 +40,7 @@ where
     let mut trainer = BpeTrainerBuilder::new()
         .show_progress(false)
         .vocab_size(vocab_size)
-        .min_frequency(2)
+        .min_frequency(min_frequency.max(1))
         .special_tokens(specials)
         .initial_alphabet(ByteLevel::alphabet().into_iter().collect())
         .build();
@@ -85,12 +91,38 @@ mod tests {
             "type hello world",
             "click the link ünïcode",
         ];
-        let tok = train_bpe(texts.iter().cycle().take(60), 300).unwrap();
+        let tok = train_bpe(texts.iter().cycle().take(60), 300, 2).unwrap();
         let s = "<|im_start|>user\nclick the ünïcode link<|im_end|>\n";
         let enc = tok.encode(s, false).unwrap();
         assert_eq!(enc.get_ids()[0], token_id(&tok, IM_START).unwrap());
         assert!(enc.get_ids().contains(&token_id(&tok, IM_END).unwrap()));
         assert_eq!(tok.decode(enc.get_ids(), false).unwrap(), s);
         assert!(tok.get_vocab_size(true) <= 300);
+    }
+
+    #[test]
+    fn a_high_merge_threshold_keeps_rare_values_in_pieces() {
+        // "Miguelita" is typed in 3 episodes, the JSON around it in all 200.
+        let mut texts: Vec<String> = (0..200)
+            .map(|i| {
+                format!(
+                    "{{\"action\":[{{\"input\":{{\"index\":{},\"text\":\"w{i}\"}}}}]}}",
+                    i % 7
+                )
+            })
+            .collect();
+        texts.extend((0..3).map(|_| "type \"Miguelita\" into the field".to_string()));
+        let pieces = |min_frequency| {
+            let tok = train_bpe(texts.iter(), 4096, min_frequency).unwrap();
+            let n = |s: &str| tok.encode(s, false).unwrap().get_ids().len();
+            (n("Miguelita"), n("\"action\":[{\"input\":{\"index\":"))
+        };
+        let (rare_low, common_low) = pieces(2);
+        let (rare_high, common_high) = pieces(50);
+        assert_eq!(rare_low, 1, "merged whole at the low threshold");
+        assert!(rare_high >= 4, "{rare_high} pieces");
+        // What every sample shares is merged as far as the pre-tokenizer allows (one
+        // token per word or punctuation run) at either threshold.
+        assert_eq!((common_low, common_high), (7, 7));
     }
 }

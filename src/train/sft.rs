@@ -41,6 +41,14 @@ pub struct TinyModel {
     pub num_key_value_heads: usize,
     pub head_dim: usize,
     pub intermediate_size: usize,
+    /// Fewest occurrences of a pair for the BPE to merge it (see
+    /// [`tokenizer::train_bpe`]); run folders written before this key merged at 2.
+    #[serde(default = "default_bpe_min_frequency")]
+    pub bpe_min_frequency: u64,
+}
+
+fn default_bpe_min_frequency() -> u64 {
+    2
 }
 
 /// The full resolved configuration of an SFT run (written to `run.toml`).
@@ -115,6 +123,7 @@ impl SftConfig {
                     num_key_value_heads: 2,
                     head_dim: 64,
                     intermediate_size: 768,
+                    bpe_min_frequency: 64,
                 }),
                 ..base
             }),
@@ -222,7 +231,8 @@ fn prepare(cfg: &SftConfig, run: &RunDir, device: &Device) -> Result<Prepared> {
                     .iter()
                     .map(|c| template.render(c, false))
                     .collect::<Result<_>>()?;
-                let tok = tokenizer::train_bpe(texts.iter(), tiny.vocab_size)?;
+                let tok =
+                    tokenizer::train_bpe(texts.iter(), tiny.vocab_size, tiny.bpe_min_frequency)?;
                 tokenizer::save(&tok, run.root())?;
                 tok
             };

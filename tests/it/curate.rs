@@ -438,7 +438,7 @@ fn a_tokenizer_measures_the_budget_in_the_models_tokens() {
     let data = d.path().join("ds");
     copy_fixtures(&data);
     let texts = std::fs::read_to_string(data.join("trajectories.jsonl")).unwrap();
-    let tok = rmsweb::model::tokenizer::train_bpe(texts.lines(), 300).unwrap();
+    let tok = rmsweb::model::tokenizer::train_bpe(texts.lines(), 300, 2).unwrap();
     rmsweb::model::tokenizer::save(&tok, d.path()).unwrap();
     let budget = 1500;
     let root = data.to_str().unwrap();

@@ -146,6 +146,21 @@ fn a_forced_wrong_click_fails_with_the_pages_reward() {
 }
 
 #[test]
+fn navigating_to_a_reported_url_reaches_the_served_page() {
+    let env = shared_env();
+    let mut env = lock(&env);
+    env.start_episode("click-button", 1).unwrap();
+    let url = "http://127.0.0.1/miniwob/enter-text.html";
+    let r = env
+        .execute(&Action::new("navigate", json!({ "url": url })))
+        .unwrap();
+    assert!(r.error.is_none(), "{r:?}");
+    let obs = env.observe().unwrap();
+    assert_eq!(obs.url, url);
+    assert_eq!(obs.title, "Enter Text Task");
+}
+
+#[test]
 fn invalid_index_and_foreign_urls_are_error_results_not_crashes() {
     let env = shared_env();
     let mut env = lock(&env);
@@ -188,7 +203,8 @@ fn observations_list_visible_elements_in_browser_use_form() {
     let obs = env.observe().unwrap();
     env.screenshots = false;
     assert!(instr.starts_with("Select"), "{instr}");
-    assert!(obs.url.starts_with("http://127.0.0.1:"));
+    // Reported under the stable origin, not the server's random port.
+    assert_eq!(obs.url, "http://127.0.0.1/miniwob/click-checkboxes.html");
     assert_eq!(obs.title, "Click Checkboxes Task");
     let boxes: Vec<_> = obs
         .elements

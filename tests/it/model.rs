@@ -315,7 +315,7 @@ fn chat() -> Vec<Message> {
 fn small_tokenizer() -> tokenizers::Tokenizer {
     let t = ChatTemplate::chatml();
     let text = t.render(&chat(), false).unwrap();
-    tokenizer::train_bpe(std::iter::repeat_n(text, 20), 400).unwrap()
+    tokenizer::train_bpe(std::iter::repeat_n(text, 20), 400, 2).unwrap()
 }
 
 fn masked_text(tok: &tokenizers::Tokenizer, e: &Encoded) -> Vec<String> {
@@ -808,7 +808,7 @@ fn local_model_acts_as_a_policy_through_the_prompt_renderer() {
     use rmsweb::policy::{Policy, PolicyInput};
     let dir = tempfile::tempdir().unwrap();
     let texts = ["click the login button", "input the username"];
-    let tok = tokenizer::train_bpe(texts.iter().copied(), 300).unwrap();
+    let tok = tokenizer::train_bpe(texts.iter().copied(), 300, 2).unwrap();
     tokenizer::save(&tok, dir.path()).unwrap();
     let mut cfg = tiny_config(true);
     cfg.vocab_size = tok.get_vocab_size(true);

@@ -196,6 +196,9 @@ fn sft_init() -> &'static (PathBuf, PathBuf) {
         toy_dataset(&ds);
         let sets: Vec<String> = [
             "tiny.vocab_size=300",
+            // A toy corpus: merge what repeats at all (the preset's threshold is sized
+            // for real collections).
+            "tiny.bpe_min_frequency=2",
             "tiny.hidden_size=64",
             "tiny.num_hidden_layers=2",
             "tiny.num_attention_heads=4",
@@ -434,7 +437,7 @@ fn salvage_loss_reaches_only_the_action_tokens_of_the_spliced_sequence() {
         r#"{"evaluation_previous_goal":"ok","memory":"m","next_goal":"go","action":[{"click":{"index":3}}]}"#,
         "<|im_start|>user\nClick the Delta button<|im_end|>\n<|im_start|>assistant\n",
     ];
-    let tok = tokenizer::train_bpe(texts.iter().cycle().take(40), 400).unwrap();
+    let tok = tokenizer::train_bpe(texts.iter().cycle().take(40), 400, 2).unwrap();
     let cfg = Qwen3Config {
         vocab_size: tok.get_vocab_size(true),
         max_position_embeddings: 512,

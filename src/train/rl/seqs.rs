@@ -295,8 +295,9 @@ mod tests {
 
     #[test]
     fn span_mask_covers_tokens_overlapping_the_span() {
-        let tok = crate::model::tokenizer::train_bpe(["abc def ghi"].iter().cycle().take(10), 300)
-            .unwrap();
+        let tok =
+            crate::model::tokenizer::train_bpe(["abc def ghi"].iter().cycle().take(10), 300, 2)
+                .unwrap();
         let s = span_seq(&tok, &[0], "abc def ghi", &(4..7)).unwrap();
         let masked: Vec<u32> = s.ids[1..]
             .iter()
