@@ -32,8 +32,9 @@ impl Probe {
 pub(crate) fn probe_logprobs(ctx: &Ctx, groups: &[Group]) -> Result<Probe> {
     let tok = &ctx.policy.tokenizer;
     let max_len = ctx.policy.model.config.max_position_embeddings;
-    let mut correct: Vec<TrainSeq> = Vec::new();
-    let mut wrong: Vec<TrainSeq> = Vec::new();
+    // A group's probes side by side (wrong, then correct): they share the prompt, so
+    // `token_logps` encodes it once for both.
+    let mut probes: Vec<(TrainSeq, bool)> = Vec::new();
     for g in groups.iter().take(ctx.cfg.probe_groups) {
         let prompt = &ctx.prompt_ids[g.prompt];
         let targets = &ctx.prompts[g.prompt].targets;
@@ -46,7 +47,7 @@ pub(crate) fn probe_logprobs(ctx: &Ctx, groups: &[Group]) -> Result<Probe> {
             Some((t, p)) => {
                 let s = seqs::span_seq(tok, prompt, t, &p.action_span)?;
                 if s.masked() > 0 && s.ids.len() <= max_len {
-                    wrong.push(s);
+                    probes.push((s, false));
                 }
                 t.as_str()
             }
@@ -54,33 +55,32 @@ pub(crate) fn probe_logprobs(ctx: &Ctx, groups: &[Group]) -> Result<Probe> {
         };
         let (s, _) = seqs::salvage(tok, prompt, base, targets)?;
         if s.masked() > 0 && s.ids.len() <= max_len {
-            correct.push(s);
+            probes.push((s, true));
         }
     }
-    let mean_logps = |set: &[TrainSeq]| -> Result<Vec<f64>> {
-        let mut out = Vec::new();
-        for chunk in set.chunks(ctx.cfg.micro_batch) {
-            let refs: Vec<&TrainSeq> = chunk.iter().collect();
-            let lp = token_logps(&ctx.policy.model, &refs, ctx.cfg.temperature, false)?;
-            let logp = lp.logp.detach();
-            for (i, s) in chunk.iter().enumerate() {
-                let v = row(&logp, i, s.resp_len())?;
-                let (sum, n) = v
-                    .iter()
-                    .zip(&s.mask)
-                    .filter(|(_, m)| **m > 0.0)
-                    .fold((0.0f64, 0usize), |(a, n), (x, _)| {
-                        (a + f64::from(*x), n + 1)
-                    });
-                if n > 0 {
-                    out.push(sum / n as f64);
-                }
+    let mut probe = Probe::default();
+    for chunk in probes.chunks(ctx.cfg.micro_batch) {
+        let refs: Vec<&TrainSeq> = chunk.iter().map(|(s, _)| s).collect();
+        let lp = token_logps(&ctx.policy.model, &refs, ctx.cfg.temperature, false)?;
+        let logp = lp.logp.detach();
+        for (i, (s, is_correct)) in chunk.iter().enumerate() {
+            let v = row(&logp, i, s.resp_len())?;
+            let (sum, n) = v
+                .iter()
+                .zip(&s.mask)
+                .filter(|(_, m)| **m > 0.0)
+                .fold((0.0f64, 0usize), |(a, n), (x, _)| {
+                    (a + f64::from(*x), n + 1)
+                });
+            if n > 0 {
+                let out = if *is_correct {
+                    &mut probe.correct
+                } else {
+                    &mut probe.wrong
+                };
+                out.push(sum / n as f64);
             }
         }
-        Ok(out)
-    };
-    Ok(Probe {
-        correct: mean_logps(&correct)?,
-        wrong: mean_logps(&wrong)?,
-    })
+    }
+    Ok(probe)
 }

@@ -27,6 +27,7 @@ pub(crate) fn step_metrics(
     upd: &UpdateStats,
     step_s: f64,
     gen_s: f64,
+    probe_s: f64,
 ) -> Map<String, Value> {
     let all_r: Vec<f64> = groups
         .iter()
@@ -116,6 +117,12 @@ pub(crate) fn step_metrics(
     );
     put("perf/step_s", step_s);
     put("perf/gen_s", gen_s);
+    // verl's timing keys, so both trainers' runs read alike.
+    put("timing_s/step", step_s);
+    put("timing_s/gen", gen_s);
+    put("timing_s/probe", probe_s);
+    put("timing_s/ref", upd.ref_s);
+    put("timing_s/update_actor", upd.update_s);
     m
 }
 

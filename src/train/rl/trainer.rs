@@ -14,8 +14,9 @@
 //!    `S = unit·⌊min(D, cap)/unit⌋`, hard and mastered in proportion; each of their
 //!    rollouts becomes prompt + own reasoning + ground-truth action, NLL on the
 //!    action tokens only.
-//! 4. **Score** old log-probs (the sampling policy) and reference log-probs (the
-//!    frozen SFT policy = the model with the RL adapter switched off) once.
+//! 4. **Score** reference log-probs (the frozen SFT policy = the model with the RL
+//!    adapter switched off) once; the old log-probs are the sampling policy's, recorded
+//!    with each rollout token as it was drawn (same model, same temperature).
 //! 5. **Update** in mini-batches of `mini_batch` accepted groups (salvage groups dealt
 //!    round-robin over the mini-batches): `L = agg(pg) + β·agg(kl) + λ·salvage_nll`,
 //!    gradients accumulated over micro-batches exactly (each micro-batch's
@@ -246,7 +247,9 @@ fn train_inner(
         route_salvage(cfg, &mut groups);
         let gen_s = t0.elapsed().as_secs_f64();
         // Diagnostics of the sampling policy: log-prob of correct vs wrong actions.
+        let t_probe = Instant::now();
         let probe = probe_logprobs(&ctx, &groups)?;
+        let probe_s = t_probe.elapsed().as_secs_f64();
         // 4–5: score and update.
         let upd = update(
             &ctx,
@@ -257,7 +260,17 @@ fn train_inner(
             warmup,
         )?;
         let dt = t0.elapsed().as_secs_f64();
-        let m = step_metrics(&ctx, &groups, gen_batches, surplus, &probe, &upd, dt, gen_s);
+        let m = step_metrics(
+            &ctx,
+            &groups,
+            gen_batches,
+            surplus,
+            &probe,
+            &upd,
+            dt,
+            gen_s,
+            probe_s,
+        );
         let reward_mean = m
             .get("critic/score/mean")
             .and_then(Value::as_f64)

@@ -29,6 +29,10 @@ pub struct UpdateStats {
     pub ppo_kl: f64,
     pub rl_tokens: f64,
     pub trained_tokens: usize,
+    /// Seconds spent on the reference log-probs (`timing_s/ref`).
+    pub ref_s: f64,
+    /// Seconds spent in the mini-batch updates (`timing_s/update_actor`).
+    pub update_s: f64,
 }
 
 struct RlItem {
@@ -38,11 +42,11 @@ struct RlItem {
     reference: Vec<f32>,
 }
 
-/// Log-probs (detached) of every sequence, in micro-batches; `adapters` off reads
-/// the reference policy.
-fn score_all(ctx: &Ctx, set: &[TrainSeq], adapters: bool) -> Result<Vec<Vec<f32>>> {
+/// Reference log-probs (detached) of every sequence, in micro-batches: the model with
+/// the RL adapter switched off is the frozen SFT policy.
+fn reference_logps(ctx: &Ctx, set: &[TrainSeq]) -> Result<Vec<Vec<f32>>> {
     let model = &ctx.policy.model;
-    model.set_adapters_enabled(adapters);
+    model.set_adapters_enabled(false);
     let result = (|| {
         let mut out = Vec::with_capacity(set.len());
         for chunk in set.chunks(ctx.cfg.micro_batch) {
@@ -82,8 +86,10 @@ pub(crate) fn update(
     // A spliced sequence can outgrow the model's positions (a long ground-truth
     // action after a rollout that used them all); such a sequence is left out.
     let max_len = ctx.policy.model.config.max_position_embeddings;
-    // RL groups: each rollout with its group-relative advantage.
-    let mut rl_groups: Vec<Vec<(TrainSeq, f32)>> = Vec::new();
+    // RL groups: each rollout with its group-relative advantage and its old
+    // log-probs, the sampling policy's, recorded as it was sampled (the same model and
+    // temperature; `rollout::sample_groups` tests them equal to a full forward's).
+    let mut rl_groups: Vec<Vec<(TrainSeq, f32, Vec<f32>)>> = Vec::new();
     for g in groups.iter().filter(|g| g.routed == Routed::Rl) {
         let adv = advantages(&g.rewards, &g.stats);
         let prompt = &ctx.prompt_ids[g.prompt];
@@ -92,7 +98,7 @@ pub(crate) fn update(
                 .iter()
                 .zip(adv)
                 .filter(|(r, _)| !r.ids.is_empty())
-                .map(|(r, a)| (TrainSeq::rl(prompt, &r.ids), a as f32))
+                .map(|(r, a)| (TrainSeq::rl(prompt, &r.ids), a as f32, r.logps.clone()))
                 .collect(),
         );
     }
@@ -118,26 +124,22 @@ pub(crate) fn update(
     if updates == 0 {
         return Ok(st);
     }
-    // Old (sampling policy) and reference log-probs, once, before any update.
+    // Reference log-probs, once, before any update.
+    let t_ref = std::time::Instant::now();
     let flat: Vec<TrainSeq> = rl_groups
         .iter()
-        .flat_map(|g| g.iter().map(|(s, _)| s.clone()))
+        .flat_map(|g| g.iter().map(|(s, _, _)| s.clone()))
         .collect();
-    let old = score_all(ctx, &flat, true)?;
-    let reference = score_all(ctx, &flat, false)?;
-    let mut items = flat
-        .into_iter()
-        .zip(old)
-        .zip(reference)
-        .map(|((seq, old), reference)| (seq, old, reference));
+    let mut reference = reference_logps(ctx, &flat)?.into_iter();
+    st.ref_s = t_ref.elapsed().as_secs_f64();
     let rl_items: Vec<Vec<RlItem>> = rl_groups
-        .iter()
+        .into_iter()
         .map(|g| {
-            g.iter()
-                .filter_map(|(_, adv)| {
-                    items.next().map(|(seq, old, reference)| RlItem {
+            g.into_iter()
+                .filter_map(|(seq, adv, old)| {
+                    reference.next().map(|reference| RlItem {
                         seq,
-                        adv: *adv,
+                        adv,
                         old,
                         reference,
                     })
@@ -145,6 +147,7 @@ pub(crate) fn update(
                 .collect()
         })
         .collect();
+    let t_update = std::time::Instant::now();
     let model = &ctx.policy.model;
     for u in 0..updates {
         let rl: Vec<&RlItem> = rl_items
@@ -239,6 +242,7 @@ pub(crate) fn update(
         st.grad_norm += grad_norm;
         st.lr = lr;
     }
+    st.update_s = t_update.elapsed().as_secs_f64();
     let u = st.updates.max(1) as f64;
     st.pg_loss /= u;
     st.kl_loss /= u;
