@@ -84,7 +84,7 @@ fn main() -> anyhow::Result<()> {
         for chunk in samples.chunks(micro) {
             let batch: Vec<&Encoded> = chunk.iter().collect();
             let tf = Instant::now();
-            let (nll, _, _) = micro_batch_nll(&model, &batch, 0)?;
+            let nll = micro_batch_nll(&model, &batch, 0, 0.0)?.weighted;
             let loss = (nll / targets as f64)?;
             loss_sum += loss.to_scalar::<f32>()? as f64;
             t_fwd += tf.elapsed().as_secs_f64();

@@ -1,5 +1,6 @@
 //! Run config and registry, metrics sink, SFT trainer and Salvage-DS RL.
 
+pub mod augment;
 pub mod cpu_tuning;
 pub mod optim;
 pub mod rl;

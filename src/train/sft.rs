@@ -75,6 +75,18 @@ pub struct SftConfig {
     pub grad_accum: usize,
     /// Longest sequence in tokens; longer samples keep their last `context` tokens.
     pub context: usize,
+    /// Weight of the loss on the tokens outside the assistant turns (system and user
+    /// text): 0 trains on assistant tokens only (ALGORITHMS.md §6). The `tiny` preset,
+    /// trained from scratch with no pretraining, also learns the observation language
+    /// at a lower weight; `sft/loss` stays the assistant tokens' mean NLL.
+    #[serde(default)]
+    pub prompt_loss_weight: f64,
+    /// Probability that a sample is drawn with its instance values renamed
+    /// ([`super::augment`]): the instruction's values, renamed consistently in the
+    /// element list, history and answer, so the model learns to copy them rather than
+    /// memorize them. 0 trains on the samples as they are.
+    #[serde(default)]
+    pub augment_values: f64,
     /// Save a checkpoint every this many optimizer steps (and at the end).
     pub checkpoint_every: usize,
     #[serde(default)]
@@ -104,6 +116,8 @@ impl SftConfig {
             micro_batch: 1,
             grad_accum: 32,
             context: 12_000,
+            prompt_loss_weight: 0.0,
+            augment_values: 0.0,
             checkpoint_every: 100,
             lora: None,
             tiny: None,
@@ -155,6 +169,16 @@ impl SftConfig {
         );
         anyhow::ensure!(cfg.context >= 2, "context must be at least 2 tokens");
         anyhow::ensure!(cfg.epochs > 0, "epochs must be positive");
+        anyhow::ensure!(
+            (0.0..=1.0).contains(&cfg.augment_values),
+            "field `augment_values`: must be a probability in 0..=1, got {}",
+            cfg.augment_values
+        );
+        anyhow::ensure!(
+            cfg.prompt_loss_weight.is_finite() && cfg.prompt_loss_weight >= 0.0,
+            "field `prompt_loss_weight`: must be a finite number >= 0, got {}",
+            cfg.prompt_loss_weight
+        );
         Ok(cfg)
     }
 
@@ -185,6 +209,69 @@ struct Prepared {
     model: Qwen3,
     samples: Vec<Encoded>,
     pad: u32,
+    /// What value renaming needs: the chats behind `samples` (same order), their
+    /// value statistics, and the tokenizer and template that encode them.
+    augment: Augmenter,
+}
+
+/// Draws a sample with its values renamed ([`super::augment`]).
+struct Augmenter {
+    chats: Vec<Vec<crate::model::Message>>,
+    values: super::augment::ValueWords,
+    tok: tokenizers::Tokenizer,
+    template: ChatTemplate,
+    context: usize,
+}
+
+impl Augmenter {
+    /// Stream item `g`'s sample `i`: renamed with probability `p` (seeded by the run's
+    /// seed and `g`, so a resumed run draws the same), else `samples[i]` itself.
+    fn draw<'a>(
+        &self,
+        samples: &'a [Encoded],
+        i: usize,
+        g: usize,
+        p: f64,
+        seed: u64,
+    ) -> Result<std::borrow::Cow<'a, Encoded>> {
+        use rand::Rng;
+        let keep = std::borrow::Cow::Borrowed(&samples[i]);
+        if p <= 0.0 {
+            return Ok(keep);
+        }
+        let mut rng = ChaCha8Rng::seed_from_u64(
+            seed ^ 0xA5A5_0000_0000 ^ (g as u64).wrapping_mul(0x2545_F491_4F6C_DD1D),
+        );
+        if !rng.random_bool(p) {
+            return Ok(keep);
+        }
+        let Some(chat) = self.values.rename(&self.chats[i], &mut rng) else {
+            return Ok(keep);
+        };
+        match encode_within(&self.template, &self.tok, &chat, self.context)?.0 {
+            Some(e) => Ok(std::borrow::Cow::Owned(e)),
+            None => Ok(keep),
+        }
+    }
+}
+
+/// `chat` encoded and left-truncated to `context` tokens; `None` when no assistant
+/// token is left to train on. The bool says whether it was truncated.
+fn encode_within(
+    template: &ChatTemplate,
+    tok: &tokenizers::Tokenizer,
+    chat: &[crate::model::Message],
+    context: usize,
+) -> Result<(Option<Encoded>, bool)> {
+    let mut e = template.encode(tok, chat)?;
+    let truncated = e.ids.len() > context;
+    if truncated {
+        let cut = e.ids.len() - context;
+        e.ids.drain(..cut);
+        e.mask.drain(..cut);
+    }
+    // The first token is never a target.
+    Ok((e.mask.iter().skip(1).any(|&m| m).then_some(e), truncated))
 }
 
 fn resolve_dtype(cfg: &SftConfig, device: &Device) -> Result<DType> {
@@ -278,18 +365,14 @@ fn prepare(cfg: &SftConfig, run: &RunDir, device: &Device) -> Result<Prepared> {
         .or_else(|| tok.token_to_id(tokenizer::IM_END))
         .unwrap_or(0);
     let mut enc = Vec::new();
+    let mut kept_chats = Vec::new();
     let mut truncated = 0;
-    for c in &chats {
-        let mut e = template.encode(&tok, c)?;
-        if e.ids.len() > cfg.context {
-            let cut = e.ids.len() - cfg.context;
-            e.ids.drain(..cut);
-            e.mask.drain(..cut);
-            truncated += 1;
-        }
-        // The first token is never a target.
-        if e.mask.iter().skip(1).any(|&m| m) {
+    for c in chats.iter() {
+        let (e, cut) = encode_within(&template, &tok, c, cfg.context)?;
+        truncated += usize::from(cut);
+        if let Some(e) = e {
             enc.push(e);
+            kept_chats.push(c.clone());
         }
     }
     run.log(&format!(
@@ -305,10 +388,18 @@ fn prepare(cfg: &SftConfig, run: &RunDir, device: &Device) -> Result<Prepared> {
         !enc.is_empty(),
         "no sample has assistant tokens to train on"
     );
+    let values = super::augment::ValueWords::from_chats(&kept_chats);
     Ok(Prepared {
         model,
         samples: enc,
         pad,
+        augment: Augmenter {
+            chats: kept_chats,
+            values,
+            tok,
+            template,
+            context: cfg.context,
+        },
     })
 }
 
@@ -326,28 +417,49 @@ pub fn stream_item(g: usize, n: usize, seed: u64, cache: &mut HashMap<usize, Vec
     perm[g % n]
 }
 
-/// Loss terms of one micro-batch: summed negative log-likelihood of its assistant
-/// tokens (a scalar tensor), the number of such tokens and of all tokens.
+/// Loss terms of one micro-batch (see [`micro_batch_nll`]).
+pub struct BatchNll {
+    /// Summed negative log-likelihood, assistant tokens at weight 1 and the other
+    /// tokens at the prompt weight (a scalar tensor, in the graph).
+    pub weighted: Tensor,
+    /// Summed NLL of the assistant tokens alone.
+    pub assistant_nll: f64,
+    /// Summed NLL of the other tokens (0 when their weight is 0: not computed).
+    pub prompt_nll: f64,
+    /// Assistant tokens with a loss.
+    pub assistant_tokens: usize,
+    /// Other tokens with a loss (0 when their weight is 0).
+    pub prompt_tokens: usize,
+    /// All tokens of the batch.
+    pub tokens: usize,
+}
+
+/// Loss terms of one micro-batch: the negative log-likelihood of its assistant tokens
+/// and, when `prompt_weight` > 0, of every other token after the first (system and user
+/// text, chat markup) at that weight.
 pub fn micro_batch_nll(
     model: &Qwen3,
     batch: &[&Encoded],
     pad: u32,
-) -> Result<(Tensor, usize, usize)> {
+    prompt_weight: f64,
+) -> Result<BatchNll> {
     let dev = model.device();
     let len = batch.iter().map(|e| e.ids.len()).max().unwrap_or(0);
     anyhow::ensure!(len >= 2, "samples need at least two tokens");
-    // Inputs, and the flat positions with a loss (assistant tokens) and their targets.
-    let (mut inp, mut rows, mut targets) = (Vec::new(), Vec::new(), Vec::new());
+    // Inputs, and the flat positions with a loss and their targets.
+    let (mut inp, mut rows, mut targets, mut assistant) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut n_tokens = 0;
     for e in batch {
         n_tokens += e.ids.len();
         for i in 0..len - 1 {
             inp.push(e.ids.get(i).copied().unwrap_or(pad));
-            if let Some(&t) = e.ids.get(i + 1)
-                && e.mask.get(i + 1).copied().unwrap_or(false)
-            {
+            let Some(&t) = e.ids.get(i + 1) else { continue };
+            let is_assistant = e.mask.get(i + 1).copied().unwrap_or(false);
+            if is_assistant || prompt_weight > 0.0 {
                 rows.push(inp.len() as u32 - 1);
                 targets.push(t);
+                assistant.push(is_assistant);
             }
         }
     }
@@ -355,19 +467,60 @@ pub fn micro_batch_nll(
     let inp = Tensor::from_vec(inp, (b, len - 1), dev)?;
     let hidden = model.forward_hidden(&inp, 0, None)?;
     let hidden = hidden.reshape((n, hidden.dim(D::Minus1)?))?;
-    // The LM head and softmax run only where there is a loss: the assistant tokens,
-    // a small part of a web-agent sample (long observation, short action).
-    let n_target = rows.len();
+    let assistant_tokens = assistant.iter().filter(|&&a| a).count();
+    let prompt_tokens = assistant.len() - assistant_tokens;
     if rows.is_empty() {
-        return Ok(((hidden.sum_all()? * 0.0)?, 0, n_tokens));
+        return Ok(BatchNll {
+            weighted: (hidden.sum_all()? * 0.0)?,
+            assistant_nll: 0.0,
+            prompt_nll: 0.0,
+            assistant_tokens,
+            prompt_tokens,
+            tokens: n_tokens,
+        });
     }
-    let idx = Tensor::from_vec(rows, n_target, dev)?;
+    // The LM head and softmax run only where there is a loss: with assistant tokens
+    // alone, a small part of a web-agent sample (long observation, short action).
+    let idx = Tensor::from_vec(rows, assistant.len(), dev)?;
     // Log-probabilities in f32 at least (bf16 logits lose too much).
     let logits = at_least_f32(&model.logits(&hidden.index_select(&idx, 0)?)?)?;
-    let nll = fused::target_log_probs(&logits, &targets)?
-        .sum_all()?
-        .neg()?;
-    Ok((nll, n_target, n_tokens))
+    let logp = fused::target_log_probs(&logits, &targets)?;
+    let per_row: Vec<f64> = logp
+        .to_dtype(DType::F64)?
+        .to_vec1::<f64>()?
+        .into_iter()
+        .map(|x| -x)
+        .collect();
+    let assistant_nll: f64 = per_row
+        .iter()
+        .zip(&assistant)
+        .filter(|(_, a)| **a)
+        .map(|(x, _)| x)
+        .sum();
+    let prompt_nll: f64 = per_row
+        .iter()
+        .zip(&assistant)
+        .filter(|(_, a)| !**a)
+        .map(|(x, _)| x)
+        .sum();
+    let weighted = if prompt_tokens == 0 {
+        logp.sum_all()?.neg()?
+    } else {
+        let w: Vec<f32> = assistant
+            .iter()
+            .map(|&a| if a { 1.0 } else { prompt_weight as f32 })
+            .collect();
+        let w = Tensor::from_vec(w, assistant.len(), dev)?.to_dtype(logp.dtype())?;
+        (logp * w)?.sum_all()?.neg()?
+    };
+    Ok(BatchNll {
+        weighted,
+        assistant_nll,
+        prompt_nll,
+        assistant_tokens,
+        prompt_tokens,
+        tokens: n_tokens,
+    })
 }
 
 fn order_hash(indices: &[usize]) -> f64 {
@@ -456,6 +609,7 @@ fn train_inner(
         mut model,
         samples,
         pad,
+        augment,
     } = prepare(cfg, run, &device)?;
     let n = samples.len();
     let eff = cfg.effective_batch();
@@ -498,25 +652,48 @@ fn train_inner(
         let idx: Vec<usize> = (0..eff)
             .map(|k| stream_item(step as usize * eff + k, n, cfg.seed, &mut perms))
             .collect();
-        let targets: usize = idx
+        let drawn: Vec<std::borrow::Cow<'_, Encoded>> = idx
             .iter()
-            .map(|&i| samples[i].mask.iter().skip(1).filter(|&&m| m).count())
+            .enumerate()
+            .map(|(k, &i)| {
+                augment.draw(
+                    &samples,
+                    i,
+                    step as usize * eff + k,
+                    cfg.augment_values,
+                    cfg.seed,
+                )
+            })
+            .collect::<Result<_>>()?;
+        // The step's loss is the weighted NLL over the weight of its loss tokens.
+        let targets: usize = drawn
+            .iter()
+            .map(|e| e.mask.iter().skip(1).filter(|&&m| m).count())
             .sum();
+        let others: usize = if cfg.prompt_loss_weight > 0.0 {
+            drawn.iter().map(|e| e.ids.len() - 1).sum::<usize>() - targets
+        } else {
+            0
+        };
+        let denom = (targets as f64 + cfg.prompt_loss_weight * others as f64).max(1.0);
         let mut grads: HashMap<String, Tensor> = HashMap::new();
-        let (mut loss_sum, mut tokens) = (0.0f64, 0usize);
-        for (mi, chunk) in idx.chunks(cfg.micro_batch).enumerate() {
+        let (mut asst_nll, mut prompt_nll, mut tokens) = (0.0f64, 0.0f64, 0usize);
+        for (mi, chunk) in drawn.chunks(cfg.micro_batch).enumerate() {
             let key = cfg.seed ^ (step << 20) ^ mi as u64;
             model.dropout_key().set(Some(key));
-            let batch: Vec<&Encoded> = chunk.iter().map(|&i| &samples[i]).collect();
-            let (nll, _, ntok) = micro_batch_nll(&model, &batch, pad)?;
-            tokens += ntok;
-            let loss = (nll / targets.max(1) as f64)?;
-            loss_sum += loss.to_dtype(DType::F64)?.to_scalar::<f64>()?;
+            let batch: Vec<&Encoded> = chunk.iter().map(|e| e.as_ref()).collect();
+            let nll = micro_batch_nll(&model, &batch, pad, cfg.prompt_loss_weight)?;
+            tokens += nll.tokens;
+            asst_nll += nll.assistant_nll;
+            prompt_nll += nll.prompt_nll;
+            let loss = (nll.weighted / denom)?;
             accumulate_grads(&mut grads, &loss.backward()?, &vars)?;
         }
         model.dropout_key().set(None);
+        // Logged as before: the mean NLL of the assistant tokens.
+        let loss_sum = asst_nll / targets.max(1) as f64;
         anyhow::ensure!(
-            loss_sum.is_finite(),
+            loss_sum.is_finite() && prompt_nll.is_finite(),
             "loss is not finite at step {}",
             step + 1
         );
@@ -527,6 +704,12 @@ fn train_inner(
         let done = step + 1;
         let mut m = serde_json::Map::new();
         m.insert("sft/loss".into(), loss_sum.into());
+        if others > 0 {
+            m.insert(
+                "sft/prompt_loss".into(),
+                (prompt_nll / others as f64).into(),
+            );
+        }
         m.insert("sft/tokens".into(), targets.into());
         m.insert("actor/lr".into(), lr.into());
         m.insert("actor/grad_norm".into(), grad_norm.into());
@@ -587,8 +770,49 @@ pub fn resume(
 
 #[cfg(test)]
 mod tests {
-    use super::compute_dtype;
+    use super::{Encoded, compute_dtype, micro_batch_nll};
     use candle_core::DType;
+
+    #[test]
+    fn prompt_tokens_enter_the_loss_only_at_their_weight() {
+        let m = crate::train::rl::test_model(40, 3, 2.0, true);
+        let a = Encoded {
+            ids: vec![1, 5, 9, 14, 2, 30, 7],
+            mask: vec![false, false, false, true, true, false, true],
+        };
+        let b = Encoded {
+            ids: vec![3, 8, 11, 2],
+            mask: vec![false, false, true, true],
+        };
+        let batch = [&a, &b];
+        let scalar =
+            |t: &candle_core::Tensor| t.to_dtype(DType::F64).unwrap().to_scalar::<f64>().unwrap();
+        let only = micro_batch_nll(&m, &batch, 0, 0.0).unwrap();
+        assert_eq!((only.assistant_tokens, only.prompt_tokens), (5, 0));
+        assert!((scalar(&only.weighted) - only.assistant_nll).abs() < 1e-4);
+        let mixed = micro_batch_nll(&m, &batch, 0, 0.25).unwrap();
+        // Every token after the first is a target; padding never is.
+        assert_eq!((mixed.assistant_tokens, mixed.prompt_tokens), (5, 4));
+        assert!((mixed.assistant_nll - only.assistant_nll).abs() < 1e-4);
+        assert!(mixed.prompt_nll > 0.0);
+        let expect = mixed.assistant_nll + 0.25 * mixed.prompt_nll;
+        assert!((scalar(&mixed.weighted) - expect).abs() < 1e-3, "{expect}");
+        // The weight reaches the gradient: prompt tokens pull on the embeddings.
+        let g0 = only.weighted.backward().unwrap();
+        let g1 = mixed.weighted.backward().unwrap();
+        let emb = |g: &candle_core::backprop::GradStore| {
+            let v = &m.trainable_vars()[0].1;
+            g.get(v.as_tensor())
+                .unwrap()
+                .sqr()
+                .unwrap()
+                .sum_all()
+                .unwrap()
+                .to_scalar::<f32>()
+                .unwrap()
+        };
+        assert!((emb(&g0) - emb(&g1)).abs() > 1e-9);
+    }
 
     #[test]
     fn auto_dtype_is_bf16_for_lora_on_a_gpu_and_f32_elsewhere() {

@@ -104,7 +104,7 @@ fn gradients_match_finite_differences_in_f64() {
         ids: vec![1, 5, 9, 14, 2, 40, 7, 33],
         mask: vec![false, false, false, true, true, false, true, true],
     };
-    let loss = |m: &Qwen3| micro_batch_nll(m, &[&sample], 0).unwrap().0;
+    let loss = |m: &Qwen3| micro_batch_nll(m, &[&sample], 0, 0.0).unwrap().weighted;
     let l0 = loss(&model);
     let grads = l0.backward().unwrap();
     let vars = model.trainable_vars();
