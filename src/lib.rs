@@ -11,6 +11,7 @@ pub mod collect;
 pub mod curate;
 pub mod env;
 pub mod eval;
+pub mod export;
 pub mod mine;
 pub mod model;
 pub mod policy;

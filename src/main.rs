@@ -44,8 +44,10 @@ enum Command {
     Rl(cli::rl::Args),
     /// Train a policy (SFT, RL) into a run folder.
     Train(cli::train::Args),
-    /// Export SFT samples for LLaMA-Factory or ms-swift.
+    /// Export SFT samples for LLaMA-Factory or ms-swift, or RL prompts for verl.
     Export(cli::export::Args),
+    /// Run a verl export in a run folder (the Runs tab's kind `verl`), or resume one.
+    Verl(cli::verl::Args),
 }
 
 fn main() -> ExitCode {
@@ -75,6 +77,7 @@ fn main() -> ExitCode {
         Some(Command::Rl(a)) => cli::rl::run(a),
         Some(Command::Train(a)) => cli::train::run(a),
         Some(Command::Export(a)) => cli::export::run(a),
+        Some(Command::Verl(a)) => cli::verl::run_cmd(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

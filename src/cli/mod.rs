@@ -12,6 +12,7 @@ pub mod miniwob;
 pub mod reward;
 pub mod rl;
 pub mod train;
+pub mod verl;
 pub mod workbench;
 
 use std::path::PathBuf;

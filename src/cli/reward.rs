@@ -29,6 +29,19 @@ enum Command {
     /// "reason"}` or `{"line", "error"}`. Blank lines are skipped. Exits non-zero if
     /// any line failed (the others are still scored).
     Batch(BatchArgs),
+    /// Put a ground-truth action in place of each response's own action (Salvage-DS's
+    /// splice), keeping the response's reasoning and format.
+    ///
+    /// Input lines: `{"response": "text", "action": Action or [Action]}`. Output lines,
+    /// in order: `{"line", "text", "action_span": [start, end] (bytes of text),
+    /// "action_text"}` or `{"line", "error"}`. Exits non-zero if any line failed.
+    Splice(SpliceArgs),
+}
+
+#[derive(clap::Args)]
+struct SpliceArgs {
+    /// Cases file (JSON Lines); `-` reads stdin.
+    cases: PathBuf,
 }
 
 #[derive(clap::Args)]
@@ -67,7 +80,64 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     match args.command {
         Command::Score(a) => score(a),
         Command::Batch(a) => batch(a),
+        Command::Splice(a) => splice(a),
     }
+}
+
+/// A cases file, or stdin for `-`.
+fn open_cases(path: &Path) -> anyhow::Result<Box<dyn BufRead>> {
+    if path.as_os_str() == "-" {
+        return Ok(Box::new(std::io::stdin().lock()));
+    }
+    let f = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    Ok(Box::new(std::io::BufReader::new(f)))
+}
+
+fn splice(a: SpliceArgs) -> anyhow::Result<()> {
+    use std::io::Write;
+    let input = open_cases(&a.cases)?;
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let mut failed = Vec::new();
+    for (i, line) in input.lines().enumerate() {
+        let n = i + 1;
+        let line = line.with_context(|| format!("{}:{n}: reading", a.cases.display()))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let rec = match splice_line(&line) {
+            Ok(s) => serde_json::json!({"line": n, "text": s.text,
+                "action_span": [s.action_span.start, s.action_span.end],
+                "action_text": &s.text[s.action_span.clone()]}),
+            Err(e) => {
+                failed.push(n);
+                serde_json::json!({"line": n, "error": e})
+            }
+        };
+        writeln!(out, "{rec}")?;
+    }
+    out.flush()?;
+    if !failed.is_empty() {
+        bail!(
+            "{}: {} lines failed (first: line {})",
+            a.cases.display(),
+            failed.len(),
+            failed[0]
+        );
+    }
+    Ok(())
+}
+
+fn splice_line(line: &str) -> Result<rmsweb::action::render::Spliced, String> {
+    let v: serde_json::Value =
+        serde_json::from_str(line).map_err(|e| format!("invalid JSON: {e}"))?;
+    let response = v
+        .get("response")
+        .ok_or("missing field `response`")?
+        .as_str()
+        .ok_or("field `response`: expected a string")?;
+    let action = v.get("action").cloned().ok_or("missing field `action`")?;
+    let targets = parse_targets(action, "action")?;
+    Ok(rmsweb::action::render::splice_actions(response, &targets))
 }
 
 fn config(path: Option<&Path>) -> anyhow::Result<RewardConfig> {
@@ -155,13 +225,7 @@ fn print_error_context(candidate: &str, offset: Option<usize>) {
 
 fn batch(a: BatchArgs) -> anyhow::Result<()> {
     let cfg = config(a.config.as_deref())?;
-    let input: Box<dyn BufRead> = if a.cases.as_os_str() == "-" {
-        Box::new(std::io::stdin().lock())
-    } else {
-        let f = std::fs::File::open(&a.cases)
-            .with_context(|| format!("opening {}", a.cases.display()))?;
-        Box::new(std::io::BufReader::new(f))
-    };
+    let input = open_cases(&a.cases)?;
     let stdout = std::io::stdout().lock();
     let summary = run_batch(input, std::io::BufWriter::new(stdout), &cfg)?;
     let name = if a.cases.as_os_str() == "-" {

@@ -137,11 +137,16 @@ pub fn parse_config(text: &str) -> Result<ConfigInfo, String> {
                 .and_then(|t| s(t, "mode"))
         })
     });
-    Ok(ConfigInfo {
-        kind: s(&t, "kind"),
-        preset: s(&t, "preset"),
-        mode,
-    })
+    let kind = s(&t, "kind");
+    // A verl run has no preset: show its layout, nodes × GPUs per node.
+    let layout = || {
+        let n = t.get("nodes")?.as_integer()?;
+        let g = t.get("gpus_per_node")?.as_integer()?;
+        Some(format!("{n}x{g} GPU"))
+    };
+    let preset =
+        s(&t, "preset").or_else(|| (kind.as_deref() == Some("verl")).then(layout).flatten());
+    Ok(ConfigInfo { kind, preset, mode })
 }
 
 /// Whether process `pid` exists and is not a zombie.
@@ -326,6 +331,10 @@ mod tests {
         assert_eq!(runs[0].config.mode.as_deref(), Some("dapo"));
         assert_eq!(runs[0].state, DisplayState::Unknown);
         assert!(runs[0].problems[0].contains("status.json"));
+        let v = parse_config("kind = \"verl\"\nnodes = 2\ngpus_per_node = 8\nmode = \"dapo\"\n")
+            .unwrap();
+        assert_eq!(v.preset.as_deref(), Some("2x8 GPU"));
+        assert_eq!(v.mode.as_deref(), Some("dapo"));
         assert!(discover(&d.path().join("nope")).is_empty());
     }
 }

@@ -177,10 +177,30 @@ impl Launcher {
         Ok((dir, pid))
     }
 
-    /// Resumes the run in `dir` from its latest checkpoint (`rmsweb train resume DIR`).
+    /// Resumes the run in `dir` from its latest checkpoint (`rmsweb train resume DIR`;
+    /// for a verl run, `rmsweb verl resume DIR`: a new attempt).
     pub fn resume(&mut self, dir: &Path) -> Result<u32> {
-        let args = vec!["train".into(), "resume".into(), dir.display().to_string()];
+        let verl = std::fs::read_to_string(dir.join("run.toml"))
+            .ok()
+            .and_then(|t| super::info::parse_config(&t).ok())
+            .and_then(|c| c.kind)
+            .is_some_and(|k| k == "verl");
+        let cmd = if verl { "verl" } else { "train" };
+        let args = vec![cmd.into(), "resume".into(), dir.display().to_string()];
         self.spawn(&args, dir)
+    }
+
+    /// Launches a verl run (`rmsweb verl run`) into a new folder `verl-<time>` under
+    /// `runs_root`; returns the folder and the supervisor's pid.
+    pub fn launch_verl(
+        &mut self,
+        spec: &super::verl::VerlSpec,
+        runs_root: &Path,
+    ) -> Result<(PathBuf, u32)> {
+        spec.validate()?;
+        let dir = Self::new_run_dir(runs_root, "verl")?;
+        let pid = self.spawn(&spec.args(&dir), &dir)?;
+        Ok((dir, pid))
     }
 
     /// Spawns `binary args` detached, logging into `dir/stdout.log`.

@@ -2,7 +2,8 @@
 //! tab; no UI here): run discovery and lenient status reading ([`info`]), an
 //! incremental metrics reader ([`tail`]), bounded per-key histories with EMA and
 //! log scale ([`series`], [`track`]), the polling loop's I/O and state
-//! ([`monitor`]), and launching/stopping runs as detached processes ([`launch`]).
+//! ([`monitor`]), launching/stopping runs as detached processes ([`launch`]), and
+//! supervising verl runs in a run folder ([`verl`]).
 
 pub mod info;
 pub mod launch;
@@ -12,6 +13,7 @@ pub mod series;
 pub mod synth;
 pub mod tail;
 pub mod track;
+pub mod verl;
 
 pub use info::{DisplayState, RunInfo};
 pub use launch::{LaunchSpec, Launcher};

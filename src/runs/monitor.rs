@@ -5,8 +5,9 @@
 
 use super::info::{self, DisplayState, RunInfo};
 use super::series::DEFAULT_CAP;
-use super::tail::{Batch, Malformed, MetricsTail, TailState};
+use super::tail::{Batch, Malformed, MetricsTail, Record, TailState};
 use super::track::RunSeries;
+use crate::train::rl::sharpening::{self, SharpeningConfig, Signals};
 use std::collections::BTreeMap;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -81,6 +82,9 @@ struct Watched {
     id: String,
     dir: PathBuf,
     by_path: bool,
+    /// The folder existed at some poll (a watched verl file's folder appears only
+    /// when verl starts: until then the run is waiting, not gone).
+    dir_seen: bool,
     tail: MetricsTail,
     log: LogTail,
 }
@@ -124,6 +128,7 @@ impl Watcher {
             id,
             dir,
             by_path,
+            dir_seen: false,
             tail: MetricsTail::new(metrics),
             log,
         });
@@ -148,11 +153,13 @@ impl Watcher {
             };
             let batch = w.tail.poll();
             update.more |= batch.more;
+            let dir_now = w.dir.is_dir();
+            w.dir_seen |= dir_now;
             update.runs.push(RunUpdate {
                 info,
                 tail: w.tail.state(),
                 log: w.log.poll(),
-                vanished: !w.dir.is_dir(),
+                vanished: w.dir_seen && !dir_now,
                 batch,
             });
         }
@@ -176,6 +183,49 @@ pub struct Track {
     pub log: Vec<String>,
     /// When the metrics file was last seen modified.
     pub metrics_mtime: Option<std::time::SystemTime>,
+    /// The self-sharpening detector over this run's metrics.
+    pub sharpening: SharpeningWatch,
+}
+
+/// The trainer's self-sharpening detector ([`sharpening::Monitor`], the same code
+/// `rmsweb train rl` calls) run over any metrics stream that has its keys, so a verl
+/// run is watched for it too.
+#[derive(Debug, Clone)]
+pub struct SharpeningWatch {
+    monitor: sharpening::Monitor,
+    /// Steps that carried all the detector's keys.
+    pub fed: u64,
+    /// Whether the latest fed step was flagged.
+    pub flagged: bool,
+    /// The latest alert: its step and message.
+    pub alert: Option<(u64, String)>,
+}
+
+impl Default for SharpeningWatch {
+    fn default() -> Self {
+        SharpeningWatch {
+            monitor: sharpening::Monitor::new(SharpeningConfig::default()),
+            fed: 0,
+            flagged: false,
+            alert: None,
+        }
+    }
+}
+
+impl SharpeningWatch {
+    /// Feeds one metrics line (skipped unless it has every key the detector reads).
+    pub fn feed(&mut self, r: &Record) {
+        let get = |k: &str| r.data.iter().find(|(key, _)| key == k).map(|(_, v)| *v);
+        let Some(s) = Signals::from_metrics(get) else {
+            return;
+        };
+        self.fed += 1;
+        let (now, alert) = self.monitor.observe(r.step, s);
+        self.flagged = now;
+        if let Some(a) = alert {
+            self.alert = Some((a.step, a.message));
+        }
+    }
 }
 
 impl Track {
@@ -231,8 +281,9 @@ impl Track {
         }
     }
 
-    /// The self-sharpening alert, if flagged in `status.json` or by the metric
-    /// `alerts/self_sharpening` (latest value ≥ 0.5).
+    /// The self-sharpening alert, if flagged in `status.json`, by the metric
+    /// `alerts/self_sharpening` (latest value ≥ 0.5), or by the monitor's own
+    /// detector over the metrics ([`SharpeningWatch`]).
     pub fn self_sharpening(&self) -> Option<String> {
         if let Some(a) = self
             .info
@@ -252,9 +303,16 @@ impl Track {
                 }
             ));
         }
-        let s = self.series.get("alerts/self_sharpening")?;
-        let p = s.last()?;
-        (p.value >= 0.5).then(|| format!("flagged by the metrics at step {}", p.step))
+        if let Some(p) = self
+            .series
+            .get("alerts/self_sharpening")
+            .and_then(|s| s.last())
+            .filter(|p| p.value >= 0.5)
+        {
+            return Some(format!("flagged by the metrics at step {}", p.step));
+        }
+        let (step, msg) = self.sharpening.alert.as_ref()?;
+        Some(format!("{msg} (detected by the monitor at step {step})"))
     }
 }
 
@@ -307,6 +365,7 @@ impl RunsState {
                         resets: 0,
                         log: Vec::new(),
                         metrics_mtime: None,
+                        sharpening: SharpeningWatch::default(),
                     });
                     changed = true;
                     self.runs.len() - 1
@@ -328,8 +387,12 @@ impl RunsState {
                 t.malformed = 0;
                 t.last_malformed = None;
                 t.resets += 1;
+                t.sharpening = SharpeningWatch::default();
             }
             t.series.ingest(&u.batch.records, u.batch.mtime);
+            for r in &u.batch.records {
+                t.sharpening.feed(r);
+            }
             if u.batch.mtime.is_some() {
                 t.metrics_mtime = u.batch.mtime;
             }

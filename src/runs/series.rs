@@ -54,6 +54,9 @@ pub struct Series {
     cap: usize,
     last: Option<Point>,
     count: u64,
+    /// Steps whose value was missing (null, NaN, ±inf), oldest first, at most `cap`.
+    gap_steps: Vec<f64>,
+    gaps: u64,
 }
 
 /// Default cap on stored points per key.
@@ -76,7 +79,52 @@ impl Series {
             cap,
             last: None,
             count: 0,
+            gap_steps: Vec::new(),
+            gaps: 0,
         }
+    }
+
+    /// Records that the value at `step` was missing (drawn as a break in the line).
+    pub fn push_gap(&mut self, step: f64) {
+        if self.gap_steps.last().is_some_and(|&g| step < g) {
+            self.gap_steps.retain(|&g| g < step);
+        }
+        self.gaps += 1;
+        self.gap_steps.push(step);
+        if self.gap_steps.len() > self.cap {
+            let extra = self.gap_steps.len() - self.cap;
+            self.gap_steps.drain(..extra);
+        }
+    }
+
+    /// Missing values recorded (null, NaN, ±inf).
+    pub fn gaps(&self) -> u64 {
+        self.gaps
+    }
+
+    /// The points in runs without a missing value between them (oldest first): one
+    /// run per unbroken stretch of the line.
+    pub fn segments(&self) -> Vec<Vec<Point>> {
+        let pts = self.points();
+        let mut out: Vec<Vec<Point>> = Vec::new();
+        let mut gi = 0;
+        let mut prev: Option<f64> = None;
+        for p in pts {
+            while gi < self.gap_steps.len()
+                && self.gap_steps[gi] <= prev.unwrap_or(f64::NEG_INFINITY)
+            {
+                gi += 1;
+            }
+            let broken = prev.is_some() && gi < self.gap_steps.len() && self.gap_steps[gi] < p.step;
+            if broken || out.is_empty() {
+                out.push(Vec::new());
+            }
+            prev = Some(p.step);
+            if let Some(seg) = out.last_mut() {
+                seg.push(p);
+            }
+        }
+        out
     }
 
     /// Adds a point. Non-finite values are skipped (they cannot be drawn).
@@ -126,6 +174,7 @@ impl Series {
     /// points whose mean step is at or after it).
     pub fn truncate_from(&mut self, step: f64) {
         self.points.retain(|p| p.step < step);
+        self.gap_steps.retain(|&g| g < step);
         self.bucket = Bucket::default();
         self.last = self.points.last().copied();
     }
@@ -249,6 +298,39 @@ mod tests {
         assert_eq!(p.last().unwrap().value, 2.0);
         s.push(pt(6, f64::NAN));
         assert_eq!(s.points().len(), 5, "NaN is skipped");
+    }
+
+    #[test]
+    fn missing_values_break_the_line_and_are_counted() {
+        let mut s = Series::with_cap(100);
+        for i in 1..=3 {
+            s.push(pt(i, 1.0));
+        }
+        s.push_gap(4.0);
+        s.push_gap(5.0);
+        for i in 6..=7 {
+            s.push(pt(i, 2.0));
+        }
+        s.push_gap(8.0);
+        assert_eq!(s.gaps(), 3);
+        let seg = s.segments();
+        assert_eq!(seg.len(), 2);
+        assert_eq!(
+            seg[0].iter().map(|p| p.step).collect::<Vec<_>>(),
+            vec![1.0, 2.0, 3.0]
+        );
+        assert_eq!(
+            seg[1].iter().map(|p| p.step).collect::<Vec<_>>(),
+            vec![6.0, 7.0]
+        );
+        // A restart from step 5 forgets the later gaps too.
+        s.truncate_from(5.0);
+        s.push(pt(5, 3.0));
+        assert_eq!(s.segments().len(), 2, "the gap at 4 still splits");
+        let mut t = Series::with_cap(100);
+        t.push(pt(1, 1.0));
+        assert_eq!(t.segments().len(), 1);
+        assert!(Series::with_cap(4).segments().is_empty());
     }
 
     #[test]

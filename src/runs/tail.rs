@@ -21,12 +21,98 @@ const HEAD_LEN: usize = 256;
 /// so one poll never holds the whole file in memory).
 const MAX_READ: usize = 1 << 20;
 
-/// One metrics line: the optimizer step and its numeric values (non-numeric values
-/// are skipped; booleans count as 0/1).
-#[derive(Debug, Clone, PartialEq)]
+/// One metrics line: the optimizer step and its numeric values. Booleans count as
+/// 0/1; nested objects and short lists are flattened into `key/sub` and `key/0`
+/// keys; a null, NaN or infinite value (verl's file logger writes NaN as `null`,
+/// Python's `json` writes `NaN`) is a gap; text and long lists are skipped and named.
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Record {
     pub step: u64,
     pub data: Vec<(String, f64)>,
+    /// Keys whose value was null, NaN or infinite this step.
+    pub gaps: Vec<String>,
+    /// Keys whose value is not a number (text, a list longer than [`MAX_LIST`]).
+    pub skipped: Vec<String>,
+}
+
+/// Lists up to this long are flattened (`key/0`, `key/1`, ...); longer ones are skipped.
+pub const MAX_LIST: usize = 16;
+/// Nesting deeper than this is skipped.
+const MAX_DEPTH: usize = 4;
+
+fn flatten(prefix: &str, v: &serde_json::Value, depth: usize, r: &mut Record) {
+    use serde_json::Value;
+    match v {
+        Value::Number(n) => match n.as_f64() {
+            Some(x) if x.is_finite() => r.data.push((prefix.to_string(), x)),
+            _ => r.gaps.push(prefix.to_string()),
+        },
+        Value::Bool(b) => r.data.push((prefix.to_string(), f64::from(u8::from(*b)))),
+        Value::Null => r.gaps.push(prefix.to_string()),
+        Value::String(t) => {
+            let t = t.trim().to_ascii_lowercase();
+            if matches!(
+                t.as_str(),
+                "nan" | "inf" | "-inf" | "infinity" | "-infinity"
+            ) {
+                r.gaps.push(prefix.to_string());
+            } else {
+                r.skipped.push(prefix.to_string());
+            }
+        }
+        Value::Object(m) if depth < MAX_DEPTH => {
+            for (k, x) in m {
+                flatten(&format!("{prefix}/{k}"), x, depth + 1, r);
+            }
+        }
+        Value::Array(a) if depth < MAX_DEPTH && a.len() <= MAX_LIST => {
+            for (i, x) in a.iter().enumerate() {
+                flatten(&format!("{prefix}/{i}"), x, depth + 1, r);
+            }
+        }
+        _ => r.skipped.push(prefix.to_string()),
+    }
+}
+
+/// `text` with the bare `NaN`, `Infinity` and `-Infinity` tokens that Python's
+/// `json` writes (outside strings) turned into `null`; None when there are none.
+fn python_nans_to_null(text: &str) -> Option<String> {
+    let b = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let (mut i, mut last, mut found) = (0, 0, false);
+    while i < b.len() {
+        match b[i] {
+            b'"' => {
+                // Skip the string, escapes included.
+                i += 1;
+                while i < b.len() && b[i] != b'"' {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+                i += 1;
+                continue;
+            }
+            b'N' | b'I' | b'-' => {
+                let rest = &text[i..];
+                let tok = ["-Infinity", "Infinity", "NaN"]
+                    .into_iter()
+                    .find(|t| rest.starts_with(t));
+                if let Some(t) = tok {
+                    out.push_str(&text[last..i]);
+                    out.push_str("null");
+                    i += t.len();
+                    last = i;
+                    found = true;
+                    continue;
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    found.then(|| {
+        out.push_str(&text[last..]);
+        out
+    })
 }
 
 /// A line that could not be read, with its 1-based line number.
@@ -231,7 +317,12 @@ impl MetricsTail {
 
 /// Parses one metrics line; the error names the field at fault.
 pub fn parse_line(text: &str) -> Result<Record, String> {
-    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    let v: serde_json::Value = match serde_json::from_str(text) {
+        Ok(v) => v,
+        Err(e) => python_nans_to_null(text)
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .ok_or_else(|| format!("not JSON: {e}"))?,
+    };
     let obj = v
         .as_object()
         .ok_or_else(|| format!("expected an object, found {}", crate::util::json_kind(&v)))?;
@@ -246,18 +337,16 @@ pub fn parse_line(text: &str) -> Result<Record, String> {
             .ok_or_else(|| format!("field `step`: expected a non-negative integer, found {s}"))?,
         None => return Err("field `step`: missing".into()),
     };
-    let data = match obj.get("data") {
-        Some(serde_json::Value::Object(m)) => m
-            .iter()
-            .filter_map(|(k, v)| {
-                let x = match v {
-                    serde_json::Value::Number(n) => n.as_f64()?,
-                    serde_json::Value::Bool(b) => f64::from(u8::from(*b)),
-                    _ => return None,
-                };
-                Some((k.clone(), x))
-            })
-            .collect(),
+    let mut r = Record {
+        step,
+        ..Default::default()
+    };
+    match obj.get("data") {
+        Some(serde_json::Value::Object(m)) => {
+            for (k, v) in m {
+                flatten(k, v, 0, &mut r);
+            }
+        }
         Some(other) => {
             return Err(format!(
                 "field `data`: expected an object, found {}",
@@ -265,8 +354,8 @@ pub fn parse_line(text: &str) -> Result<Record, String> {
             ));
         }
         None => return Err("field `data`: missing".into()),
-    };
-    Ok(Record { step, data })
+    }
+    Ok(r)
 }
 
 #[cfg(test)]
@@ -279,6 +368,7 @@ mod tests {
         let r = parse_line(r#"{"step": 3, "data": {"a": 1.5, "b": true, "c": "x"}}"#).unwrap();
         assert_eq!(r.step, 3);
         assert_eq!(r.data, vec![("a".into(), 1.5), ("b".into(), 1.0)]);
+        assert_eq!(r.skipped, vec!["c".to_string()]);
         assert!(
             parse_line(r#"{"data": {}}"#)
                 .unwrap_err()
@@ -295,6 +385,35 @@ mod tests {
                 .contains("`data`")
         );
         assert!(parse_line("[1]").unwrap_err().contains("object"));
+    }
+
+    #[test]
+    fn gaps_nested_values_and_python_nans() {
+        // verl (orjson) writes NaN as null; nested dicts and short lists flatten.
+        let r = parse_line(
+            r#"{"step": 1, "data": {"x": null, "d": {"a": 1, "b": {"c": 2}}, "l": [1, 2], "big": [0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0], "s": "nan"}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            r.data,
+            vec![
+                ("d/a".into(), 1.0),
+                ("d/b/c".into(), 2.0),
+                ("l/0".into(), 1.0),
+                ("l/1".into(), 2.0)
+            ]
+        );
+        assert_eq!(r.gaps, vec!["s".to_string(), "x".to_string()]);
+        assert_eq!(r.skipped, vec!["big".to_string()]);
+        // Python's json writes bare NaN / Infinity (not JSON); a "NaN" inside a string stays.
+        let r = parse_line(
+            r#"{"step": 2, "data": {"a": NaN, "b": -Infinity, "c": 1, "t": "NaN here"}}"#,
+        )
+        .unwrap();
+        assert_eq!(r.data, vec![("c".into(), 1.0)]);
+        assert_eq!(r.gaps, vec!["a".to_string(), "b".to_string()]);
+        assert_eq!(r.skipped, vec!["t".to_string()]);
+        assert!(parse_line(r#"{"step": 2, "data": {"a": Nope}}"#).is_err());
     }
 
     #[test]

@@ -25,7 +25,12 @@ pub struct RunSeries {
     elapsed: f64,
     last_step: Option<u64>,
     records: u64,
+    /// Keys seen with non-numeric values (not plotted), at most [`MAX_SKIPPED`].
+    skipped: Vec<String>,
 }
+
+/// Non-numeric keys remembered for the report.
+pub const MAX_SKIPPED: usize = 32;
 
 impl RunSeries {
     /// Empty histories of at most `cap` points per key.
@@ -37,6 +42,7 @@ impl RunSeries {
             elapsed: 0.0,
             last_step: None,
             records: 0,
+            skipped: Vec::new(),
         }
     }
 
@@ -64,6 +70,18 @@ impl RunSeries {
                 self.elapsed
             };
             self.last_step = Some(r.step);
+            for k in &r.gaps {
+                let cap = self.cap;
+                self.keys
+                    .entry(k.clone())
+                    .or_insert_with(|| Series::with_cap(cap))
+                    .push_gap(r.step as f64);
+            }
+            for k in &r.skipped {
+                if !self.skipped.contains(k) && self.skipped.len() < MAX_SKIPPED {
+                    self.skipped.push(k.clone());
+                }
+            }
             for (k, v) in &r.data {
                 let cap = self.cap;
                 self.keys
@@ -91,6 +109,16 @@ impl RunSeries {
     /// The latest step read.
     pub fn last_step(&self) -> Option<u64> {
         self.last_step
+    }
+
+    /// Keys whose values were not numbers (text, long lists), in the order seen.
+    pub fn skipped(&self) -> &[String] {
+        &self.skipped
+    }
+
+    /// Missing values (null, NaN, ±inf) over all keys.
+    pub fn gaps(&self) -> u64 {
+        self.keys.values().map(Series::gaps).sum()
     }
 
     /// Records read since the last reset.
@@ -126,6 +154,7 @@ mod tests {
         Record {
             step,
             data: data.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+            ..Default::default()
         }
     }
 

@@ -21,3 +21,4 @@ mod runs_tail;
 mod tui;
 mod tui_data;
 mod tui_tmux;
+mod verl;

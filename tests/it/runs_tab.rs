@@ -832,3 +832,207 @@ fn rollouts_open_in_the_reward_tab_and_recorded_decisions_are_checked_live() {
         app.shared.message
     );
 }
+
+/// The Runs tab on one watched metrics file, no runs folder.
+fn watching(file: &Path) -> RunsOptions {
+    RunsOptions {
+        root: None,
+        watch: vec![file.to_path_buf()],
+        now: Some(fixed_now()),
+        ..Default::default()
+    }
+}
+
+/// A verl file-logger stream (orjson: NaN as null): verl's own keys, nested and
+/// text values, validation every 5 steps.
+fn verl_metrics(steps: u64) -> String {
+    let mut s = String::new();
+    for i in 1..=steps {
+        let t = i as f64;
+        let mut d = serde_json::json!({
+            "actor/pg_loss": if i % 7 == 0 { serde_json::Value::Null } else { serde_json::json!(-0.01 * t) },
+            "actor/ppo_kl": 1e-3 * t,
+            "actor/pg_clipfrac": 0.01 + 0.001 * t,
+            "critic/score/mean": 0.4 + 0.01 * t,
+            "response_length/mean": 100.0 + t,
+            "response_length/max": 200.0 + 2.0 * t,
+            "response_length/min": 20.0,
+            "timing_s/step": 30.0 + t,
+            "timing_s/gen": 20.0,
+            "timing_s/update_actor": 8.0,
+            "training/filter_groups/evicted_samples": (i % 5) as f64,
+            "salvage/accepted_groups": 64.0,
+            "perf/max_memory_allocated_gb": {"rank0": 40.5, "rank1": 41.0},
+            "note": "text",
+        });
+        if i % 5 == 0 {
+            d["val-core/rmsweb/miniwob/reward/mean@1"] = serde_json::json!(0.3 + 0.02 * t);
+        }
+        s.push_str(&serde_json::json!({"step": i, "data": d}).to_string());
+        s.push('\n');
+    }
+    s
+}
+
+#[test]
+fn snapshot_verl_file_panels_gaps_and_pages() {
+    let data = tui::fixtures();
+    let runs = tempfile::tempdir().unwrap();
+    let dir = runs.path().join("rmsweb");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("salvage-ds.jsonl");
+    std::fs::write(&file, verl_metrics(30)).unwrap();
+    let mut app = open(data.path(), watching(&file));
+    let st = app.runs.snapshot();
+    let t = &st.runs[0];
+    assert_eq!(t.series.get("actor/pg_loss").unwrap().gaps(), 4);
+    assert_eq!(
+        t.series.latest("perf/max_memory_allocated_gb/rank1"),
+        Some(41.0)
+    );
+    assert_eq!(t.series.skipped(), ["note".to_string()]);
+    let s = snap(&mut app, runs.path());
+    for want in [
+        "pg loss",
+        "response length",
+        "timing (s)",
+        "groups",
+        "4 missing",
+    ] {
+        assert!(s.contains(want), "{want}:\n{s}");
+    }
+    assert!(s.contains("non-numeric keys not plotted: note"), "{s}");
+    insta::assert_snapshot!("runs_verl_file", s);
+    // The validation panel is past the first eight: `]` pages to it, `[` back.
+    if !s.contains("validation") {
+        press(&mut app, "]");
+        let s2 = snap(&mut app, runs.path());
+        assert!(
+            s2.contains("validation") && s2.contains("rmsweb/miniwob/reward/mean@1"),
+            "{s2}"
+        );
+        press(&mut app, "[");
+    }
+    assert_eq!(snap(&mut app, runs.path()), s);
+}
+
+#[test]
+fn a_watched_verl_file_is_waiting_until_verl_creates_it() {
+    let data = tui::fixtures();
+    let runs = tempfile::tempdir().unwrap();
+    let file = runs.path().join("rmsweb").join("salvage-ds.jsonl");
+    let mut app = open(data.path(), watching(&file));
+    let s = screen(&mut app);
+    assert!(s.contains("waiting for verl to start"), "{s}");
+    assert!(s.contains("waiting") && !s.contains("gone"), "{s}");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::write(&file, verl_metrics(3)).unwrap();
+    app.runs.poll_now();
+    let s = screen(&mut app);
+    assert!(
+        s.contains("response length") && !s.contains("waiting for verl"),
+        "{s}"
+    );
+    // Once seen, a folder that disappears is gone.
+    std::fs::remove_dir_all(file.parent().unwrap()).unwrap();
+    app.runs.poll_now();
+    assert!(screen(&mut app).contains("gone"));
+}
+
+#[test]
+fn the_monitor_detects_self_sharpening_in_any_stream_with_its_keys() {
+    let data = tui::fixtures();
+    let runs = tempfile::tempdir().unwrap();
+    let file = runs.path().join("verl.jsonl");
+    let wiggle = |i: u64| [0.0, 0.3, -0.2, 0.1, -0.3, 0.2][(i % 6) as usize];
+    let mut text = String::new();
+    for i in 0..30u64 {
+        let t = i as f64;
+        let d = serde_json::json!({
+            "salvage/logprob_gap": 1.0 + 0.1 * t + 0.02 * wiggle(i),
+            "salvage/logprob_wrong": -3.0,
+            "actor/ppo_kl": 1e-3 * (1.0 + 0.2 * t + 0.05 * wiggle(i + 1)),
+            "actor/pg_clipfrac": 0.02 + 0.01 * t + 0.002 * wiggle(i + 2),
+            "rollout_corr/rollout_log_ppl": 0.5 + 0.05 * t + 0.01 * wiggle(i + 3),
+            "critic/score/mean": 0.6 + 0.005 * wiggle(i + 4),
+        });
+        text.push_str(&serde_json::json!({"step": i + 1, "data": d}).to_string());
+        text.push('\n');
+    }
+    // The first 15 steps: the window (20) is not full yet.
+    let half: String = text.lines().take(15).map(|l| format!("{l}\n")).collect();
+    std::fs::write(&file, &half).unwrap();
+    let mut app = open(data.path(), watching(&file));
+    assert!(!screen(&mut app).contains("self-sharpening in"));
+    std::fs::write(&file, &text).unwrap();
+    app.runs.poll_now();
+    let s = screen(&mut app);
+    assert!(s.contains("self-sharpening in"), "{s}");
+    let st = app.runs.snapshot();
+    let w = &st.runs[0].sharpening;
+    assert_eq!(w.fed, 30);
+    assert_eq!(
+        w.alert.as_ref().map(|a| a.0),
+        Some(20),
+        "alerted when the window filled"
+    );
+}
+
+#[test]
+fn launch_form_kind_verl_starts_a_supervised_verl_run() {
+    use std::os::unix::fs::PermissionsExt;
+    let data = tui::fixtures();
+    let runs = tempfile::tempdir().unwrap();
+    let export = runs.path().join("export");
+    std::fs::create_dir_all(&export).unwrap();
+    // A stand-in run.sh: writes one metrics line where verl's file logger would.
+    std::fs::write(
+        export.join("run.sh"),
+        "#!/usr/bin/env bash\nprintf '{\"step\":1,\"data\":{\"critic/score/mean\":0.5}}\\n' > \"$VERL_FILE_LOGGER_PATH\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        export.join("run.sh"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    let mut app = open(
+        data.path(),
+        RunsOptions {
+            root: Some(runs.path().join("runs")),
+            binary: Some(PathBuf::from(env!("CARGO_BIN_EXE_rmsweb"))),
+            ..Default::default()
+        },
+    );
+    press(&mut app, "n");
+    app.handle_key(key(KeyCode::Left)); // kind: sft → verl
+    assert!(screen(&mut app).contains("gpus/node"));
+    app.handle_key(key(KeyCode::Tab));
+    app.handle_key(KeyEvent::new(KeyCode::Char('u'), KeyModifiers::CONTROL));
+    press(&mut app, &export.display().to_string());
+    app.handle_key(key(KeyCode::Enter));
+    let msg = app.shared.message.clone().unwrap_or_default();
+    assert!(msg.starts_with("launched"), "{msg}");
+    let metrics = app.runs.selected().unwrap().to_path_buf();
+    let dir = metrics.parent().unwrap().to_path_buf();
+    assert!(
+        dir.file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("verl-")
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        app.runs.poll_now();
+        let st = app.runs.snapshot();
+        let t = st.find(&metrics).expect("listed");
+        if t.state() == DisplayState::Finished && t.series.latest("critic/score/mean") == Some(0.5)
+        {
+            assert_eq!(t.kind(), Some("verl"));
+            break;
+        }
+        assert!(Instant::now() < deadline, "state {:?}", t.state());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(dir.join("metrics.attempt-1.jsonl").is_file());
+}

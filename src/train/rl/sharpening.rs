@@ -44,6 +44,28 @@ pub struct Signals {
     pub reward: f64,
 }
 
+impl Signals {
+    /// The signals of one metrics line (FORMATS.md keys: `salvage/logprob_gap`,
+    /// `actor/ppo_kl`, `actor/pg_clipfrac`, `rollout_corr/rollout_log_ppl`,
+    /// `critic/score/mean`), for a monitor reading any trainer's metrics (verl's
+    /// included); None unless all five are there. A `salvage/logprob_wrong` of exactly 0
+    /// means no wrong action was probed, so the gap is unknown (NaN, skipped).
+    pub fn from_metrics(get: impl Fn(&str) -> Option<f64>) -> Option<Signals> {
+        let gap = get("salvage/logprob_gap")?;
+        Some(Signals {
+            logprob_gap: if get("salvage/logprob_wrong") == Some(0.0) {
+                f64::NAN
+            } else {
+                gap
+            },
+            ppo_kl: get("actor/ppo_kl")?,
+            clipfrac: get("actor/pg_clipfrac")?,
+            rollout_log_ppl: get("rollout_corr/rollout_log_ppl")?,
+            reward: get("critic/score/mean")?,
+        })
+    }
+}
+
 /// Sliding-window detector.
 #[derive(Debug, Clone)]
 pub struct Detector {

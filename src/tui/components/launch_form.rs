@@ -1,9 +1,11 @@
 //! The launch form of the Runs tab (`n`): the key hyper-parameters of a new run.
 //! `Tab`/`↓` and `Shift-Tab`/`↑` move between fields, typing edits the field,
 //! `←`/`→` cycle the fields with fixed choices (kind, mode), `Ctrl-U` clears,
-//! `Enter` launches, `Esc` cancels.
+//! `Enter` launches, `Esc` cancels. Kind `verl` swaps the fields for a verl run's:
+//! the exported folder, nodes, GPUs per node, Ray address, mode, model, overrides.
 
 use crate::runs::launch::{LaunchSpec, MODES};
+use crate::runs::verl::VerlSpec;
 use crate::tui::theme::Theme;
 use crate::tui::widgets::text::line;
 use ratatui::Frame;
@@ -25,8 +27,31 @@ pub const FIELDS: [&str; 8] = [
     "overrides",
 ];
 
+/// The fields of kind `verl`, in the same slots.
+pub const VERL_FIELDS: [&str; 8] = [
+    "kind",
+    "export",
+    "nodes",
+    "gpus/node",
+    "ray addr",
+    "mode",
+    "model",
+    "overrides",
+];
+
+const VERL_HINTS: [&str; 8] = [
+    "sft | rl | verl  (←/→)",
+    "an `rmsweb export verl` folder (holds run.sh)",
+    "nodes (more than one needs the Ray address)",
+    "GPUs per node",
+    "Ray head HOST:PORT (empty: a local cluster on this node)",
+    "salvage-ds | anchor-free | dapo | grpo  (←/→)",
+    "SFT-merged checkpoint, a Hugging Face folder (empty: $MODEL)",
+    "more Hydra overrides: key=value key=value …",
+];
+
 const HINTS: [&str; 8] = [
-    "sft | rl  (←/→)",
+    "sft | rl | verl  (←/→)",
     "tiny | qwen3-lora (sft) · tiny | paper (rl)",
     "dataset folder",
     "optimizer steps (empty: the preset's)",
@@ -42,6 +67,7 @@ pub enum FormOutcome {
     Editing,
     Cancel,
     Launch(LaunchSpec),
+    LaunchVerl(VerlSpec),
 }
 
 /// The form's state.
@@ -51,30 +77,60 @@ pub struct LaunchForm {
     pub focus: usize,
     /// Why the last Enter did not launch.
     pub error: Option<String>,
+    /// The dataset the form started on (defaults when the kind changes).
+    dataset: std::path::PathBuf,
 }
 
 impl LaunchForm {
     /// A form with defaults: a short tiny SFT run on `dataset`.
     pub fn new(dataset: &std::path::Path) -> Self {
         LaunchForm {
-            values: [
-                "sft".into(),
-                "tiny".into(),
-                dataset.display().to_string(),
-                "200".into(),
-                String::new(),
-                "salvage-ds".into(),
-                String::new(),
-                String::new(),
-            ],
+            values: Self::defaults(dataset),
             focus: 0,
             error: None,
+            dataset: dataset.to_path_buf(),
         }
+    }
+
+    fn defaults(dataset: &std::path::Path) -> [String; 8] {
+        [
+            "sft".into(),
+            "tiny".into(),
+            dataset.display().to_string(),
+            "200".into(),
+            String::new(),
+            "salvage-ds".into(),
+            String::new(),
+            String::new(),
+        ]
+    }
+
+    fn verl_defaults(dataset: &std::path::Path) -> [String; 8] {
+        [
+            "verl".into(),
+            dataset.join("verl").display().to_string(),
+            "1".into(),
+            "8".into(),
+            String::new(),
+            "salvage-ds".into(),
+            String::new(),
+            String::new(),
+        ]
+    }
+
+    /// Whether the form describes a verl run.
+    pub fn is_verl(&self) -> bool {
+        self.values[0] == "verl"
+    }
+
+    /// The field names shown for the current kind.
+    pub fn fields(&self) -> [&'static str; 8] {
+        if self.is_verl() { VERL_FIELDS } else { FIELDS }
     }
 
     fn cycle(&mut self, forward: bool) {
         let choices: &[&str] = match self.focus {
-            0 => &["sft", "rl"],
+            0 => &["sft", "rl", "verl"],
             5 => &MODES,
             _ => return,
         };
@@ -88,10 +144,40 @@ impl LaunchForm {
         } else {
             (cur + n - 1) % n
         };
+        let was_verl = self.is_verl();
         self.values[self.focus] = choices[next].to_string();
         if self.focus == 0 {
-            self.values[1] = "tiny".into();
+            let kind = self.values[0].clone();
+            if kind == "verl" {
+                self.values = Self::verl_defaults(&self.dataset);
+            } else if was_verl {
+                self.values = Self::defaults(&self.dataset);
+                self.values[0] = kind;
+            } else {
+                self.values[1] = "tiny".into();
+            }
         }
+    }
+
+    /// The verl run the form describes, or what is wrong with it (naming the field).
+    pub fn verl_spec(&self) -> Result<VerlSpec, String> {
+        let v = |i: usize| self.values[i].trim();
+        let whole = |i: usize, name: &str| {
+            v(i).parse::<u32>()
+                .map_err(|_| format!("{name}: `{}` is not a whole number", v(i)))
+        };
+        let spec = VerlSpec {
+            export: PathBuf::from(v(1)),
+            nodes: whole(2, "nodes")?,
+            gpus_per_node: whole(3, "gpus per node")?,
+            ray_address: (!v(4).is_empty()).then(|| v(4).to_string()),
+            mode: v(5).to_string(),
+            model: (!v(6).is_empty()).then(|| PathBuf::from(v(6))),
+            overrides: v(7).split_whitespace().map(str::to_string).collect(),
+            ..Default::default()
+        };
+        spec.validate().map_err(|e| e.to_string())?;
+        Ok(spec)
     }
 
     /// The run the form describes, or what is wrong with it (naming the field).
@@ -136,6 +222,10 @@ impl LaunchForm {
         let n = FIELDS.len();
         match key.code {
             KeyCode::Esc => return FormOutcome::Cancel,
+            KeyCode::Enter if self.is_verl() => match self.verl_spec() {
+                Ok(s) => return FormOutcome::LaunchVerl(s),
+                Err(e) => self.error = Some(e),
+            },
             KeyCode::Enter => match self.spec() {
                 Ok(s) => return FormOutcome::Launch(s),
                 Err(e) => self.error = Some(e),
@@ -174,9 +264,10 @@ impl LaunchForm {
         );
         f.render_widget(Clear, r);
         let mut lines = Vec::new();
-        for (i, name) in FIELDS.iter().enumerate() {
+        let hints = if self.is_verl() { VERL_HINTS } else { HINTS };
+        for (i, name) in self.fields().iter().enumerate() {
             let focused = i == self.focus;
-            let disabled = i == 5 && self.values[0] != "rl";
+            let disabled = i == 5 && self.values[0] == "sft";
             let value_style = if disabled {
                 th.dim()
             } else if focused {
@@ -196,7 +287,7 @@ impl LaunchForm {
             }
             lines.push(Line::from(spans));
             lines.push(Line::from(Span::styled(
-                format!("{:>11} {}", "", HINTS[i]),
+                format!("{:>11} {}", "", hints[i]),
                 th.dim(),
             )));
         }
@@ -246,5 +337,44 @@ mod tests {
         assert_eq!(s.mode.as_deref(), Some("salvage-ds"));
         assert_eq!(s.sets, vec!["seed=3", "epochs=2"]);
         assert_eq!(f.handle_key(key(KeyCode::Esc)), FormOutcome::Cancel);
+    }
+
+    #[test]
+    fn kind_verl_swaps_the_fields_and_checks_them() {
+        let d = tempfile::tempdir().unwrap();
+        let mut f = LaunchForm::new(d.path());
+        f.handle_key(key(KeyCode::Left));
+        assert!(f.is_verl());
+        assert_eq!(f.fields()[1], "export");
+        // No export there yet: Enter names the field.
+        assert_eq!(f.handle_key(key(KeyCode::Enter)), FormOutcome::Editing);
+        assert!(
+            f.error.as_deref().unwrap().starts_with("export"),
+            "{:?}",
+            f.error
+        );
+        std::fs::create_dir_all(d.path().join("verl")).unwrap();
+        std::fs::write(d.path().join("verl/run.sh"), "exit 0\n").unwrap();
+        f.values[2] = "2".into();
+        f.handle_key(key(KeyCode::Enter));
+        assert!(f.error.as_deref().unwrap().starts_with("ray address"));
+        f.values[4] = "10.0.0.1:6379".into();
+        f.values[7] = "trainer.total_training_steps=3".into();
+        let FormOutcome::LaunchVerl(s) = f.handle_key(key(KeyCode::Enter)) else {
+            panic!("{:?}", f.error)
+        };
+        assert_eq!(
+            (s.nodes, s.gpus_per_node, s.mode.as_str()),
+            (2, 8, "salvage-ds")
+        );
+        assert_eq!(s.overrides, vec!["trainer.total_training_steps=3"]);
+        f.values[3] = "x".into();
+        assert!(f.verl_spec().unwrap_err().starts_with("gpus per node"));
+        // Back to sft: the run form's own fields return.
+        f.focus = 0;
+        f.handle_key(key(KeyCode::Right));
+        assert_eq!(f.values[0], "sft");
+        assert_eq!(f.values[1], "tiny");
+        assert_eq!(f.fields()[1], "preset");
     }
 }

@@ -19,7 +19,7 @@ use crate::runs::tail::TailState;
 use crate::tui::action::Action;
 use crate::tui::shared::Shared;
 use crate::tui::theme::Theme;
-use crate::tui::widgets::chart::{self, PANELS, PlotLine, View, fmt_num};
+use crate::tui::widgets::chart::{self, PANELS, PREFIX_PANELS, PlotLine, View, fmt_num};
 use crate::tui::widgets::text::{line, trunc};
 use ratatui::Frame;
 use ratatui::crossterm::event::{KeyCode, KeyEvent};
@@ -86,6 +86,10 @@ pub struct RunsView {
     /// The list filter (`/`): a case-insensitive substring of id, kind, preset,
     /// mode or state.
     filter: String,
+    /// Which page of chart panels is shown (`[`/`]`), and how many there were at the
+    /// last draw.
+    panel_page: usize,
+    panel_pages: usize,
 }
 
 impl Default for RunsView {
@@ -128,6 +132,8 @@ impl RunsView {
             form: None,
             confirm: None,
             filter: String::new(),
+            panel_page: 0,
+            panel_pages: 1,
         }
     }
 
@@ -226,16 +232,18 @@ impl RunsView {
         st.find(sel).cloned()
     }
 
-    fn launch(&mut self, spec: &crate::runs::LaunchSpec) -> Result<String, String> {
+    fn launch(&mut self, what: &FormOutcome) -> Result<String, String> {
         let root = self
             .opts
             .root
             .clone()
             .ok_or_else(|| "no runs folder: start the workbench with --runs DIR".to_string())?;
-        let (dir, pid) = self
-            .launcher
-            .launch(spec, &root)
-            .map_err(|e| format!("{e:#}"))?;
+        let (dir, pid) = match what {
+            FormOutcome::Launch(spec) => self.launcher.launch(spec, &root),
+            FormOutcome::LaunchVerl(spec) => self.launcher.launch_verl(spec, &root),
+            FormOutcome::Editing | FormOutcome::Cancel => return Err("nothing to launch".into()),
+        }
+        .map_err(|e| format!("{e:#}"))?;
         self.selected = Some(dir.join("metrics.jsonl"));
         self.poll_now();
         Ok(format!("launched {} (pid {pid})", dir.display()))
@@ -365,6 +373,12 @@ fn state_style(
         (DisplayState::Unknown, Some(ChildState::Running)) => {
             return ("starting".into(), th.good());
         }
+        (DisplayState::Unknown, None)
+            if matches!(t.tail, TailState::Missing | TailState::Waiting) =>
+        {
+            // A watched file whose trainer (verl) has not created it yet.
+            return ("waiting".into(), th.dim());
+        }
         (DisplayState::Unknown, Some(ChildState::Exited(c))) => {
             return (format!("exit {c}"), th.bad());
         }
@@ -435,18 +449,20 @@ impl Component for RunsView {
                     self.form = None;
                     None
                 }
-                FormOutcome::Launch(spec) => match self.launch(&spec) {
-                    Ok(m) => {
-                        self.form = None;
-                        Some(Action::Message(m))
-                    }
-                    Err(e) => {
-                        if let Some(f) = &mut self.form {
-                            f.error = Some(e);
+                o @ (FormOutcome::Launch(_) | FormOutcome::LaunchVerl(_)) => {
+                    match self.launch(&o) {
+                        Ok(m) => {
+                            self.form = None;
+                            Some(Action::Message(m))
                         }
-                        None
+                        Err(e) => {
+                            if let Some(f) = &mut self.form {
+                                f.error = Some(e);
+                            }
+                            None
+                        }
                     }
-                },
+                }
             };
         }
         let state = Arc::clone(&self.state);
@@ -493,6 +509,22 @@ impl Component for RunsView {
             KeyCode::Char(' ') => {
                 self.toggle_mark();
                 return None;
+            }
+            KeyCode::Char(']') => {
+                self.panel_page = (self.panel_page + 1).min(self.panel_pages.saturating_sub(1));
+                format!(
+                    "panels page {} of {}",
+                    self.panel_page + 1,
+                    self.panel_pages
+                )
+            }
+            KeyCode::Char('[') => {
+                self.panel_page = self.panel_page.saturating_sub(1);
+                format!(
+                    "panels page {} of {}",
+                    self.panel_page + 1,
+                    self.panel_pages
+                )
             }
             KeyCode::Char('o') => {
                 let dir = self.selected()?.parent()?.to_path_buf();
@@ -565,7 +597,14 @@ impl Component for RunsView {
         self.draw_charts(f, charts_a, &plotted, &th);
         let [info_a, log_a] =
             Layout::horizontal([Constraint::Length(44), Constraint::Min(10)]).areas(bottom_a);
-        draw_info(f, info_a, sel, self.view(), &th);
+        draw_info(
+            f,
+            info_a,
+            sel,
+            self.view(),
+            (self.panel_page, self.panel_pages),
+            &th,
+        );
         draw_log(f, log_a, sel, &th);
         if let Some(form) = &self.form {
             form.draw(f, area, &th);
@@ -694,19 +733,59 @@ impl RunsView {
         f.render_widget(table, area);
     }
 
-    fn draw_charts(&self, f: &mut Frame, area: Rect, plotted: &[&Track], th: &Theme) {
+    /// The panels with data for the plotted runs: the fixed ones, then those whose
+    /// keys are found by prefix (validation scores).
+    fn panels(&self, plotted: &[&Track], th: &Theme) -> Vec<PanelView> {
+        let mut defs: Vec<(String, Vec<String>, Vec<String>)> = PANELS
+            .iter()
+            .map(|p| {
+                let labels = (0..p.keys.len())
+                    .map(|i| {
+                        p.labels
+                            .get(i)
+                            .copied()
+                            .unwrap_or_else(|| short_key(p.keys[i]))
+                            .to_string()
+                    })
+                    .collect();
+                (
+                    p.title.to_string(),
+                    p.keys.iter().map(|k| k.to_string()).collect(),
+                    labels,
+                )
+            })
+            .collect();
+        for (title, prefix, most) in PREFIX_PANELS {
+            let mut keys: Vec<String> = plotted
+                .iter()
+                .flat_map(|t| t.series.keys().map(|(k, _)| k.clone()))
+                .filter(|k| k.starts_with(prefix))
+                .collect();
+            keys.sort();
+            keys.dedup();
+            keys.truncate(most);
+            if !keys.is_empty() {
+                let labels = keys
+                    .iter()
+                    .map(|k| trunc(k.trim_start_matches(prefix), 28))
+                    .collect();
+                defs.push((title.to_string(), keys, labels));
+            }
+        }
         let view = self.view();
         let colors = palette(th);
         let overlay = plotted.len() > 1;
-        let mut panels: Vec<(Line<'static>, Option<String>, Vec<PlotLine>)> = Vec::new();
-        for p in PANELS {
+        let mut panels = Vec::new();
+        for (title, keys, labels) in defs {
             let mut lines = Vec::new();
             let mut present = Vec::new();
+            let mut gaps = 0u64;
             for (ri, t) in plotted.iter().enumerate() {
-                for (ki, k) in p.keys.iter().enumerate() {
+                for (ki, k) in keys.iter().enumerate() {
                     let Some(s) = t.series.get(k) else { continue };
-                    let pts = chart::plot_points(s, view);
-                    if pts.is_empty() {
+                    gaps += s.gaps();
+                    let segments = chart::plot_segments(s, view);
+                    if segments.is_empty() {
                         continue;
                     }
                     if !present.contains(&ki) {
@@ -719,19 +798,21 @@ impl RunsView {
                     } else {
                         (ki, Marker::Braille)
                     };
-                    lines.push(PlotLine {
-                        color: colors[ci % colors.len()],
-                        marker,
-                        points: pts,
-                    });
+                    for points in segments {
+                        lines.push(PlotLine {
+                            color: colors[ci % colors.len()],
+                            marker,
+                            points,
+                        });
+                    }
                 }
             }
             if lines.is_empty() {
                 continue;
             }
-            let mut spans = vec![Span::styled(format!(" {} ", p.title), th.label())];
+            let mut spans = vec![Span::styled(format!(" {} ", line(&title)), th.label())];
             let mut bottom = None;
-            if p.title == "gates" {
+            if title == "gates" {
                 // The counts of the latest step, per plotted run.
                 let counts: Vec<String> = plotted
                     .iter()
@@ -751,42 +832,69 @@ impl RunsView {
                 // The latest raw values, in the keys' order.
                 let latest: Vec<String> = present
                     .iter()
-                    .filter_map(|&ki| t.series.latest(p.keys[ki]).map(fmt_num))
+                    .filter_map(|&ki| t.series.latest(&keys[ki]).map(fmt_num))
                     .collect();
                 bottom = Some(format!(" now {} ", latest.join(" · ")));
             }
-            if p.keys.len() > 1 || overlay {
+            if gaps > 0 {
+                let text = format!("{gaps} missing ");
+                bottom = Some(match bottom {
+                    Some(b) => format!("{b}· {text}"),
+                    None => format!(" {text}"),
+                });
+            }
+            if keys.len() > 1 || overlay {
                 for ki in present {
-                    let label = p
-                        .labels
-                        .get(ki)
-                        .copied()
-                        .unwrap_or_else(|| short_key(p.keys[ki]));
+                    let label = &labels[ki];
                     let span = if overlay {
                         Span::styled(
-                            format!("{}{label} ", KEY_MARKERS[ki % KEY_MARKERS.len()].1),
+                            format!("{}{} ", KEY_MARKERS[ki % KEY_MARKERS.len()].1, line(label)),
                             th.text(),
                         )
                     } else {
                         Span::styled(
-                            format!("━{label} "),
+                            format!("━{} ", line(label)),
                             ratatui::style::Style::default().fg(colors[ki % colors.len()]),
                         )
                     };
                     spans.push(span);
                 }
             }
-            panels.push((Line::from(spans), bottom, lines));
-            if panels.len() == MAX_PANELS {
-                break;
-            }
+            panels.push(PanelView {
+                title: Line::from(spans),
+                bottom,
+                lines,
+            });
         }
+        panels
+    }
+
+    fn draw_charts(&mut self, f: &mut Frame, area: Rect, plotted: &[&Track], th: &Theme) {
+        let view = self.view();
+        let colors = palette(th);
+        let overlay = plotted.len() > 1;
+        let all = self.panels(plotted, th);
+        let pages = all.len().div_ceil(MAX_PANELS).max(1);
+        self.panel_page = self.panel_page.min(pages - 1);
+        self.panel_pages = pages;
+        let panels: Vec<&PanelView> = all
+            .iter()
+            .skip(self.panel_page * MAX_PANELS)
+            .take(MAX_PANELS)
+            .collect();
         if panels.is_empty() {
             let what = match plotted.first() {
                 None => "select a run".to_string(),
                 Some(t) => match (t.vanished, t.tail) {
                     (true, _) | (_, TailState::Vanished) => "the run's files are gone".into(),
-                    (_, TailState::Missing) => "its folder does not exist".into(),
+                    (_, TailState::Missing) => format!(
+                        "waiting for verl to start: {} does not exist yet (verl creates \
+                         <project>/ when its file logger starts)",
+                        line(&t.info.dir.display().to_string())
+                    ),
+                    _ if t.kind() == Some("verl") => {
+                        "waiting for verl to start (no metrics yet)".into()
+                    }
                     _ => "no metrics yet (waiting for metrics.jsonl)".into(),
                 },
             };
@@ -823,15 +931,37 @@ impl RunsView {
             let cells =
                 Layout::horizontal(vec![Constraint::Ratio(1, cols as u32); cols]).split(*row_area);
             for (c, cell) in cells.iter().enumerate() {
-                if let Some((title, bottom, lines)) = panels.get(r * cols + c) {
-                    chart::draw_panel(f, *cell, title.clone(), bottom.as_deref(), lines, view, th);
+                if let Some(p) = panels.get(r * cols + c) {
+                    chart::draw_panel(
+                        f,
+                        *cell,
+                        p.title.clone(),
+                        p.bottom.as_deref(),
+                        &p.lines,
+                        view,
+                        th,
+                    );
                 }
             }
         }
     }
 }
 
-fn draw_info(f: &mut Frame, area: Rect, t: Option<&Track>, view: View, th: &Theme) {
+/// One chart panel ready to draw.
+struct PanelView {
+    title: Line<'static>,
+    bottom: Option<String>,
+    lines: Vec<PlotLine>,
+}
+
+fn draw_info(
+    f: &mut Frame,
+    area: Rect,
+    t: Option<&Track>,
+    view: View,
+    (page, pages): (usize, usize),
+    th: &Theme,
+) {
     let block = pane("Run", false, th);
     let Some(t) = t else {
         f.render_widget(block, area);
@@ -850,10 +980,15 @@ fn draw_info(f: &mut Frame, area: Rect, t: Option<&Track>, view: View, th: &Them
         kv(
             "view",
             format!(
-                "x {} · EMA {} · {}",
+                "x {} · EMA {} · {}{}",
                 if view.wall { "wall time" } else { "step" },
                 view.ema,
-                if view.log { "log" } else { "linear" }
+                if view.log { "log" } else { "linear" },
+                if pages > 1 {
+                    format!(" · panels {}/{pages} ([ ])", page + 1)
+                } else {
+                    String::new()
+                }
             ),
         ),
     ];
@@ -871,6 +1006,39 @@ fn draw_info(f: &mut Frame, area: Rect, t: Option<&Track>, view: View, th: &Them
             tail
         },
     ));
+    let gaps = t.series.gaps();
+    let skipped = t.series.skipped();
+    if gaps > 0 || !skipped.is_empty() {
+        let mut v = Vec::new();
+        if gaps > 0 {
+            v.push(format!("{gaps} missing values (null/NaN, drawn as gaps)"));
+        }
+        if !skipped.is_empty() {
+            v.push(format!(
+                "{} non-numeric keys not plotted: {}",
+                skipped.len(),
+                skipped.join(", ")
+            ));
+        }
+        lines.push(Line::from(Span::styled(
+            trunc(&line(&v.join(" · ")), w + 10),
+            th.dim(),
+        )));
+    }
+    if t.sharpening.fed > 0 {
+        lines.push(kv(
+            "detector",
+            format!(
+                "self-sharpening: {} over {} steps",
+                if t.sharpening.flagged {
+                    "FLAGGED"
+                } else {
+                    "quiet"
+                },
+                t.sharpening.fed
+            ),
+        ));
+    }
     if let Some(m) = &t.last_malformed {
         lines.push(Line::from(Span::styled(
             trunc(&format!("⚠ {} bad lines, last {m}", t.malformed), w + 10),

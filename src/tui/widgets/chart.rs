@@ -20,7 +20,7 @@ pub struct Panel {
 }
 
 /// Every panel, in the order shown; only panels with data are drawn.
-pub const PANELS: [Panel; 9] = [
+pub const PANELS: [Panel; 13] = [
     Panel {
         title: "gates",
         keys: &[
@@ -77,7 +77,49 @@ pub const PANELS: [Panel; 9] = [
         keys: &["actor/lr"],
         labels: &["lr"],
     },
+    Panel {
+        title: "pg loss",
+        keys: &["actor/pg_loss"],
+        labels: &["pg"],
+    },
+    Panel {
+        title: "response length",
+        keys: &[
+            "response_length/mean",
+            "response_length/max",
+            "response_length/min",
+        ],
+        labels: &["mean", "max", "min"],
+    },
+    Panel {
+        title: "timing (s)",
+        keys: &[
+            "timing_s/step",
+            "timing_s/gen",
+            "timing_s/old_log_prob",
+            "timing_s/ref",
+            "timing_s/update_actor",
+            "perf/step_s",
+        ],
+        labels: &["step", "gen", "old_lp", "ref", "update", "step_s"],
+    },
+    Panel {
+        title: "groups",
+        keys: &[
+            "salvage/accepted_groups",
+            "salvage/salvage_groups",
+            "training/filter_groups/evicted_samples",
+            "training/filter_groups/discarded_surplus_samples",
+            "train/num_gen_batches",
+        ],
+        labels: &["accepted", "salvage", "evicted", "surplus", "gen batches"],
+    },
 ];
+
+/// Panels whose keys are found by prefix (their names carry the data source):
+/// title, prefix and the most keys drawn. verl logs validation scores as
+/// `val-core/<data_source>/<reward key>/mean@N`.
+pub const PREFIX_PANELS: [(&str, &str, usize); 1] = [("validation", "val-core/", 4)];
 
 /// How series are shown.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -110,6 +152,50 @@ pub fn plot_points(s: &Series, view: View) -> Vec<(f64, f64)> {
             Some((x, y))
         })
         .collect()
+}
+
+/// [`plot_points`] split where values were missing (null, NaN): one run of points
+/// per unbroken stretch, so the chart shows a gap instead of bridging it.
+pub fn plot_segments(s: &Series, view: View) -> Vec<Vec<(f64, f64)>> {
+    let segments = s.segments();
+    if segments.len() <= 1 {
+        let pts = plot_points(s, view);
+        return if pts.is_empty() {
+            Vec::new()
+        } else {
+            vec![pts]
+        };
+    }
+    // EMA runs over the whole series (as unbroken), then the line is cut.
+    let all = plot_points(s, view);
+    if view.log {
+        // Points without a logarithm were left out: cut by step instead of index.
+        let mut out = Vec::new();
+        for seg in &segments {
+            let (lo, hi) = (seg[0], seg[seg.len() - 1]);
+            let pick = |p: &crate::runs::series::Point| if view.wall { p.wall } else { p.step };
+            let (a, b) = (pick(&lo), pick(&hi));
+            let part: Vec<(f64, f64)> = all
+                .iter()
+                .copied()
+                .filter(|(x, _)| *x >= a && *x <= b)
+                .collect();
+            if !part.is_empty() {
+                out.push(part);
+            }
+        }
+        return out;
+    }
+    let mut out = Vec::new();
+    let mut i = 0;
+    for seg in &segments {
+        let part: Vec<(f64, f64)> = all.iter().skip(i).take(seg.len()).copied().collect();
+        i += seg.len();
+        if !part.is_empty() {
+            out.push(part);
+        }
+    }
+    out
 }
 
 /// A short number for an axis or a list: 3 significant digits, exponent form for
