@@ -144,6 +144,7 @@ fn build_corpus(dir: &Path, tasks: usize) -> Dataset {
                     },
                     result: vec![ActionResult::default()],
                     timing: None,
+                    ..Default::default()
                 })
                 .collect();
             let mut tr = Trajectory {

@@ -63,6 +63,7 @@ fn generate(root: &Path, tasks: usize) {
                     },
                     result: vec![ActionResult::default()],
                     timing: None,
+                    ..Default::default()
                 })
                 .collect();
             let traj = Trajectory {

@@ -8,7 +8,8 @@ mod scan;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-/// Every canonical action name (Browser Use 0.8+).
+/// Every canonical action name (Browser Use 0.8+, with 0.13's page tools and file
+/// system after `done`).
 pub const CANONICAL_NAMES: &[&str] = &[
     "navigate",
     "search",
@@ -26,6 +27,14 @@ pub const CANONICAL_NAMES: &[&str] = &[
     "upload_file",
     "find_text",
     "done",
+    "search_page",
+    "find_elements",
+    "evaluate",
+    "write_file",
+    "replace_file",
+    "read_file",
+    "screenshot",
+    "save_as_pdf",
 ];
 
 /// One action in canonical JSON form: `{"name": "click", "params": {"index": 12}}`.
@@ -88,6 +97,20 @@ impl Action {
             "scroll" => self.int_param("index"),
             _ => None,
         }
+    }
+
+    /// The viewport point of a coordinate click (`click {coordinate_x, coordinate_y}`,
+    /// offered by Browser Use 0.13 to some models), when the action is one.
+    pub fn point(&self) -> Option<(f64, f64)> {
+        if self.name != "click" {
+            return None;
+        }
+        let num = |k: &str| match self.params.get(k)? {
+            Value::Number(n) => n.as_f64(),
+            Value::String(s) => s.trim().parse().ok(),
+            _ => None,
+        };
+        Some((num("coordinate_x")?, num("coordinate_y")?))
     }
 
     /// True for actions that do not move the task forward by themselves
@@ -239,6 +262,24 @@ mod tests {
         assert_eq!(c.action.name, "drag_and_drop");
         assert_eq!(c.action.params["to"], json!(2));
         assert!(c.warning.unwrap().contains("drag_and_drop"));
+    }
+
+    #[test]
+    fn browser_use_0_13_names_are_canonical_and_coordinate_clicks_have_a_point() {
+        for name in [
+            "search_page",
+            "find_elements",
+            "evaluate",
+            "write_file",
+            "save_as_pdf",
+        ] {
+            let c = canonicalize(name, &json!({}));
+            assert!(c.warning.is_none() && c.action.is_known(), "{name}");
+        }
+        let click = Action::new("click", json!({"coordinate_x": 120, "coordinate_y": "60"}));
+        assert_eq!(click.point(), Some((120.0, 60.0)));
+        assert_eq!(click.target_index(), None);
+        assert_eq!(Action::new("click", json!({"index": 3})).point(), None);
     }
 
     #[test]

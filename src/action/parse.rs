@@ -358,6 +358,12 @@ pub fn positional_params(name: &str) -> &'static [&'static str] {
             "upload_file" => &["index", "path"],
             "find_text" => &["text"],
             "done" => &["text", "success"],
+            "search_page" => &["pattern"],
+            "find_elements" => &["selector"],
+            "evaluate" => &["code"],
+            "write_file" => &["file_name", "content"],
+            "replace_file" => &["file_name", "old_str", "new_str"],
+            "read_file" => &["file_name"],
             _ => &[],
         },
     }
@@ -382,7 +388,7 @@ pub fn canonical_name(name: &str) -> Option<&'static str> {
         "upload_file" | "upload_file_to_element" => "upload_file",
         "find_text" | "scroll_to_text" => "find_text",
         "done" => "done",
-        _ => return None,
+        _ => return super::CANONICAL_NAMES.iter().copied().find(|c| *c == name),
     })
 }
 

@@ -53,6 +53,9 @@ pub fn check(t: &Trajectory, cfg: &FilterConfig) -> Result<usize, Rejection> {
         return Err(Rejection::new("not_success", "the attempt failed".into()));
     }
     for (i, s) in t.steps.iter().enumerate() {
+        if !s.is_model_step() {
+            continue;
+        }
         if s.state.url.is_empty() && s.state.elements.is_empty() && s.state.dom_text.is_empty() {
             return Err(Rejection::new(
                 "missing_state",
@@ -75,7 +78,7 @@ pub fn check(t: &Trajectory, cfg: &FilterConfig) -> Result<usize, Rejection> {
         }
     }
     check_loops(t, cfg)?;
-    let effective = t.steps.iter().filter(|s| is_effective(s)).count();
+    let effective = t.model_steps().filter(|s| is_effective(s)).count();
     if effective < cfg.min_effective_steps {
         return Err(Rejection::new(
             "too_short",
@@ -118,7 +121,11 @@ fn action_is_well_formed(a: &Action) -> Result<(), String> {
             .ok_or_else(|| format!("lacks a text `{k}`"))
     };
     match a.name.as_str() {
-        "click" | "dropdown_options" => need_int("index"),
+        "click" if a.point().is_some() => Ok(()),
+        "click" => {
+            need_int("index").map_err(|e| format!("{e} (or `coordinate_x` and `coordinate_y`)"))
+        }
+        "dropdown_options" => need_int("index"),
         "input" | "select_dropdown" => need_int("index").and(need_str("text")),
         "upload_file" => need_int("index").and(need_str("path")),
         "navigate" => need_str("url"),
@@ -131,7 +138,15 @@ fn action_is_well_formed(a: &Action) -> Result<(), String> {
             .get("tab_id")
             .map(|_| ())
             .ok_or_else(|| "lacks `tab_id`".to_string()),
-        "scroll" | "go_back" | "wait" | "done" => Ok(()),
+        "search_page" => need_str("pattern"),
+        "find_elements" => need_str("selector"),
+        "evaluate" => need_str("code"),
+        "write_file" => need_str("file_name").and(need_str("content")),
+        "replace_file" => need_str("file_name")
+            .and(need_str("old_str"))
+            .and(need_str("new_str")),
+        "read_file" => need_str("file_name"),
+        "scroll" | "go_back" | "wait" | "done" | "screenshot" | "save_as_pdf" => Ok(()),
         other => Err(format!("is not a known action (`{other}`)")),
     }
 }
@@ -153,16 +168,22 @@ fn step_key(s: &Step) -> u64 {
 }
 
 fn check_loops(t: &Trajectory, cfg: &FilterConfig) -> Result<(), Rejection> {
-    let keys: Vec<u64> = t.steps.iter().map(step_key).collect();
+    // Harness steps are not decisions; loops are looked for among model steps (the
+    // positions named are those of `t.steps`).
+    let model: Vec<usize> = (0..t.steps.len())
+        .filter(|&i| t.steps[i].is_model_step())
+        .collect();
+    let keys: Vec<u64> = model.iter().map(|&i| step_key(&t.steps[i])).collect();
     let n = cfg.repeat_limit.max(2);
     for (i, w) in keys.windows(n).enumerate() {
         if w.iter().all(|k| *k == w[0]) {
             return Err(Rejection::new(
                 "repeated_action",
                 format!(
-                    "steps {i}..{}: {} repeated {n} times on the same state",
-                    i + n - 1,
-                    action_label(&t.steps[i])
+                    "steps {}..{}: {} repeated {n} times on the same state",
+                    model[i],
+                    model[i + n - 1],
+                    action_label(&t.steps[model[i]])
                 ),
             ));
         }
@@ -172,10 +193,11 @@ fn check_loops(t: &Trajectory, cfg: &FilterConfig) -> Result<(), Rejection> {
             return Err(Rejection::new(
                 "abab_cycle",
                 format!(
-                    "steps {i}..{}: {} and {} alternate",
-                    i + 3,
-                    action_label(&t.steps[i]),
-                    action_label(&t.steps[i + 1])
+                    "steps {}..{}: {} and {} alternate",
+                    model[i],
+                    model[i + 3],
+                    action_label(&t.steps[model[i]]),
+                    action_label(&t.steps[model[i + 1]])
                 ),
             ));
         }
@@ -225,6 +247,7 @@ mod tests {
                     },
                     result: vec![],
                     timing: None,
+                    ..Default::default()
                 })
                 .collect(),
         }

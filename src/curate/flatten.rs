@@ -114,9 +114,12 @@ pub fn flatten_trajectory(
 ) -> Vec<Sample> {
     let mut prompt = opts.prompt.clone();
     prompt.vision = false;
-    let max_steps = opts.max_steps.max(t.steps.len());
+    let max_steps = opts.max_steps.max(t.model_steps().count());
     let mut out = Vec::new();
     for (i, step) in t.steps.iter().enumerate() {
+        if !step.is_model_step() {
+            continue;
+        }
         let rendered = render(
             &PromptInput {
                 instruction,
@@ -351,6 +354,7 @@ mod tests {
             output: Default::default(),
             result: Vec::new(),
             timing: None,
+            ..Default::default()
         };
         let short = extraction_prompt("find it", "the price", &step, 500);
         assert!(

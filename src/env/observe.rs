@@ -64,6 +64,7 @@ impl Observation {
             screenshot,
             memory: memory.to_string(),
             progress: 0.0,
+            ..State::default()
         }
     }
 }

@@ -282,6 +282,7 @@ pub fn run_episode(
                 start,
                 end: now_s(),
             }),
+            ..Default::default()
         });
         if env.reward()?.done {
             break;
@@ -325,6 +326,7 @@ pub fn run_episode(
             judge: Some("miniwob-page".into()),
             reason: Some(reason.clone()),
             final_answer,
+            ..Default::default()
         },
         steps,
     };

@@ -232,7 +232,13 @@ pub fn evaluate_pair(
     let mut furthest: Option<Verdict> = None;
 
     for i in (0..n_cand).rev() {
+        if !s.steps[i].is_model_step() {
+            continue;
+        }
         for j in (0..l.steps.len()).rev() {
+            if !l.steps[j].is_model_step() {
+                continue;
+            }
             let (sv, lv) = (&success.views[i], &loc.views[j]);
             let al = align(sv, lv, &cfg.weights);
             let target = s.steps[i].output.actions.first();

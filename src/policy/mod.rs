@@ -8,9 +8,15 @@
 //! - [`local`]: the local candle model ([`crate::model::LocalModelPolicy`]) as a
 //!   policy: the same renderer (its tokenizer as the [`prompt::TokenCounter`]) and the
 //!   same parse contract as [`chat::ChatPolicy`].
+//! - [`browser_use`]: the `browser-use` prompt format, Browser Use 0.13's message
+//!   layout, chosen with [`prompt::PromptOptions::format`] ([`format::PromptFormat`]);
+//!   [`observation`] holds what both formats show besides elements.
 
+pub mod browser_use;
 pub mod chat;
+pub mod format;
 pub mod local;
+pub mod observation;
 pub mod prompt;
 pub mod scripted;
 

@@ -20,7 +20,7 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 /// Version of the rendered prompt format; recorded by every sample built from it.
-pub const PROMPT_FORMAT_VERSION: &str = "rmsweb-prompt/1";
+pub const PROMPT_FORMAT_VERSION: &str = "rmsweb-prompt/2";
 
 /// Default total token budget of a prompt.
 pub const DEFAULT_TOKEN_BUDGET: usize = 6000;
@@ -71,6 +71,9 @@ pub struct PromptOptions {
     pub vision: bool,
     /// Most recent history steps shown.
     pub max_history: usize,
+    /// Which prompt format [`render`] writes (this module's, or Browser Use's
+    /// layout, [`super::browser_use`]).
+    pub format: super::format::PromptFormat,
 }
 
 impl Default for PromptOptions {
@@ -79,6 +82,7 @@ impl Default for PromptOptions {
             token_budget: DEFAULT_TOKEN_BUDGET,
             vision: false,
             max_history: 8,
+            format: Default::default(),
         }
     }
 }
@@ -150,7 +154,7 @@ pub fn system_prompt() -> String {
 }
 
 /// Lower-case words of at least two characters, without a few stop words.
-fn words(text: &str) -> BTreeSet<String> {
+pub(crate) fn words(text: &str) -> BTreeSet<String> {
     const STOP: &[&str] = &[
         "the", "and", "a", "an", "to", "of", "on", "in", "into", "for", "then", "click", "select",
         "enter", "press", "button", "field", "text", "from", "with", "is", "it", "by", "or", "be",
@@ -325,6 +329,7 @@ fn user_text(
     elements: &str,
     total: usize,
     shown: usize,
+    page_text: &str,
 ) -> String {
     let state = input.state;
     let mut s = format!(
@@ -350,14 +355,24 @@ fn user_text(
         s.push_str(&format!("<memory>\n{}\n</memory>\n", clean_line(memory)));
     }
     s.push_str(&format!(
-        "<browser_state>\nStep {} of at most {}.\nURL: {}\nTitle: {}\nInteractive elements ({} of {} shown):\n{}</browser_state>\n",
+        "<browser_state>\nStep {} of at most {}.\nURL: {}\nTitle: {}\n",
         input.history.len() + 1,
         input.max_steps,
         clean_line(&state.url),
         clean_line(&state.title),
-        shown,
-        total,
-        elements
+    ));
+    let tabs = super::observation::tab_lines(state);
+    if !tabs.is_empty() {
+        s.push_str(&format!("Tabs:\n{tabs}"));
+    }
+    if let Some(scroll) = super::observation::scroll_text(state) {
+        s.push_str(&format!("Scroll: {scroll}\n"));
+    }
+    if !page_text.is_empty() {
+        s.push_str(&format!("Page text:\n{page_text}\n"));
+    }
+    s.push_str(&format!(
+        "Interactive elements ({shown} of {total} shown):\n{elements}</browser_state>\n"
     ));
     s
 }
@@ -368,14 +383,37 @@ pub fn render(
     opts: &PromptOptions,
     counter: &dyn TokenCounter,
 ) -> RenderedPrompt {
+    if opts.format == super::format::PromptFormat::BrowserUse {
+        return super::browser_use::render(input, opts, counter);
+    }
     let system = system_prompt();
     let elements = &input.state.elements;
     let mut max_history = opts.max_history;
     let mut history = history_text(input.history, max_history);
+    // Page text outside the elements takes at most a quarter of what the element
+    // list could have, the lines the task is about first.
+    let page_text = {
+        let bare =
+            counter.count(&system) + counter.count(&user_text(input, &history, "", 0, 0, ""));
+        let room = opts.token_budget.saturating_sub(bare) as f64;
+        super::observation::fit_page_text(
+            &input.state.page_text,
+            input.instruction,
+            (room * super::observation::PAGE_TEXT_SHARE) as usize,
+            counter,
+        )
+    };
     // The fixed part: everything but the element lines.
     let fixed = |h: &str| {
         counter.count(&system)
-            + counter.count(&user_text(input, h, "", elements.len(), elements.len()))
+            + counter.count(&user_text(
+                input,
+                h,
+                "",
+                elements.len(),
+                elements.len(),
+                &page_text,
+            ))
     };
     while fixed(&history) > opts.token_budget / 2 && max_history > 1 {
         max_history /= 2;
@@ -390,7 +428,14 @@ pub fn render(
         counter,
     );
     let block = elements_block(elements, &shown);
-    let user = user_text(input, &history, &block, elements.len(), shown.len());
+    let user = user_text(
+        input,
+        &history,
+        &block,
+        elements.len(),
+        shown.len(),
+        &page_text,
+    );
     let tokens = counter.count(&system) + counter.count(&user);
     let mut user_msg = ChatMessage::new("user", user);
     if opts.vision {
@@ -451,6 +496,7 @@ mod tests {
             },
             result: vec![Default::default()],
             timing: None,
+            ..Default::default()
         }
     }
 

@@ -682,6 +682,7 @@ mod tests {
                 output: ModelOutput::default(),
                 result: vec![],
                 timing: None,
+                ..Default::default()
             })
             .collect();
         t.act(&PolicyInput {

@@ -16,6 +16,7 @@
 //! url_ignore_trailing_slash = true
 //! url_sort_query = true
 //! equivalent_attrs = ["href"]     # click: attributes that equivalent elements share
+//! click_point_tolerance = 8.0     # coordinate clicks with no element boxes: same point within px
 //! ```
 
 use anyhow::{Context, bail};
@@ -54,6 +55,9 @@ pub struct RewardConfig {
     /// click and friends: attributes that must be equal for two elements to be
     /// equivalent (besides tag, role and normalized text).
     pub equivalent_attrs: Vec<String>,
+    /// Coordinate clicks, when neither point falls in an element box of the state:
+    /// points at most this many CSS pixels apart (each axis) count as the same.
+    pub click_point_tolerance: f64,
 }
 
 impl Default for RewardConfig {
@@ -71,6 +75,7 @@ impl Default for RewardConfig {
             url_ignore_trailing_slash: true,
             url_sort_query: true,
             equivalent_attrs: vec!["href".into()],
+            click_point_tolerance: 8.0,
         }
     }
 }

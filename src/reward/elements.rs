@@ -11,6 +11,19 @@ pub fn find(elements: &[Element], index: i64) -> Option<&Element> {
     elements.iter().find(|e| i64::from(e.index) == index)
 }
 
+/// The element a viewport point falls in: among the elements whose box (`[x, y,
+/// w, h]`, non-empty) holds the point, the smallest (the innermost). `None` when no
+/// box holds it, e.g. for states recorded without boxes.
+pub fn element_at(elements: &[Element], (x, y): (f64, f64)) -> Option<&Element> {
+    elements
+        .iter()
+        .filter(|e| {
+            let [bx, by, w, h] = e.bbox;
+            w > 0.0 && h > 0.0 && x >= bx && x <= bx + w && y >= by && y <= by + h
+        })
+        .min_by(|a, b| (a.bbox[2] * a.bbox[3]).total_cmp(&(b.bbox[2] * b.bbox[3])))
+}
+
 /// The text that identifies an element: its text, else its `aria-label`, else its
 /// `title`, else its `placeholder`.
 pub fn label(e: &Element) -> &str {
@@ -99,6 +112,19 @@ mod tests {
             &el(2, "button", "", None),
             &cfg
         ));
+    }
+
+    #[test]
+    fn a_point_resolves_to_the_innermost_box_that_holds_it() {
+        let mut outer = el(1, "div", "", None);
+        outer.bbox = [0.0, 0.0, 400.0, 300.0];
+        let mut button = el(2, "button", "OK", None);
+        button.bbox = [40.0, 40.0, 160.0, 40.0];
+        let unboxed = el(3, "a", "x", None);
+        let els = [outer, button, unboxed];
+        assert_eq!(element_at(&els, (120.0, 60.0)).map(|e| e.index), Some(2));
+        assert_eq!(element_at(&els, (300.0, 200.0)).map(|e| e.index), Some(1));
+        assert!(element_at(&els, (500.0, 10.0)).is_none());
     }
 
     #[test]

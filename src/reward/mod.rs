@@ -205,7 +205,7 @@ pub fn score_action(
     }
     let ctx = Ctx { elements, cfg };
     match c.name.as_str() {
-        "click" => rules::element_only("click", c, t, &ctx),
+        "click" => rules::click(c, t, &ctx),
         "dropdown_options" => rules::element_only("dropdown_options", c, t, &ctx),
         "input" => rules::element_text("input", c, t, &ctx),
         "select_dropdown" => rules::element_text("select_dropdown", c, t, &ctx),
@@ -221,6 +221,13 @@ pub fn score_action(
         "done" => rules::done(c, t, &ctx),
         "wait" => rules::wait(c, t, &ctx),
         "go_back" => Decision::new(Level::Exact, "go_back.always", "go_back has no parameters"),
+        "search_page" => rules::fields("search_page", &["pattern"], c, t),
+        "find_elements" => rules::fields("find_elements", &["selector"], c, t),
+        "evaluate" => rules::fields("evaluate", &["code"], c, t),
+        "write_file" => rules::fields("write_file", &["file_name", "content"], c, t),
+        "replace_file" => rules::fields("replace_file", &["file_name", "old_str", "new_str"], c, t),
+        "read_file" => rules::fields("read_file", &["file_name"], c, t),
+        "screenshot" | "save_as_pdf" => rules::fields(&c.name, &[], c, t),
         other if c == t => Decision::new(
             Level::Exact,
             "unknown.identical",

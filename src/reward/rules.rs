@@ -4,7 +4,7 @@
 //! gives a one-line reason quoting the concrete values (cleaned for terminals).
 
 use super::config::RewardConfig;
-use super::elements::{describe, equivalent, find};
+use super::elements::{describe, element_at, equivalent, find};
 use super::key_tokens::{all_present, key_tokens, show};
 use super::normalize::{
     jaccard, normalize_text, same_token_set, token_f1, tokens, tokens_of_normalized,
@@ -141,6 +141,147 @@ pub fn element_only(ty: &str, c: &Action, t: &Action, ctx: &Ctx) -> Decision {
     match relate(ctx, ci, ti) {
         Relation::Equivalent(why) => d(Level::Core, &format!("{ty}.equivalent_element"), why),
         Relation::Other(why) => d(Level::Type, &format!("{ty}.other_element"), why),
+    }
+}
+
+/// Where a click lands: an element index, or a viewport point with the element
+/// whose box holds it (if the state has boxes).
+#[derive(Clone, Copy)]
+enum Target<'a> {
+    Index(i64),
+    Point((f64, f64), Option<&'a Element>),
+}
+
+impl<'a> Target<'a> {
+    fn of(a: &Action, ctx: &Ctx<'a>) -> Option<Self> {
+        match a.point() {
+            Some(p) => Some(Target::Point(p, element_at(ctx.elements, p))),
+            None => a.int_param("index").map(Target::Index),
+        }
+    }
+
+    /// The element index it comes down to, if any.
+    fn index(self) -> Option<i64> {
+        match self {
+            Target::Index(i) => Some(i),
+            Target::Point(_, e) => e.map(|e| i64::from(e.index)),
+        }
+    }
+
+    fn show(self) -> String {
+        match self {
+            Target::Index(i) => format!("index {i}"),
+            Target::Point((x, y), Some(e)) => {
+                format!("point ({x}, {y}) on index {} {}", e.index, describe(e))
+            }
+            Target::Point((x, y), None) => format!("point ({x}, {y})"),
+        }
+    }
+}
+
+/// click: by index (as [`element_only`]) or by viewport point
+/// (`coordinate_x, coordinate_y`, Browser Use 0.13). A point counts as the element
+/// whose box holds it (the innermost): the same element as the target's → exact
+/// (`click.same_element`), an equivalent one → core (`click.equivalent_element`),
+/// another → type (`click.other_element`). When a point falls in no box (the state
+/// has none there), two points within `click_point_tolerance` pixels are exact
+/// (`click.same_point`), and anything else is type (`click.unresolved_point`).
+pub fn click(c: &Action, t: &Action, ctx: &Ctx) -> Decision {
+    if c.point().is_none() && t.point().is_none() {
+        return element_only("click", c, t, ctx);
+    }
+    let Some(ct) = Target::of(c, ctx) else {
+        return missing(c, "candidate", "index or coordinate_x/coordinate_y");
+    };
+    let Some(tt) = Target::of(t, ctx) else {
+        return missing(t, "target", "index or coordinate_x/coordinate_y");
+    };
+    let (ci, ti) = (ct.index(), tt.index());
+    if let (Some(ci), Some(ti)) = (ci, ti) {
+        let what = format!("{} vs target {}", ct.show(), tt.show());
+        if ci == ti {
+            return d(Level::Exact, "click.same_element", what);
+        }
+        if let Err(e) = check_index(ctx, ci, Some(ti)) {
+            return e;
+        }
+        return match relate(ctx, ci, ti) {
+            Relation::Equivalent(why) => d(
+                Level::Core,
+                "click.equivalent_element",
+                format!("{what}: {why}"),
+            ),
+            Relation::Other(why) => d(Level::Type, "click.other_element", format!("{what}: {why}")),
+        };
+    }
+    if let (Target::Point((cx, cy), _), Target::Point((tx, ty), _)) = (ct, tt) {
+        let tol = ctx.cfg.click_point_tolerance;
+        if (cx - tx).abs() <= tol && (cy - ty).abs() <= tol {
+            return d(
+                Level::Exact,
+                "click.same_point",
+                format!(
+                    "point ({cx}, {cy}) within {tol} px of target ({tx}, {ty}); no element box holds them"
+                ),
+            );
+        }
+    }
+    d(
+        Level::Type,
+        "click.unresolved_point",
+        format!(
+            "{} vs target {}: no element box of the state holds the point, so the elements cannot be compared",
+            ct.show(),
+            tt.show()
+        ),
+    )
+}
+
+/// Actions judged by a few text parameters (Browser Use 0.13's page tools and file
+/// system: search_page, find_elements, evaluate, write_file, replace_file,
+/// read_file): all equal → exact (`<type>.same`), all equal after text
+/// normalization → core (`<type>.normalized`), else type (`<type>.other_<key>`,
+/// naming the first that differs). With no keys (screenshot, save_as_pdf) the type
+/// is all there is: exact.
+pub fn fields(ty: &str, keys: &[&str], c: &Action, t: &Action) -> Decision {
+    let value = |a: &Action, k: &str| text_param(a, k).unwrap_or_default();
+    let mut normalized_only = false;
+    for k in keys {
+        let (cv, tv) = (value(c, k), value(t, k));
+        if cv == tv {
+            continue;
+        }
+        if normalize_text(&cv) == normalize_text(&tv) {
+            normalized_only = true;
+            continue;
+        }
+        return d(
+            Level::Type,
+            &format!("{ty}.other_{k}"),
+            format!("{k} {} vs target {}", quote(&cv), quote(&tv)),
+        );
+    }
+    let shown: Vec<String> = keys
+        .iter()
+        .map(|k| format!("{k} {}", quote(&value(t, k))))
+        .collect();
+    let shown = if shown.is_empty() {
+        "no parameters to compare".to_string()
+    } else {
+        shown.join(", ")
+    };
+    if normalized_only {
+        d(
+            Level::Core,
+            &format!("{ty}.normalized"),
+            format!("equal to the target after normalization: {shown}"),
+        )
+    } else {
+        d(
+            Level::Exact,
+            &format!("{ty}.same"),
+            format!("as in the target: {shown}"),
+        )
     }
 }
 

@@ -7,6 +7,7 @@
 
 use crate::action::Action;
 use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 
 /// The only major schema version this build reads and writes.
@@ -66,10 +67,14 @@ pub struct Outcome {
     pub reason: Option<String>,
     #[serde(default)]
     pub final_answer: Option<String>,
+    /// What the producer said about the outcome beyond these fields (Browser Use's
+    /// judgement: `impossible_task`, `reached_captcha`, ...), kept as written.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub extra: Map<String, Value>,
 }
 
 /// One step: the state seen, the model's output, and what executing it returned.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct Step {
     pub index: u32,
     pub state: State,
@@ -78,6 +83,32 @@ pub struct Step {
     pub result: Vec<ActionResult>,
     #[serde(default)]
     pub timing: Option<Timing>,
+    /// Written by the agent harness, not produced by a model (Browser Use's
+    /// "Initial Actions" step 0, which opens the task's URL): kept for the record
+    /// and shown in later steps' history, but not a model step — see
+    /// [`Step::is_model_step`].
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub synthetic: bool,
+    /// Fields of the source record that have no place above, in the source's own
+    /// layout (`{"state": {...}, "result": [{...}], "metadata": {...}}`), so that an
+    /// import loses nothing.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub extra: Map<String, Value>,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+impl Step {
+    /// Whether a model produced this step's output. The one predicate every stage
+    /// that learns from or counts model decisions goes through (SFT flattening, the
+    /// quality filter, mining, step statistics, RL prompts): harness steps are
+    /// skipped there, though they stay in the record and in the agent history that
+    /// later prompts show.
+    pub fn is_model_step(&self) -> bool {
+        !self.synthetic
+    }
 }
 
 /// The browser state the model observed before acting.
@@ -103,6 +134,27 @@ pub struct State {
     /// `index / (len - 1)`, in 0..=1.
     #[serde(default)]
     pub progress: f64,
+    /// Text of the page outside the interactive elements (headings, paragraphs),
+    /// one line per text node, as the model saw it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub page_text: String,
+    /// The id of the tab being shown (one of `tabs`), when known.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub current_tab: String,
+    /// How much of the page lies above and below the viewport.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scroll: Option<Scroll>,
+    /// The whole observation message the harness showed the model, verbatim
+    /// (Browser Use's `state_message`), when the source recorded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_message: Option<String>,
+}
+
+/// The viewport's place on the page, in viewport heights ("pages").
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub struct Scroll {
+    pub pages_above: f64,
+    pub pages_below: f64,
 }
 
 impl State {
@@ -187,8 +239,14 @@ impl Trajectory {
         }
     }
 
-    /// The first action of each step, in order (steps without actions are skipped).
+    /// The first action of each model step, in order (steps without actions are
+    /// skipped).
     pub fn first_actions(&self) -> impl Iterator<Item = &Action> {
-        self.steps.iter().filter_map(|s| s.output.actions.first())
+        self.model_steps().filter_map(|s| s.output.actions.first())
+    }
+
+    /// The steps a model produced ([`Step::is_model_step`]), in order.
+    pub fn model_steps(&self) -> impl Iterator<Item = &Step> {
+        self.steps.iter().filter(|s| s.is_model_step())
     }
 }

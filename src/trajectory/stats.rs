@@ -45,6 +45,8 @@ pub struct DatasetStats {
     pub trajectories: usize,
     pub successes: usize,
     pub success_rate: f64,
+    /// Model steps ([`crate::trajectory::Step::is_model_step`]); harness steps such
+    /// as Browser Use's initial navigation are not counted here or below.
     pub steps: usize,
     /// Steps per trajectory, all trajectories.
     pub steps_all: Distribution,
@@ -76,14 +78,14 @@ pub fn compute(ds: &Dataset) -> Result<DatasetStats, RecordError> {
         .map(|i| {
             let t = ds.trajectory(i).ok()?;
             let mut actions = BTreeMap::new();
-            for s in &t.steps {
+            for s in t.model_steps() {
                 for a in &s.output.actions {
                     *actions.entry(a.name.clone()).or_insert(0) += 1;
                 }
             }
             Some(One {
                 success: t.outcome.success,
-                steps: t.steps.len(),
+                steps: t.model_steps().count(),
                 teacher: t.teacher,
                 round: t.round,
                 actions,

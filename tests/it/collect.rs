@@ -56,6 +56,7 @@ fn step(i: u32, action: Action, error: Option<&str>) -> Step {
             ..Default::default()
         }],
         timing: None,
+        ..Default::default()
     }
 }
 

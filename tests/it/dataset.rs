@@ -58,6 +58,7 @@ fn traj(id: &str, task_id: &str, success: bool, actions: &[Action]) -> Trajector
                 },
                 result: vec![],
                 timing: None,
+                ..Default::default()
             })
             .collect(),
     };

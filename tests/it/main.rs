@@ -1,6 +1,7 @@
 //! Integration tests: one binary, one module per area.
 
 mod annotate;
+mod browser_use;
 mod chat;
 mod collect;
 mod cuda;

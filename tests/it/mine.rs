@@ -83,6 +83,7 @@ impl Traj {
             },
             result: vec![ActionResult::default()],
             timing: None,
+            ..Default::default()
         });
         self
     }

@@ -421,6 +421,7 @@ fn make_dataset(root: &Path, n: usize) {
                     },
                     result: vec![],
                     timing: None,
+                    ..Default::default()
                 }
             })
             .collect();

@@ -242,6 +242,7 @@ fn score_takes_elements_and_target_from_a_dataset_step() {
         },
         result: vec![],
         timing: None,
+        ..Default::default()
     };
     ds.append_trajectories(&[Trajectory {
         id: "tr-1".into(),

@@ -94,6 +94,7 @@ fn toy_dataset(root: &Path) {
                         },
                         result: vec![],
                         timing: None,
+                        ..Default::default()
                     }
                 })
                 .collect();

@@ -99,6 +99,7 @@ fn trajectory(
                     } else {
                         0.0
                     },
+                    ..Default::default()
                 },
                 output: ModelOutput {
                     thinking: s.thinking.into(),
@@ -114,6 +115,7 @@ fn trajectory(
                     extracted_content: None,
                 }],
                 timing: None,
+                ..Default::default()
             }
         })
         .collect();
@@ -131,6 +133,7 @@ fn trajectory(
             judge: Some("miniwob".into()),
             reason: Some(if success { "reward 1.0" } else { "reward 0.0" }.into()),
             final_answer: None,
+            ..Default::default()
         },
         steps,
     }

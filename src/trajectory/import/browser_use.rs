@@ -9,10 +9,23 @@
 //! `state.elements` and `state.dom_text`. Elements the agent interacted with
 //! (`state.interacted_element`) are added when the element list lacks them, so
 //! histories without a state message still know their targets.
+//!
+//! Browser Use 0.13 (measured on its own histories, see `tests/data/browser_use/`):
+//! item 0 is the harness's "Initial Actions" navigation to the task's URL (no state
+//! message, no screenshot, next goal "Initial navigation"): it is kept as a
+//! [`Step::synthetic`] step, not a model step. `state_message` is kept verbatim and
+//! also read for the page text outside elements, the current tab and the scroll
+//! position. An `extract` result's `<url>…</url><query>…</query><result>…</result>`
+//! wrapper is cut down to the result. Every field with no place in the step
+//! (plan fields, `long_term_memory`, result `metadata` and `attachments`, tab
+//! `parent_target_id`, `metadata.step_number`, ...) is kept in [`Step::extra`] in the
+//! item's own layout; the judge's whole verdict goes to the outcome's `extra`.
 
 use super::ImportError;
 use super::dom_text;
 use crate::action::{Action, canonicalize};
+#[cfg(doc)]
+use crate::trajectory::Outcome;
 use crate::trajectory::{ActionResult, Element, ModelOutput, State, Step, Tab, Timing};
 use crate::util::json_kind;
 use base64::Engine;
@@ -125,6 +138,9 @@ pub struct Judgement {
     pub verdict: bool,
     /// `failure_reason`, else `reasoning`.
     pub reason: Option<String>,
+    /// The whole `judgement` object as written (`reasoning`, `failure_reason`,
+    /// `impossible_task`, `reached_captcha`, ...), for [`Outcome::extra`].
+    pub raw: Map<String, Value>,
 }
 
 /// The last `judgement` with a boolean `verdict` among an item's results (lenient:
@@ -143,6 +159,7 @@ fn judgement_of(item: &Value) -> Option<Judgement> {
         Some(Judgement {
             verdict,
             reason: text("failure_reason").or_else(|| text("reasoning")),
+            raw: j.clone(),
         })
     })
 }
@@ -265,9 +282,14 @@ impl Item<'_> {
             Some(other) => return Err(self.mistyped("state", "an object", other)),
         };
         let (mut state, shot) = self.state(state_obj)?;
-        if let Some(msg) = self.opt_str(obj, "state_message", "state_message")? {
-            let section = dom_text::browser_state_section(&msg);
-            state.elements = dom_text::parse_elements(section);
+        let state_message = self.opt_str(obj, "state_message", "state_message")?;
+        if let Some(msg) = &state_message {
+            let section = dom_text::browser_state_section(msg);
+            let page = dom_text::parse_page(section);
+            state.elements = page.elements;
+            state.page_text = page.page_text;
+            state.current_tab = page.current_tab;
+            state.scroll = page.scroll;
             state.dom_text = section.to_string();
         }
         add_interacted(state_obj, &output.actions, &mut state.elements);
@@ -284,6 +306,14 @@ impl Item<'_> {
             }
             Some(other) => return Err(self.mistyped("metadata", "an object or null", other)),
         };
+        let synthetic = self.index == 0
+            && state_message.is_none()
+            && shot.is_none()
+            && (state.title == "Initial Actions" || output.next_goal == "Initial navigation");
+        let mut extra = residual(obj);
+        let mut result = result;
+        strip_extraction_wrappers(&output.actions, &mut result, &mut extra);
+        state.state_message = state_message;
         let step = Step {
             index: u32::try_from(self.index)
                 .map_err(|_| self.err("(item)", "too many history items"))?,
@@ -291,6 +321,8 @@ impl Item<'_> {
             output,
             result,
             timing,
+            synthetic,
+            extra,
         };
         Ok((step, shot))
     }
@@ -441,6 +473,142 @@ impl Item<'_> {
                 .unwrap_or_default(),
         })
     }
+}
+
+/// What of a history item has no place in [`Step`]: the item without the fields
+/// the importer maps (and without the inline screenshot, the recorded screenshot
+/// path, the state message kept verbatim in the state, and the judgement kept in
+/// the outcome), with nulls and empty objects and lists pruned. Lists keep their
+/// positions (`result[1]` stays the second entry) as long as any entry has
+/// something left.
+fn residual(item: &Map<String, Value>) -> Map<String, Value> {
+    let mut out = item.clone();
+    out.remove("state_message");
+    let strip = |v: Option<&mut Value>, keys: &[&str]| {
+        if let Some(Value::Object(m)) = v {
+            for k in keys {
+                m.remove(*k);
+            }
+        }
+    };
+    const BRAIN: &[&str] = &[
+        "thinking",
+        "evaluation_previous_goal",
+        "memory",
+        "next_goal",
+    ];
+    if let Some(Value::Object(mo)) = out.get_mut("model_output") {
+        strip(mo.get_mut("current_state"), BRAIN);
+        for k in BRAIN.iter().chain(&["action"]) {
+            mo.remove(*k);
+        }
+    }
+    if let Some(Value::Array(results)) = out.get_mut("result") {
+        for r in results {
+            strip(
+                Some(r),
+                &[
+                    "is_done",
+                    "success",
+                    "error",
+                    "extracted_content",
+                    "judgement",
+                ],
+            );
+        }
+    }
+    if let Some(Value::Object(st)) = out.get_mut("state") {
+        for k in ["url", "title", "screenshot", "screenshot_path"] {
+            st.remove(k);
+        }
+        if let Some(Value::Array(tabs)) = st.get_mut("tabs") {
+            for t in tabs {
+                strip(
+                    Some(t),
+                    &["target_id", "page_id", "tab_id", "id", "url", "title"],
+                );
+            }
+        }
+    }
+    strip(
+        out.get_mut("metadata"),
+        &["step_start_time", "step_end_time"],
+    );
+    out.retain(|_, v| prune(v));
+    out
+}
+
+/// Prunes nulls and emptied objects and lists inside `v`; false when nothing is left.
+fn prune(v: &mut Value) -> bool {
+    match v {
+        Value::Null => false,
+        Value::Object(m) => {
+            m.retain(|_, x| prune(x));
+            !m.is_empty()
+        }
+        Value::Array(a) => {
+            let mut any = false;
+            for x in a.iter_mut() {
+                if !prune(x) {
+                    *x = Value::Null;
+                } else {
+                    any = true;
+                }
+            }
+            any
+        }
+        _ => true,
+    }
+}
+
+/// Cuts Browser Use's `<url>…</url><query>…</query><result>…</result>` wrapper off
+/// the content of `extract` results, keeping the text as written in
+/// `extra.result[j].extracted_content`.
+fn strip_extraction_wrappers(
+    actions: &[Action],
+    results: &mut [ActionResult],
+    extra: &mut Map<String, Value>,
+) {
+    for (j, (a, r)) in actions.iter().zip(results.iter_mut()).enumerate() {
+        if a.name != "extract" {
+            continue;
+        }
+        let Some(inner) = r
+            .extracted_content
+            .as_deref()
+            .and_then(extraction_result)
+            .map(str::to_owned)
+        else {
+            continue;
+        };
+        let raw = std::mem::replace(&mut r.extracted_content, Some(inner));
+        let slot = extra
+            .entry("result")
+            .or_insert_with(|| Value::Array(Vec::new()));
+        if let Value::Array(list) = slot {
+            if list.len() <= j {
+                list.resize(j + 1, Value::Null);
+            }
+            if !list[j].is_object() {
+                list[j] = Value::Object(Map::new());
+            }
+            if let (Value::Object(m), Some(raw)) = (&mut list[j], raw) {
+                m.insert("extracted_content".into(), Value::String(raw));
+            }
+        }
+    }
+}
+
+/// The inside of `<result>…</result>` when `text` is an extraction wrapper (it
+/// starts with `<url>` or `<query>`).
+fn extraction_result(text: &str) -> Option<&str> {
+    let t = text.trim_start();
+    if !(t.starts_with("<url>") || t.starts_with("<query>")) {
+        return None;
+    }
+    let start = t.find("<result>")? + "<result>".len();
+    let end = t.rfind("</result>").filter(|&e| e >= start)?;
+    Some(t[start..end].trim_matches('\n'))
 }
 
 /// Adds the elements this step's actions touched (`state.interacted_element`, one

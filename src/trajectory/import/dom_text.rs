@@ -5,9 +5,12 @@
 //!
 //! Parsing is lenient by design: a line that is not an element line is page text,
 //! never an error. Text lines attach to the nearest preceding element that is less
-//! indented than they are; unindented page text attaches to nothing.
+//! indented than they are; unindented page text attaches to nothing and becomes
+//! the state's page text ([`parse_page`]), with the current tab (`Current tab:
+//! 5BA7`) and the scroll position (`0.0 pages above, 1.5 pages below`) read from
+//! the lines above the element list.
 
-use crate::trajectory::Element;
+use crate::trajectory::{Element, Scroll};
 use regex::Regex;
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
@@ -33,9 +36,73 @@ pub fn browser_state_section(message: &str) -> &str {
     }
 }
 
+static PAGES_ABOVE_BELOW: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(\d+(?:\.\d+)?) pages above, (\d+(?:\.\d+)?) pages below").expect("static regex")
+});
+
+/// What a `<browser_state>` section says about the page besides its elements.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Page {
+    pub elements: Vec<Element>,
+    /// Text lines that belong to no element, in page order, one per line.
+    pub page_text: String,
+    /// `Current tab: 5BA7`.
+    pub current_tab: String,
+    /// `N pages above, M pages below`.
+    pub scroll: Option<Scroll>,
+}
+
+/// Parses a `<browser_state>` section: elements, page text, current tab, scroll.
+/// Lines before the `Interactive elements` header (page statistics, the tab list)
+/// and the `[Start of page]` / `[End of page]` markers are not page text.
+pub fn parse_page(section: &str) -> Page {
+    let header = section
+        .lines()
+        .position(|l| l.trim_start().starts_with("Interactive elements"));
+    let (head, body) = match header {
+        Some(h) => {
+            let cut: usize = section.lines().take(h + 1).map(|l| l.len() + 1).sum();
+            (
+                &section[..cut.min(section.len())],
+                &section[cut.min(section.len())..],
+            )
+        }
+        None => ("", section),
+    };
+    let (elements, loose) = elements_and_loose_text(body);
+    let page_text = loose
+        .into_iter()
+        .filter(|l| !matches!(*l, "[Start of page]" | "[End of page]" | "empty page"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let current_tab = head
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Current tab:"))
+        .map(|t| t.trim().to_string())
+        .unwrap_or_default();
+    let scroll = PAGES_ABOVE_BELOW.captures(head).and_then(|c| {
+        Some(Scroll {
+            pages_above: c.get(1)?.as_str().parse().ok()?,
+            pages_below: c.get(2)?.as_str().parse().ok()?,
+        })
+    });
+    Page {
+        elements,
+        page_text,
+        current_tab,
+        scroll,
+    }
+}
+
 /// Parses every element line of a serialized element list, in order of appearance.
 /// When an index appears twice the first occurrence wins.
 pub fn parse_elements(text: &str) -> Vec<Element> {
+    elements_and_loose_text(text).0
+}
+
+/// The elements, and the text lines that attach to none of them.
+fn elements_and_loose_text(text: &str) -> (Vec<Element>, Vec<&str>) {
+    let mut loose = Vec::new();
     let mut elements: Vec<Element> = Vec::new();
     // (indent, position in `elements`) of the open elements, outermost first.
     let mut open: Vec<(usize, usize)> = Vec::new();
@@ -64,9 +131,11 @@ pub fn parse_elements(text: &str) -> Vec<Element> {
                 text.push(' ');
             }
             text.push_str(line);
+        } else {
+            loose.push(line);
         }
     }
-    elements
+    (elements, loose)
 }
 
 /// A tag line without an index (`<div />`, `|SCROLL|<div />`, `</button>`): page
@@ -301,6 +370,26 @@ mod tests {
         let els = parse_elements(section);
         assert_eq!(els[0].attrs["placeholder"], "Search recipes");
         assert_eq!(els[0].role, "textbox");
+    }
+
+    #[test]
+    fn page_text_tab_and_scroll_come_from_the_browser_state() {
+        let section = "<page_stats>1 links</page_stats>\nCurrent tab: 5BA7\nAvailable tabs:\nTab 5BA7: http://a.test/ - A\n\n<page_info>0.0 pages above, 1.5 pages below</page_info>\n\nInteractive elements:\n[Start of page]\nParts catalogue\n[3]<a />\n\tBack to the shop\nW-132 is red.\n[End of page]";
+        let p = parse_page(section);
+        assert_eq!(p.elements.len(), 1);
+        assert_eq!(p.elements[0].text, "Back to the shop");
+        assert_eq!(p.page_text, "Parts catalogue\nW-132 is red.");
+        assert_eq!(p.current_tab, "5BA7");
+        assert_eq!(
+            p.scroll,
+            Some(Scroll {
+                pages_above: 0.0,
+                pages_below: 1.5
+            })
+        );
+        // Without the header (older layouts) every loose line is page text.
+        let p = parse_page("Hello\n[1]<button />\n\tOK");
+        assert_eq!((p.page_text.as_str(), p.scroll), ("Hello", None));
     }
 
     #[test]

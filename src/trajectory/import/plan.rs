@@ -76,15 +76,25 @@ pub(super) fn plan_units(
                 Err(e) => errors.push(e),
             }
         } else {
-            let Some(task) = opts.task.as_deref() else {
-                errors.push(ImportError::file(
-                    input,
-                    "no task text: give --task TEXT (or import a folder with a task.json)",
-                ));
-                continue;
+            let task = match opts.task.clone() {
+                Some(t) => t,
+                None => match task_from_history(input, opts.max_file_bytes) {
+                    Ok(Some(t)) => t,
+                    Ok(None) => {
+                        errors.push(ImportError::file(
+                            input,
+                            "no task text: give --task TEXT (no state_message of this history has a <user_request>), or import a folder with a task.json",
+                        ));
+                        continue;
+                    }
+                    Err(e) => {
+                        errors.push(e);
+                        continue;
+                    }
+                },
             };
             let sidecar = Sidecar {
-                task: task.to_string(),
+                task,
                 ..Sidecar::default()
             };
             match make_task(&sidecar, opts, input) {
@@ -250,6 +260,28 @@ fn make_task(side: &Sidecar, opts: &BrowserUseOptions, file: &Path) -> Result<Ta
             .or_else(|| opts.task_source.clone())
             .unwrap_or_else(|| "browser-use".into()),
     })
+}
+
+/// The task as Browser Use showed it to the model: the inside of the first
+/// `<user_request>…</user_request>` in the history's state messages (0.8+).
+/// `Ok(None)` when no state message has one; a file that is not a readable history
+/// is reported here already, with the same place and field the import would name.
+fn task_from_history(file: &Path, max: u64) -> Result<Option<String>, ImportError> {
+    let bytes = read_input(file, max)?;
+    let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| ImportError {
+        file: file.to_path_buf(),
+        location: format!("line {} column {}", e.line(), e.column()),
+        field: "(json)".into(),
+        message: format!("malformed JSON: {e}"),
+    })?;
+    let items = value.get("history").and_then(serde_json::Value::as_array);
+    Ok(items.into_iter().flatten().find_map(|item| {
+        let msg = item.get("state_message")?.as_str()?;
+        let start = msg.find("<user_request>")? + "<user_request>".len();
+        let end = start + msg[start..].find("</user_request>")?;
+        let task = msg[start..end].trim();
+        (!task.is_empty()).then(|| task.to_string())
+    }))
 }
 
 /// Task ids name screenshot folders, so they must be plain file names.

@@ -202,6 +202,7 @@ fn stage_one(
     use rayon::prelude::*;
     let mut jobs: Vec<(usize, browser_use::ShotSource)> = Vec::new();
     for (i, shot) in shots.into_iter().enumerate() {
+        let shot = shot.map(|s| relocated(s, base_dir, &unit.file, i, &mut warnings));
         match shot {
             Some(browser_use::ShotSource::Path(p))
                 if opts.allow_missing_screenshots && screenshot::is_missing(&p, &policy) =>
@@ -247,7 +248,12 @@ fn stage_one(
             written += 1;
         }
     }
-    let outcome = outcome(unit, done.as_ref(), judgement.as_ref(), &mut warnings);
+    let mut outcome = outcome(unit, done.as_ref(), judgement.as_ref(), &mut warnings);
+    if let Some(j) = &judgement {
+        outcome
+            .extra
+            .insert("judgement".into(), serde_json::Value::Object(j.raw.clone()));
+    }
     let mut t = Trajectory {
         id: id.to_string(),
         task_id: unit.task.task_id.clone(),
@@ -261,6 +267,41 @@ fn stage_one(
     };
     t.fill_progress();
     Ok((t, warnings, written))
+}
+
+/// Browser Use writes absolute screenshot paths into its agent's temporary folder
+/// (`/tmp/browser_use_agent_…/screenshots/step_3.png`), which is gone once the run
+/// is over or the history is copied elsewhere. When such a path does not exist and
+/// the history's own folder has `screenshots/<that file name>` (the agent folder's
+/// layout, copied along with the history), that file is used instead, with a
+/// warning naming both.
+fn relocated(
+    shot: browser_use::ShotSource,
+    base_dir: &Path,
+    file: &Path,
+    i: usize,
+    warnings: &mut Vec<String>,
+) -> browser_use::ShotSource {
+    let browser_use::ShotSource::Path(p) = &shot else {
+        return shot;
+    };
+    let path = Path::new(p);
+    if !path.is_absolute() || path.exists() {
+        return shot;
+    }
+    let Some(name) = path.file_name() else {
+        return shot;
+    };
+    let beside = Path::new("screenshots").join(name);
+    if !base_dir.join(&beside).is_file() {
+        return shot;
+    }
+    warnings.push(format!(
+        "{}: history[{i}]: state.screenshot_path: `{p}` is gone; using {} beside the history",
+        file.display(),
+        beside.display()
+    ));
+    browser_use::ShotSource::Path(beside.to_string_lossy().into_owned())
 }
 
 /// The outcome: the command line or sidecar first, then the judge's verdict stored
@@ -281,7 +322,7 @@ fn outcome(
                 if success { "successful" } else { "failed" }
             )),
             final_answer,
-            score: None,
+            ..Outcome::default()
         };
     }
     if let Some(j) = judgement {
@@ -290,7 +331,7 @@ fn outcome(
             judge: Some("browser-use:judge".into()),
             reason: j.reason.clone(),
             final_answer,
-            score: None,
+            ..Outcome::default()
         };
     }
     match done {
@@ -307,7 +348,7 @@ fn outcome(
                 judge: Some("browser-use:done".into()),
                 reason: Some(format!("the final done action reported success={success}")),
                 final_answer,
-                score: None,
+                ..Outcome::default()
             }
         }
         None => Outcome {
@@ -315,7 +356,7 @@ fn outcome(
             judge: Some("browser-use:done".into()),
             reason: Some("the history ends without a done action".into()),
             final_answer: None,
-            score: None,
+            ..Outcome::default()
         },
     }
 }
