@@ -2,8 +2,8 @@
 //! Python package (`python/`: the PyO3 extension and the Salvage-DS plugin) tested
 //! against verl 0.9.1 on the CPU. The Python tests run in the venv that
 //! `.ci/install-verl.sh` installs (`~/.cache/rmsweb/venv-verl`, or
-//! `$RMSWEB_VERL_VENV`); without it they fail saying so. The extension is built into
-//! that venv first (`maturin develop`), so the tests always run the current sources.
+//! `$RMSWEB_VERL_VENV`); without it they fail saying so. They import the extension
+//! that `cargo test` built from the current sources (a stale one is refused).
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -276,6 +276,87 @@ fn verl_run_supervises_attempts_in_a_run_folder() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("ray address"));
 }
 
+/// The newest modification time of the files under `dir` with one of `exts`.
+fn newest(dir: &Path, exts: &[&str]) -> std::time::SystemTime {
+    let mut best = std::time::UNIX_EPOCH;
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return best;
+    };
+    for e in rd.filter_map(Result::ok) {
+        let p = e.path();
+        let t = if p.is_dir() {
+            newest(&p, exts)
+        } else if p
+            .extension()
+            .is_some_and(|x| exts.iter().any(|e| x == *e))
+        {
+            e.metadata().and_then(|m| m.modified()).unwrap_or(best)
+        } else {
+            continue;
+        };
+        best = best.max(t);
+    }
+    best
+}
+
+/// The package as the tests import it: `python/rmsweb_verl` with the extension cargo
+/// built (`python/` is a default workspace member, so `cargo test` builds it with the
+/// tests' own dependency build), and a dist-info holding its `verl.plugins` entry
+/// point — what `pip install ./python` installs.
+fn stage_package() -> PathBuf {
+    let debug = Path::new(env!("CARGO_BIN_EXE_rmsweb")).parent().unwrap();
+    let so = debug.join("lib_native.so");
+    let built = std::fs::metadata(&so).and_then(|m| m.modified()).ok();
+    // The library's sources (not the binary's: `src/main.rs`, `src/cli/`).
+    let lib = std::fs::read_dir(repo().join("src"))
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| !p.ends_with("main.rs") && !p.ends_with("cli"))
+        .map(|p| {
+            if p.is_dir() {
+                newest(&p, &["rs"])
+            } else {
+                std::fs::metadata(&p)
+                    .and_then(|m| m.modified())
+                    .unwrap_or(std::time::UNIX_EPOCH)
+            }
+        })
+        .max()
+        .unwrap_or(std::time::UNIX_EPOCH);
+    let sources = lib.max(newest(&repo().join("python/src"), &["rs"]));
+    assert!(
+        built.is_some_and(|b| b >= sources),
+        "{} is missing or older than the sources: run `cargo test --no-run` (the workspace \
+         builds the rmsweb_verl extension with the tests)",
+        so.display()
+    );
+    let stage = debug.join("verl-py");
+    let pkg = stage.join("rmsweb_verl");
+    let _ = std::fs::remove_dir_all(&stage);
+    std::fs::create_dir_all(&pkg).unwrap();
+    for e in std::fs::read_dir(repo().join("python/rmsweb_verl")).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "py") {
+            std::fs::copy(&p, pkg.join(p.file_name().unwrap())).unwrap();
+        }
+    }
+    std::fs::copy(&so, pkg.join("_native.abi3.so")).unwrap();
+    let info = stage.join("rmsweb_verl-0.1.0.dist-info");
+    std::fs::create_dir_all(&info).unwrap();
+    std::fs::write(
+        info.join("METADATA"),
+        "Metadata-Version: 2.1\nName: rmsweb-verl\nVersion: 0.1.0\n",
+    )
+    .unwrap();
+    std::fs::write(
+        info.join("entry_points.txt"),
+        "[verl.plugins]\nrmsweb_verl = rmsweb_verl.plugin\n",
+    )
+    .unwrap();
+    stage
+}
+
 #[test]
 fn python_plugin_tests_pass_against_verl() {
     let venv = venv();
@@ -286,38 +367,13 @@ fn python_plugin_tests_pass_against_verl() {
          dependencies, ~5 GB)",
         venv.display()
     );
-    let path = format!(
-        "{}:{}",
-        venv.join("bin").display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    // Build the extension of the current sources into the venv (the workspace's
-    // target folder: cargo released its lock once the tests were built).
-    let o = Command::new(venv.join("bin").join("maturin"))
-        .args(["develop", "--uv", "-m", "python/Cargo.toml"])
-        .current_dir(repo())
-        .env("VIRTUAL_ENV", &venv)
-        .env("PATH", &path)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "maturin develop failed:\n{}",
-        tail(&o.stderr, 6000)
-    );
+    let stage = stage_package();
     let o = Command::new(&py)
-        .args([
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "python/tests",
-        ])
+        .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "python/tests"])
         .current_dir(repo())
         .env("RMSWEB_BIN", env!("CARGO_BIN_EXE_rmsweb"))
-        .env("PATH", &path)
-        .env("VERL_USE_EXTERNAL_PLUGINS", "auto")
+        .env("PYTHONPATH", &stage)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&o.stdout);
