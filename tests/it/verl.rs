@@ -3,7 +3,7 @@
 //! against verl 0.9.1 on the CPU. The Python tests run in the venv that
 //! `.ci/install-verl.sh` installs (`~/.cache/rmsweb/venv-verl`, or
 //! `$RMSWEB_VERL_VENV`); without it they fail saying so. They import the extension
-//! that `cargo test` built from the current sources (a stale one is refused).
+//! that the test builds with cargo from the current sources.
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -276,61 +276,28 @@ fn verl_run_supervises_attempts_in_a_run_folder() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("ray address"));
 }
 
-/// The newest modification time of the files under `dir` with one of `exts`.
-fn newest(dir: &Path, exts: &[&str]) -> std::time::SystemTime {
-    let mut best = std::time::UNIX_EPOCH;
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return best;
-    };
-    for e in rd.filter_map(Result::ok) {
-        let p = e.path();
-        let t = if p.is_dir() {
-            newest(&p, exts)
-        } else if p
-            .extension()
-            .is_some_and(|x| exts.iter().any(|e| x == *e))
-        {
-            e.metadata().and_then(|m| m.modified()).unwrap_or(best)
-        } else {
-            continue;
-        };
-        best = best.max(t);
-    }
-    best
-}
-
-/// The package as the tests import it: `python/rmsweb_verl` with the extension cargo
-/// built (`python/` is a default workspace member, so `cargo test` builds it with the
-/// tests' own dependency build), and a dist-info holding its `verl.plugins` entry
-/// point — what `pip install ./python` installs.
+/// The package as the tests import it: `python/rmsweb_verl` with the extension built
+/// from the current sources by cargo (into this test build's target folder; cargo
+/// rebuilds it only when a source changed), and a dist-info holding its
+/// `verl.plugins` entry point — what `pip install ./python` installs.
 fn stage_package() -> PathBuf {
     let debug = Path::new(env!("CARGO_BIN_EXE_rmsweb")).parent().unwrap();
-    let so = debug.join("lib_native.so");
-    let built = std::fs::metadata(&so).and_then(|m| m.modified()).ok();
-    // The library's sources (not the binary's: `src/main.rs`, `src/cli/`).
-    let lib = std::fs::read_dir(repo().join("src"))
-        .unwrap()
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| !p.ends_with("main.rs") && !p.ends_with("cli"))
-        .map(|p| {
-            if p.is_dir() {
-                newest(&p, &["rs"])
-            } else {
-                std::fs::metadata(&p)
-                    .and_then(|m| m.modified())
-                    .unwrap_or(std::time::UNIX_EPOCH)
-            }
-        })
-        .max()
-        .unwrap_or(std::time::UNIX_EPOCH);
-    let sources = lib.max(newest(&repo().join("python/src"), &["rs"]));
+    let target = debug.parent().unwrap();
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let out = std::process::Command::new(cargo)
+        .args(["build", "--quiet", "-p", "rmsweb-verl", "--lib", "--manifest-path"])
+        .arg(repo().join("Cargo.toml"))
+        .arg("--target-dir")
+        .arg(target)
+        .output()
+        .expect("run cargo");
     assert!(
-        built.is_some_and(|b| b >= sources),
-        "{} is missing or older than the sources: run `cargo test --no-run` (the workspace \
-         builds the rmsweb_verl extension with the tests)",
-        so.display()
+        out.status.success(),
+        "building the rmsweb_verl extension failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
     );
+    let so = debug.join("lib_native.so");
+    assert!(so.is_file(), "{} is missing after the build", so.display());
     let stage = debug.join("verl-py");
     let pkg = stage.join("rmsweb_verl");
     let _ = std::fs::remove_dir_all(&stage);

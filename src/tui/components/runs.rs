@@ -1008,22 +1008,20 @@ fn draw_info(
     ));
     let gaps = t.series.gaps();
     let skipped = t.series.skipped();
-    if gaps > 0 || !skipped.is_empty() {
-        let mut v = Vec::new();
-        if gaps > 0 {
-            v.push(format!("{gaps} missing values (null/NaN, drawn as gaps)"));
-        }
-        if !skipped.is_empty() {
-            v.push(format!(
-                "{} non-numeric keys not plotted: {}",
-                skipped.len(),
-                skipped.join(", ")
-            ));
-        }
-        lines.push(Line::from(Span::styled(
-            trunc(&line(&v.join(" · ")), w + 10),
-            th.dim(),
-        )));
+    // One line each, so neither hides the other in a narrow pane.
+    let mut notes = Vec::new();
+    if gaps > 0 {
+        notes.push(format!("{gaps} missing values (null/NaN, drawn as gaps)"));
+    }
+    if !skipped.is_empty() {
+        notes.push(format!(
+            "{} non-numeric keys not plotted: {}",
+            skipped.len(),
+            skipped.join(", ")
+        ));
+    }
+    for n in notes {
+        lines.push(Line::from(Span::styled(trunc(&line(&n), w + 10), th.dim())));
     }
     if t.sharpening.fed > 0 {
         lines.push(kv(
