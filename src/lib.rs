@@ -15,6 +15,7 @@ pub mod export;
 pub mod mine;
 pub mod model;
 pub mod policy;
+pub mod recipe;
 pub mod reward;
 pub mod runs;
 pub mod train;

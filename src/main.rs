@@ -48,6 +48,8 @@ enum Command {
     Export(cli::export::Args),
     /// Run a verl export in a run folder (the Runs tab's kind `verl`), or resume one.
     Verl(cli::verl::Args),
+    /// The whole recipe as one resumable pipeline (collect → ... → RL → eval → report).
+    Recipe(cli::recipe::Args),
 }
 
 fn main() -> ExitCode {
@@ -78,6 +80,7 @@ fn main() -> ExitCode {
         Some(Command::Train(a)) => cli::train::run(a),
         Some(Command::Export(a)) => cli::export::run(a),
         Some(Command::Verl(a)) => cli::verl::run_cmd(a),
+        Some(Command::Recipe(a)) => cli::recipe::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -9,6 +9,7 @@ pub mod export;
 pub mod import;
 pub mod mine;
 pub mod miniwob;
+pub mod recipe;
 pub mod reward;
 pub mod rl;
 pub mod train;

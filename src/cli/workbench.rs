@@ -6,7 +6,8 @@ use std::path::PathBuf;
 /// Options of the workbench.
 #[derive(clap::Args)]
 pub struct Args {
-    /// Dataset folder to open (default: the bundled fixtures).
+    /// Dataset folder to open (default: the bundled fixtures, or the mining pool of
+    /// a recipe folder given as `--runs`).
     #[arg(long)]
     pub dataset: Option<PathBuf>,
     /// Annotator name recorded with every annotation (default: $USER).
@@ -18,6 +19,7 @@ pub struct Args {
     /// Folder of training runs shown (and launched into) by the Runs tab (default:
     /// `runs/` when it exists, else the dataset's own `runs/` when it has one — the
     /// bundled dataset's recorded runs —, else `runs/`, created by the first launch).
+    /// A recipe folder (`rmsweb recipe run --out DIR`) shows its `runs/`.
     #[arg(long)]
     pub runs: Option<PathBuf>,
     /// Also watch this metrics file (verl's file-logger format), e.g. a verl run's;
@@ -28,9 +30,20 @@ pub struct Args {
 
 /// Opens the workbench.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let dataset = args.dataset.unwrap_or_else(super::default_dataset);
+    // A recipe folder opens its mining pool (trajectories and mined pairs) by default.
+    let recipe_pool = args
+        .runs
+        .as_deref()
+        .filter(|r| rmsweb::recipe::layout::is_recipe_folder(r))
+        .map(|r| rmsweb::recipe::Layout::new(r).pool())
+        .filter(|p| p.join("trajectories.jsonl").is_file());
+    let dataset = args
+        .dataset
+        .or(recipe_pool)
+        .unwrap_or_else(super::default_dataset);
     let runs = args
         .runs
+        .map(|r| rmsweb::recipe::runs_folder(&r))
         .unwrap_or_else(|| default_runs(std::path::Path::new(""), &dataset));
     let theme = match &args.theme {
         Some(t) => Theme::load(t)?,

@@ -45,6 +45,12 @@ impl Policy for LocalPolicy {
         self.name.clone()
     }
 
+    /// Seeds sampling with the episode's seed (a collection retry's is salted), so
+    /// sampled episodes differ from one another and repeat exactly when re-run.
+    fn reset(&mut self, _task: &crate::trajectory::Task, seed: u64) {
+        self.model.sampling.seed = seed;
+    }
+
     fn act(&mut self, input: &PolicyInput<'_>) -> Result<PolicyOutput> {
         let rendered = render(
             &PromptInput::of(input, false),

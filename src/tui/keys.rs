@@ -94,6 +94,11 @@ pub const KEYMAP: &[KeyHelp] = &[
         "o",
         "open the run's rollout groups in the Reward tab",
     ),
+    k(
+        "Runs",
+        "R",
+        "recipe report table: task types × policies (recipe folders)",
+    ),
     k("Text boxes", "Esc", "leave the box (edits are not saved)"),
     k("Text boxes", "Ctrl-U", "clear the box"),
 ];

@@ -14,6 +14,7 @@ mod import;
 mod mine;
 mod mine_judge;
 mod model;
+mod recipe;
 mod reward;
 mod rl_groups;
 mod rl_train;

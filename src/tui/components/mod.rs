@@ -5,6 +5,7 @@
 pub mod help;
 pub mod launch_form;
 pub mod pairs;
+pub mod recipe_report;
 pub mod reward;
 pub mod runs;
 pub mod step_view;

@@ -90,6 +90,8 @@ pub struct RunsView {
     /// last draw.
     panel_page: usize,
     panel_pages: usize,
+    /// The recipe report table (`R`), while open.
+    report: Option<super::recipe_report::RecipeReportView>,
 }
 
 impl Default for RunsView {
@@ -134,6 +136,7 @@ impl RunsView {
             filter: String::new(),
             panel_page: 0,
             panel_pages: 1,
+            report: None,
         }
     }
 
@@ -421,7 +424,7 @@ fn short_key(k: &str) -> &str {
 
 impl Component for RunsView {
     fn captures_text(&self) -> bool {
-        self.form.is_some() || self.confirm.is_some()
+        self.form.is_some() || self.confirm.is_some() || self.report.is_some()
     }
 
     fn filter(&self) -> &str {
@@ -433,6 +436,12 @@ impl Component for RunsView {
     }
 
     fn handle_key(&mut self, key: KeyEvent, sh: &mut Shared) -> Option<Action> {
+        if let Some(r) = &mut self.report {
+            if !r.handle_key(key) {
+                self.report = None;
+            }
+            return None;
+        }
         if let Some(c) = self.confirm.take() {
             return Some(Action::Message(match key.code {
                 KeyCode::Char('y') | KeyCode::Char('Y') => match launch::kill(c.pid) {
@@ -530,6 +539,16 @@ impl Component for RunsView {
                 let dir = self.selected()?.parent()?.to_path_buf();
                 return Some(Action::OpenRollouts(dir));
             }
+            KeyCode::Char('R') => {
+                let run = self.selected().and_then(Path::parent);
+                match super::recipe_report::RecipeReportView::for_runs(self.opts.root.as_deref(), run) {
+                    Ok(v) => {
+                        self.report = Some(v);
+                        return None;
+                    }
+                    Err(e) => e,
+                }
+            }
             _ => return None,
         };
         Some(Action::Message(msg))
@@ -608,6 +627,9 @@ impl Component for RunsView {
         draw_log(f, log_a, sel, &th);
         if let Some(form) = &self.form {
             form.draw(f, area, &th);
+        }
+        if let Some(r) = &mut self.report {
+            r.draw(f, area, &th);
         }
         if let Some(c) = &self.confirm {
             let (w, h) = (60.min(area.width), 4.min(area.height));

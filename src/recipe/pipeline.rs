@@ -1,0 +1,184 @@
+//! Running the plan: each unit whose record is current is skipped (and said so);
+//! every other unit of a selected stage runs, after its inputs, and leaves a record.
+//! A stale unit of a stage left out of `--stages` stops the run when a selected
+//! unit needs it.
+
+use super::config::RecipeConfig;
+use super::layout::Layout;
+use super::plan::{Stage, Unit, Work, plan, rl_run_name};
+use super::progress::{Progress, human_time};
+use super::record::{self, Record};
+use super::steps::{self, Ctx, Done};
+use anyhow::{Context, Result, bail};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Instant;
+
+/// How to run a recipe.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// The recipe folder.
+    pub out: PathBuf,
+    /// Stages to run (none: all).
+    pub stages: Option<Vec<Stage>>,
+    /// The `rmsweb` binary training children run.
+    pub exe: PathBuf,
+    /// Draw progress bars (on stderr, when it is a terminal).
+    pub bars: bool,
+}
+
+/// What happened to each unit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Its record was current.
+    Skipped,
+    /// It ran (with the reason it had to).
+    Ran(String),
+    /// Stale, but its stage was not selected and nothing selected needed it.
+    Left(String),
+}
+
+/// The outcome of every unit, in plan order.
+#[derive(Debug, Clone, Default)]
+pub struct RunSummary {
+    pub units: Vec<(String, Outcome)>,
+    pub elapsed_s: f64,
+}
+
+fn run_unit(ctx: &mut Ctx<'_>, unit: &Unit) -> Result<Done> {
+    let (cfg, layout) = (ctx.cfg, ctx.layout);
+    match &unit.work {
+        Work::Collect(arm) => steps::collect::teacher(ctx, &unit.id, *arm),
+        Work::Filter(arm) => steps::curate::filter(cfg, layout, *arm),
+        Work::Flatten(arm) => steps::curate::flatten(cfg, layout, *arm),
+        Work::Sft(arm) => steps::train::sft(ctx, unit, *arm),
+        Work::EvalSft(arm) => {
+            steps::evaluate::run(ctx, &unit.id, &super::layout::sft_run_name(*arm))
+        }
+        Work::SftCollect => steps::collect::sft_policy(ctx, &unit.id),
+        Work::Mine => steps::mine::run(ctx, &unit.id),
+        Work::Rl { variant, seed } => steps::train::rl(ctx, unit, *variant, *seed),
+        Work::EvalRl { variant, seed } => {
+            steps::evaluate::run(ctx, &unit.id, &rl_run_name(variant, *seed))
+        }
+        Work::Report => super::report::render(layout).map(|outputs| Done {
+            outputs,
+            summary: serde_json::Value::Null,
+        }),
+    }
+}
+
+/// Writes `DIR/recipe.toml`: the resolved config of this run (every default filled
+/// in), which `rmsweb recipe report` reads.
+fn write_config(layout: &Layout, cfg: &RecipeConfig) -> Result<()> {
+    let text = format!(
+        "# The resolved configuration of the last `rmsweb recipe run` in this folder.\n{}",
+        toml::to_string_pretty(cfg)?
+    );
+    crate::trajectory::jsonl::write_atomic(&layout.config(), text.as_bytes())
+}
+
+/// Runs the recipe in `opts.out`.
+pub fn run(cfg: &RecipeConfig, opts: &RunOptions) -> Result<RunSummary> {
+    let started = Instant::now();
+    std::fs::create_dir_all(&opts.out)
+        .with_context(|| format!("creating {}", opts.out.display()))?;
+    let root = std::fs::canonicalize(&opts.out)
+        .with_context(|| format!("resolving {}", opts.out.display()))?;
+    let layout = Layout::new(root);
+    std::fs::create_dir_all(layout.runs())?;
+    write_config(&layout, cfg)?;
+    let units = plan(cfg)?;
+    let selected = |s: Stage| opts.stages.as_ref().is_none_or(|v| v.contains(&s));
+    let progress = if opts.bars {
+        Progress::new(units.len())
+    } else {
+        Progress::hidden(units.len())
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        // A second signal ends the process at once.
+        signal_hook::flag::register_conditional_shutdown(sig, 130, Arc::clone(&stop))?;
+        signal_hook::flag::register(sig, Arc::clone(&stop))?;
+    }
+    let mut ctx = Ctx::new(cfg, &layout, &opts.exe, &progress, stop);
+    // The record token of every unit handled so far (what downstream units read).
+    let mut tokens: BTreeMap<String, String> = BTreeMap::new();
+    let mut summary = RunSummary::default();
+    let mut stale: BTreeMap<String, String> = BTreeMap::new();
+    progress.say(&format!(
+        "recipe in {} · {} units",
+        layout.root.display(),
+        units.len()
+    ));
+    for unit in &units {
+        progress.working_on(&unit.id);
+        let outcome = match record::stale_reason(&layout, unit, &tokens) {
+            None => {
+                progress.say(&format!("✓ {:<34} up to date, skipped", unit.id));
+                Outcome::Skipped
+            }
+            Some(why) if !selected(unit.stage()) => {
+                stale.insert(unit.id.clone(), why.clone());
+                Outcome::Left(why)
+            }
+            Some(why) => {
+                if let Some((input, reason)) = unit
+                    .inputs
+                    .iter()
+                    .find_map(|i| stale.get(i).map(|r| (i, r)))
+                {
+                    bail!(
+                        "{} needs {input}, which is not up to date ({reason}); add its stage `{}` to --stages, or run every stage",
+                        unit.id,
+                        input.split('/').next().unwrap_or(input)
+                    );
+                }
+                ctx.check_stop()?;
+                progress.say(&format!("▶ {:<34} running ({why})", unit.id));
+                record::remove(&layout, &unit.id)?;
+                let t = Instant::now();
+                let done = run_unit(&mut ctx, unit).with_context(|| format!("{}", unit.id))?;
+                let elapsed = t.elapsed().as_secs_f64();
+                let outputs = done.outputs.iter().map(|p| layout.relative(p)).collect();
+                record::write(
+                    &layout,
+                    &Record::new(unit, &tokens, outputs, elapsed, done.summary),
+                )?;
+                progress.say(&format!("✓ {:<34} done in {}", unit.id, human_time(elapsed)));
+                Outcome::Ran(why)
+            }
+        };
+        if let Some(r) = record::read(&layout, &unit.id) {
+            tokens.insert(unit.id.clone(), r.token);
+        }
+        progress.unit_done();
+        summary.units.push((unit.id.clone(), outcome));
+    }
+    progress.finish();
+    summary.elapsed_s = started.elapsed().as_secs_f64();
+    let ran = summary
+        .units
+        .iter()
+        .filter(|(_, o)| matches!(o, Outcome::Ran(_)))
+        .count();
+    let left = summary
+        .units
+        .iter()
+        .filter(|(_, o)| matches!(o, Outcome::Left(_)))
+        .count();
+    progress.say(&format!(
+        "recipe: {ran} units run, {} up to date{} in {}; report: {}",
+        summary.units.len() - ran - left,
+        if left > 0 {
+            format!(", {left} out of date but not selected")
+        } else {
+            String::new()
+        },
+        human_time(summary.elapsed_s),
+        layout.report_md().display()
+    ));
+    Ok(summary)
+}

@@ -1,0 +1,194 @@
+//! The figures of the report computed from its inputs: pass@1 of each policy with
+//! its Wilson interval, per task type and per RL seed; the reflection comparison;
+//! the training dynamics of each RL run.
+
+use super::data::{Inputs, MetricsLine};
+use super::stats::{Z95, mean, wilson};
+use crate::eval::EvalReport;
+use crate::recipe::layout::sft_run_name;
+use crate::recipe::plan::Arm;
+use std::collections::BTreeMap;
+
+/// One evaluated policy (an RL variant pools its seeds' episodes).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PolicyResult {
+    /// `sft`, `sft-baseline`, or the RL variant (`salvage-ds`, `dapo+full-corpus`).
+    pub name: String,
+    pub successes: usize,
+    pub episodes: usize,
+    pub pass1: Option<f64>,
+    pub ci: Option<(f64, f64)>,
+    pub steps_solved: Option<f64>,
+    /// The checkpoint evaluated (the first seed's for an RL variant).
+    pub checkpoint: Option<String>,
+    /// Task type → (successes, episodes).
+    pub per_task: BTreeMap<String, (usize, usize)>,
+    /// RL seed → (successes, episodes); empty for SFT.
+    pub per_seed: Vec<(u64, usize, usize)>,
+}
+
+impl PolicyResult {
+    fn from_reports(name: &str, reports: &[(u64, &EvalReport)], checkpoint: Option<String>) -> Self {
+        let mut per_task: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+        let mut per_seed = Vec::new();
+        let mut solved_steps = Vec::new();
+        let (mut s, mut n) = (0, 0);
+        for (seed, r) in reports {
+            let (mut rs, mut rn) = (0, 0);
+            for e in &r.episodes {
+                let t = per_task.entry(e.task.clone()).or_default();
+                t.1 += 1;
+                rn += 1;
+                if e.success {
+                    t.0 += 1;
+                    rs += 1;
+                    solved_steps.push(e.steps as f64);
+                }
+            }
+            per_seed.push((*seed, rs, rn));
+            s += rs;
+            n += rn;
+        }
+        PolicyResult {
+            name: name.to_string(),
+            successes: s,
+            episodes: n,
+            pass1: (n > 0).then(|| s as f64 / n as f64),
+            ci: wilson(s, n, Z95),
+            steps_solved: mean(&solved_steps),
+            checkpoint,
+            per_task,
+            per_seed,
+        }
+    }
+
+    /// pass@1 of one task type.
+    pub fn task_pass1(&self, task: &str) -> Option<f64> {
+        let (s, n) = self.per_task.get(task)?;
+        (*n > 0).then(|| *s as f64 / *n as f64)
+    }
+}
+
+/// The reflection comparison at one level.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct ReflectionArm {
+    /// Teacher: seeds solved / seeds. Policy: pass@1 on the held-out seeds.
+    pub rate: Option<f64>,
+    pub solved: usize,
+    pub total: usize,
+    /// Teacher: mean steps of the kept success per seed. Policy: on solved episodes.
+    pub steps: Option<f64>,
+}
+
+/// Mean over the first and the last quarter of a run's steps of one key.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Trend {
+    pub first: f64,
+    pub last: f64,
+}
+
+/// The keys of the training-dynamics table and figure (FORMATS.md), with labels.
+pub const DYNAMICS: [(&str, &str); 11] = [
+    ("critic/score/mean", "reward"),
+    ("salvage/std_gate_reject_share", "std-gate share"),
+    ("salvage/competence_gate_reject_share", "competence-gate share"),
+    ("salvage/best_of_n_reward", "best-of-n"),
+    ("salvage/within_group_std", "within-group std"),
+    ("salvage/logprob_correct", "log-prob correct"),
+    ("salvage/logprob_wrong", "log-prob wrong"),
+    ("salvage/logprob_gap", "log-prob gap"),
+    ("actor/ppo_kl", "KL (ppo_kl)"),
+    ("actor/pg_clipfrac", "clip fraction"),
+    ("rollout_corr/rollout_log_ppl", "rollout log-ppl"),
+];
+
+/// A key's trend over a run (None when the run never logged it).
+pub fn trend(metrics: &[MetricsLine], key: &str) -> Option<Trend> {
+    let v: Vec<f64> = metrics
+        .iter()
+        .filter_map(|(_, d)| d.get(key).copied())
+        .filter(|x| x.is_finite())
+        .collect();
+    if v.is_empty() {
+        return None;
+    }
+    let q = v.len().div_ceil(4);
+    Some(Trend {
+        first: mean(&v[..q])?,
+        last: mean(&v[v.len() - q..])?,
+    })
+}
+
+/// Everything the report shows, computed.
+#[derive(Debug, Clone)]
+pub struct Analysis {
+    pub tasks: Vec<String>,
+    /// First held-out seed and episodes per task type.
+    pub eval_seeds: (u64, usize),
+    /// The SFT policy of the reflection collection (RL starts from it).
+    pub sft: PolicyResult,
+    /// The SFT policy of the collection without reflection.
+    pub sft_baseline: PolicyResult,
+    /// Each RL variant, in config order.
+    pub rl: Vec<PolicyResult>,
+    pub teacher_with: ReflectionArm,
+    pub teacher_without: ReflectionArm,
+}
+
+fn teacher_arm(inputs: &Inputs, name: &str) -> ReflectionArm {
+    match inputs.collections.get(name) {
+        Some(r) => ReflectionArm {
+            rate: (r.seeds_total > 0).then_some(r.yield_rate),
+            solved: r.seeds_solved,
+            total: r.seeds_total,
+            steps: r.mean_steps_kept,
+        },
+        None => ReflectionArm::default(),
+    }
+}
+
+/// The policy level of the reflection comparison.
+pub fn policy_arm(p: &PolicyResult) -> ReflectionArm {
+    ReflectionArm {
+        rate: p.pass1,
+        solved: p.successes,
+        total: p.episodes,
+        steps: p.steps_solved,
+    }
+}
+
+/// Computes the report's figures.
+pub fn analyse(inputs: &Inputs) -> anyhow::Result<Analysis> {
+    let one = |arm: Arm, name: &str| {
+        let run = sft_run_name(arm);
+        let reports: Vec<(u64, &EvalReport)> =
+            inputs.evals.get(&run).map(|r| (0, r)).into_iter().collect();
+        let mut p = PolicyResult::from_reports(name, &reports, inputs.checkpoints.get(&run).cloned());
+        p.per_seed.clear();
+        p
+    };
+    let mut rl = Vec::new();
+    for v in inputs.cfg.variants()? {
+        let mut reports = Vec::new();
+        let mut checkpoint = None;
+        for &seed in &inputs.cfg.rl.seeds {
+            let run = crate::recipe::plan::rl_run_name(&v, seed);
+            if let Some(r) = inputs.evals.get(&run) {
+                reports.push((seed, r));
+                if checkpoint.is_none() {
+                    checkpoint = inputs.checkpoints.get(&run).cloned();
+                }
+            }
+        }
+        rl.push(PolicyResult::from_reports(&v.name(), &reports, checkpoint));
+    }
+    Ok(Analysis {
+        tasks: inputs.cfg.task_names(),
+        eval_seeds: (inputs.cfg.eval.seed_start, inputs.cfg.eval.episodes),
+        sft: one(Arm::Reflection, "sft"),
+        sft_baseline: one(Arm::Baseline, "sft-baseline"),
+        rl,
+        teacher_with: teacher_arm(inputs, "reflection"),
+        teacher_without: teacher_arm(inputs, "baseline"),
+    })
+}

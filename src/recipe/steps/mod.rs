@@ -1,0 +1,154 @@
+//! The work of each unit. Collection, curation, evaluation and mining call the
+//! library in this process (one browser shared by them, opened on first need);
+//! training runs as a child process of this executable (`rmsweb train ...`) writing
+//! its run folder under `DIR/runs/`, where the workbench's Runs tab shows it live.
+
+pub mod collect;
+pub mod curate;
+pub mod evaluate;
+pub mod mine;
+pub mod train;
+
+use super::config::RecipeConfig;
+use super::layout::Layout;
+use super::progress::Progress;
+use crate::env::miniwob::resolve_dir;
+use crate::env::{ChromeOptions, MiniwobEnv};
+use crate::policy::{Policy, PolicyInput, PolicyOutput};
+use crate::trajectory::Task;
+use anyhow::{Context, Result};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// What the steps share.
+pub struct Ctx<'a> {
+    pub cfg: &'a RecipeConfig,
+    pub layout: &'a Layout,
+    /// The `rmsweb` binary training children run.
+    pub exe: &'a Path,
+    pub progress: &'a Progress,
+    /// Set by SIGINT/SIGTERM: the unit at work winds down and the run ends.
+    pub stop: Arc<AtomicBool>,
+    env: Option<MiniwobEnv>,
+}
+
+/// What a unit wrote and a summary for its record.
+#[derive(Debug, Default)]
+pub struct Done {
+    pub outputs: Vec<PathBuf>,
+    pub summary: serde_json::Value,
+}
+
+impl<'a> Ctx<'a> {
+    pub fn new(
+        cfg: &'a RecipeConfig,
+        layout: &'a Layout,
+        exe: &'a Path,
+        progress: &'a Progress,
+        stop: Arc<AtomicBool>,
+    ) -> Self {
+        Ctx {
+            cfg,
+            layout,
+            exe,
+            progress,
+            stop,
+            env: None,
+        }
+    }
+
+    /// The browser on the MiniWoB pages, launched on first use.
+    pub fn env(&mut self) -> Result<&mut MiniwobEnv> {
+        if self.env.is_none() {
+            let dir = resolve_dir(self.cfg.env.miniwob_dir.as_deref());
+            let mut chrome = ChromeOptions::default();
+            if let Some(exe) = &self.cfg.env.chromium {
+                chrome.executable = exe.clone();
+            }
+            let env = MiniwobEnv::open(&dir, &chrome).with_context(|| {
+                "opening the live MiniWoB environment (run `.ci/install-env.sh` to install Chromium and the pages)"
+            })?;
+            for t in self.cfg.task_names() {
+                anyhow::ensure!(
+                    env.tasks().iter().any(|x| *x == t),
+                    "unknown MiniWoB task {t:?} in {} (see `rmsweb miniwob list`)",
+                    dir.display()
+                );
+            }
+            self.env = Some(env);
+        }
+        self.env
+            .as_mut()
+            .ok_or_else(|| anyhow::anyhow!("no environment"))
+    }
+
+    /// Whether a stop was asked for.
+    pub fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    /// Fails when a stop was asked for (so the unit is not recorded as done).
+    pub fn check_stop(&self) -> Result<()> {
+        anyhow::ensure!(!self.stopping(), "interrupted");
+        Ok(())
+    }
+}
+
+/// A policy that refuses to act once a stop is asked for, so that a collection or
+/// evaluation in progress ends its remaining episodes at once.
+pub struct Stoppable<'a> {
+    pub inner: &'a mut dyn Policy,
+    pub stop: &'a AtomicBool,
+}
+
+impl Policy for Stoppable<'_> {
+    fn name(&self) -> String {
+        self.inner.name()
+    }
+    fn reset(&mut self, task: &Task, seed: u64) {
+        self.inner.reset(task, seed)
+    }
+    fn notes(&self) -> Vec<String> {
+        self.inner.notes()
+    }
+    fn act(&mut self, input: &PolicyInput<'_>) -> Result<PolicyOutput> {
+        anyhow::ensure!(!self.stop.load(Ordering::Relaxed), "interrupted");
+        self.inner.act(input)
+    }
+}
+
+/// Removes a file or folder if it exists.
+pub fn remove_path(p: &Path) -> Result<()> {
+    let r = if p.is_dir() {
+        std::fs::remove_dir_all(p)
+    } else {
+        std::fs::remove_file(p)
+    };
+    match r {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(e).with_context(|| format!("removing {}", p.display()))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The local model at `checkpoint` as a policy: `temperature`, the recipe's prompt
+/// budget (the one its samples were flattened with) and `max_new_tokens`.
+pub fn local_policy(
+    checkpoint: &Path,
+    device: &str,
+    temperature: f64,
+    max_new_tokens: usize,
+    token_budget: usize,
+    name: &str,
+) -> Result<crate::policy::local::LocalPolicy> {
+    let device = crate::model::parse_device(device)?;
+    let mut model = crate::model::LocalModelPolicy::from_checkpoint(checkpoint, &device)
+        .with_context(|| format!("loading {}", checkpoint.display()))?;
+    model.sampling.temperature = temperature;
+    model.sampling.max_new_tokens = max_new_tokens;
+    let mut p = crate::policy::local::LocalPolicy::new(model, format!("local:{name}"));
+    p.prompt.token_budget = token_budget;
+    Ok(p)
+}
