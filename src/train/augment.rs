@@ -8,10 +8,10 @@
 //! the assistant's answer — keeps the sample's meaning while changing what must be
 //! copied, so only copying fits every version.
 //!
-//! A value is a word (a run of letters and digits, at least two characters, not all
-//! digits) of the sample's `<task>` instruction that stands in at most
-//! [`MAX_SHARE`] of the dataset's distinct instructions (template words such as
-//! "Click" or "Submit" stand in many) and nowhere in the system prompt (which holds
+//! A value is a word (a run of letters and digits, at least two characters, neither
+//! all digits nor an ordinal such as "2nd") of the sample's `<task>` instruction that stands in the instructions of at
+//! most [`MAX_SHARE`] of the dataset's samples (template words such as "Click",
+//! "Submit" or a fixed task's "ONE" stand in many) and nowhere in the system prompt (which holds
 //! the action schema's keys). Each value is replaced, as a whole word and
 //! everywhere but the system prompt, by another value of the dataset or by a random
 //! word of the same letter shape.
@@ -20,7 +20,7 @@ use crate::model::Message;
 use rand::Rng;
 use std::collections::{HashMap, HashSet};
 
-/// The largest share of distinct instructions a word may stand in and still be a value.
+/// The largest share of samples whose instruction a word may stand in and still be a value.
 pub const MAX_SHARE: f64 = 0.02;
 
 /// The dataset-level statistics value renaming needs.
@@ -48,21 +48,29 @@ fn words(text: &str) -> impl Iterator<Item = &str> {
 }
 
 fn is_candidate(w: &str) -> bool {
-    w.chars().count() >= 2 && !w.chars().all(|c| c.is_ascii_digit())
+    w.chars().count() >= 2 && !w.chars().all(|c| c.is_ascii_digit()) && !is_ordinal(w)
+}
+
+/// "1st", "22nd", "3rd", "4th": a position the page's layout gives meaning to.
+fn is_ordinal(w: &str) -> bool {
+    let digits = w.chars().take_while(char::is_ascii_digit).count();
+    digits > 0 && ["st", "nd", "rd", "th"].contains(&&w[digits..])
 }
 
 impl ValueWords {
-    /// Counts, over the distinct instructions of `chats`, how many each word stands in.
+    /// Counts, over the instructions of `chats` (one per sample: a task whose
+    /// instruction never changes counts as often as it is trained on), how many each
+    /// word stands in.
     pub fn from_chats(chats: &[Vec<Message>]) -> Self {
-        let distinct: HashSet<&str> = chats.iter().filter_map(|c| instruction(c)).collect();
+        let texts: Vec<&str> = chats.iter().filter_map(|c| instruction(c)).collect();
         let mut df: HashMap<&str, usize> = HashMap::new();
-        for text in &distinct {
+        for text in &texts {
             let seen: HashSet<&str> = words(text).filter(|w| is_candidate(w)).collect();
             for w in seen {
                 *df.entry(w).or_default() += 1;
             }
         }
-        let limit = (MAX_SHARE * distinct.len() as f64).floor() as usize;
+        let limit = (MAX_SHARE * texts.len() as f64).floor() as usize;
         let (mut template, mut pool) = (HashSet::new(), Vec::new());
         for (w, n) in df {
             if n > limit.max(1) {
@@ -264,6 +272,9 @@ mod tests {
         assert!(!user.contains("Tab"), "{user}");
         let new = user.split("<a>").nth(1).unwrap().split(' ').next().unwrap();
         assert!(user.contains(&format!(" {new} #2.\n")), "{user}");
+        // Ordinals keep their meaning.
+        let focus = chat("Focus into the 2nd input textbox.", "[1]<input />\n", "{}");
+        assert!(!vw.values_of(&focus).contains(&"2nd".to_string()));
         // No <task> block: nothing to rename.
         let bare = vec![Message::new("user", "hello Namedx")];
         assert!(
