@@ -116,8 +116,12 @@ def test_gate_groups_equals_rl_groups(rmsweb):
     for mode in ("salvage-ds", "anchor-free", "dapo", "grpo"):
         for eps, rc in ((0.10, 0.55), (0.2, 0.9)):
             stdin = "".join(json.dumps({"group": i, "rewards": g}) + "\n" for i, g in enumerate(groups))
-            cli = rmsweb(["rl", "groups", "-", "--eps-sigma", str(eps), "--r-comp", str(rc), "--mode", mode])
+            cli = rmsweb(
+                ["rl", "groups", "-", "--eps-sigma", str(eps), "--r-comp", str(rc), "--mode", mode],
+                stdin=stdin,
+            )
             got = gate_groups(groups, eps, rc, mode)
+            assert len(cli) == len(groups) + 1
             assert got["groups"] == cli[:-1]
             assert got["summary"] == cli[-1]["summary"]
     with pytest.raises(ValueError, match="mode"):

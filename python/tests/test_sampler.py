@@ -8,6 +8,7 @@ import json
 import random
 
 import pytest
+import torch
 
 from rmsweb_verl.sampler import SalvageReplayBuffer
 
@@ -58,7 +59,10 @@ def test_decisions_equal_rl_groups(fake_tq, rmsweb, mode):
             line.get("advantages"),
         )
     # Every sampled group's rewards came from the stand-in in generation order.
-    assert groups == [fake_tq.script[int(d.uid[1:])] for d in decided]
+    # (verl's scores are float32: the script's values as they come back from a tensor.)
+    assert groups == [
+        torch.tensor(fake_tq.script[int(d.uid[1:])], dtype=torch.float32).tolist() for d in decided
+    ]
     accepted = sum(d.decision == "accepted" for d in decided)
     gen = int(metrics["train/num_gen_batches"])
     assert gen == s.last.gen_batches and len(decided) == 8 * gen

@@ -10,7 +10,7 @@ import json
 import torch
 from transfer_queue import KVBatchMeta
 
-from rmsweb_verl import parse_actions
+from rmsweb_verl import parse_actions, splice_action
 from rmsweb_verl.settings import SalvageSettings
 from rmsweb_verl.splice import action_token_mask, splice_rollout
 from rmsweb_verl.trainer import SalvageDSTrainer
@@ -107,11 +107,14 @@ def test_salvage_rows_are_spliced_and_masked(fake_tq, tokenizer):
     vals = fake_tq.values["train"]
     assert vals["a_0_0"]["rl_token_mask"].tolist() == [1] * batch.tags[0]["response_len"]
     assert vals["b_0_0"]["rl_token_mask"].sum() == 0 and vals["pad_0_0"]["rl_token_mask"].tolist() == [0]
-    for key in ("b_0_0", "b_1_0"):
+    for key, text in (("b_0_0", rows[2][2]), ("b_1_0", rows[3][2])):
         m = vals[key]["salvage_action_mask"].tolist()
         ids = vals[key]["responses"].tolist()
         got = tokenizer.decode([i for i, k in zip(ids, m, strict=True) if k])
-        assert covers(got, json.dumps([{"input": GT["params"]}], separators=(",", ":"), sort_keys=True)), got
+        # The action in the response's own format (JSON here, a call in plain text).
+        s = splice_action(text, GT)
+        want = s["text"][s["action_span"][0] : s["action_span"][1]]
+        assert covers(got, want), (got, want)
     assert vals["a_0_0"]["salvage_action_mask"].sum() == 0
     # N = 4 real rows: RL rows weigh 4/2, salvage rows 4/2, padding 0.
     assert vals["a_1_0"]["loss_row_weight"][0] == 2.0 and vals["b_1_0"]["loss_row_weight"][0] == 2.0

@@ -317,11 +317,13 @@ impl Variant {
     pub fn parse(s: &str) -> Result<Variant> {
         let (mode, prompts) = match s.split_once('+') {
             Some((m, "full-corpus")) => (m, PromptSource::FullCorpus),
-            Some((_, other)) => bail!("variant `{s}`: unknown prompt source `{other}` (full-corpus)"),
+            Some((_, other)) => {
+                bail!("variant `{s}`: unknown prompt source `{other}` (full-corpus)")
+            }
             None => (s, PromptSource::Mined),
         };
-        let mode: Mode = serde_json::from_value(serde_json::Value::String(mode.into()))
-            .map_err(|_| {
+        let mode: Mode =
+            serde_json::from_value(serde_json::Value::String(mode.into())).map_err(|_| {
                 anyhow::anyhow!("variant `{s}`: unknown mode (salvage-ds, anchor-free, dapo, grpo)")
             })?;
         Ok(Variant { mode, prompts })
@@ -381,7 +383,10 @@ impl RecipeConfig {
 
     /// The task types without the `miniwob:` prefix, in order.
     pub fn task_names(&self) -> Vec<String> {
-        self.tasks.iter().map(|t| task_name(t).to_string()).collect()
+        self.tasks
+            .iter()
+            .map(|t| task_name(t).to_string())
+            .collect()
     }
 
     /// The parsed RL variants, in order.
@@ -417,7 +422,10 @@ impl RecipeConfig {
 
     /// Checks values and the held-out property of the evaluation seeds.
     pub fn validate(&self) -> Result<()> {
-        ensure!(!self.tasks.is_empty(), "key `tasks`: list at least one task type");
+        ensure!(
+            !self.tasks.is_empty(),
+            "key `tasks`: list at least one task type"
+        );
         let names = self.task_names();
         for (i, (raw, t)) in self.tasks.iter().zip(&names).enumerate() {
             ensure!(
@@ -459,7 +467,10 @@ impl RecipeConfig {
         let e = &self.eval;
         ensure!(e.episodes > 0, "key `eval.episodes`: at least 1");
         ensure!(e.max_steps > 0, "key `eval.max_steps`: at least 1");
-        ensure!(e.max_new_tokens > 0, "key `eval.max_new_tokens`: at least 1");
+        ensure!(
+            e.max_new_tokens > 0,
+            "key `eval.max_new_tokens`: at least 1"
+        );
         ensure!(
             e.temperature >= 0.0 && e.temperature.is_finite(),
             "key `eval.temperature`: 0 or more"
@@ -494,9 +505,11 @@ impl RecipeConfig {
             );
         }
         self.mine_config().context("key `mine`")?;
-        self.sft_config(Path::new("dataset"))
-            .context("key `sft`")?;
-        ensure!(!self.rl.seeds.is_empty(), "key `rl.seeds`: list at least one seed");
+        self.sft_config(Path::new("dataset")).context("key `sft`")?;
+        ensure!(
+            !self.rl.seeds.is_empty(),
+            "key `rl.seeds`: list at least one seed"
+        );
         ensure!(
             !self.rl.set.contains_key("seed"),
             "key `rl.set.seed`: list RL seeds in `rl.seeds` instead"
@@ -511,7 +524,10 @@ impl RecipeConfig {
         }
         let mut seen = Vec::new();
         for (i, s) in self.rl.seeds.iter().enumerate() {
-            ensure!(!seen.contains(s), "key `rl.seeds[{i}]`: {s} is listed twice");
+            ensure!(
+                !seen.contains(s),
+                "key `rl.seeds[{i}]`: {s} is listed twice"
+            );
             seen.push(*s);
         }
         let mut names = Vec::new();
@@ -579,7 +595,10 @@ mod tests {
         let e = err(&format!(
             "{MIN}[collect]\nseeds = 20\nseed_start = 0\n[eval]\nseed_start = 15\nepisodes = 10\n"
         ));
-        assert!(e.contains("eval.seed_start") && e.contains("overlap"), "{e}");
+        assert!(
+            e.contains("eval.seed_start") && e.contains("overlap"),
+            "{e}"
+        );
         // Adjacent ranges are fine.
         RecipeConfig::from_toml(&format!(
             "{MIN}[collect]\nseeds = 20\n[eval]\nseed_start = 20\nepisodes = 10\n"
@@ -599,7 +618,10 @@ mod tests {
         assert_eq!((s.max_steps, s.epochs, s.lr), (7, 2, 0.001));
         let v = Variant::parse("dapo+full-corpus").unwrap();
         assert_eq!(v.name(), "dapo+full-corpus");
-        assert_eq!((v.mode_arg(), v.prompts_arg()), ("dapo".into(), "full-corpus".into()));
+        assert_eq!(
+            (v.mode_arg(), v.prompts_arg()),
+            ("dapo".into(), "full-corpus".into())
+        );
         let r = c.rl_config(v, 4, Path::new("i"), Path::new("d")).unwrap();
         assert_eq!((r.steps, r.n, r.lora.r, r.seed), (3, 4, 4, 4));
         assert_eq!(r.mode, Mode::Dapo);

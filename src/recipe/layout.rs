@@ -39,7 +39,8 @@ impl Layout {
 
     /// The record of a unit (`rl/dapo/s1` → `stages/rl.dapo.s1.json`).
     pub fn record(&self, unit: &str) -> PathBuf {
-        self.records().join(format!("{}.json", unit.replace('/', ".")))
+        self.records()
+            .join(format!("{}.json", unit.replace('/', ".")))
     }
 
     pub fn dataset(&self, arm: Arm) -> PathBuf {

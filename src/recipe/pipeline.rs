@@ -147,7 +147,11 @@ pub fn run(cfg: &RecipeConfig, opts: &RunOptions) -> Result<RunSummary> {
                     &layout,
                     &Record::new(unit, &tokens, outputs, elapsed, done.summary),
                 )?;
-                progress.say(&format!("✓ {:<34} done in {}", unit.id, human_time(elapsed)));
+                progress.say(&format!(
+                    "✓ {:<34} done in {}",
+                    unit.id,
+                    human_time(elapsed)
+                ));
                 Outcome::Ran(why)
             }
         };

@@ -273,7 +273,8 @@ pub fn plan(cfg: &RecipeConfig) -> Result<Vec<Unit>> {
     let mut rl_ids = Vec::new();
     for variant in cfg.variants()? {
         for &seed in &cfg.rl.seeds {
-            let conf = serde_json::json!({ "rl": rl_common, "variant": variant.name(), "seed": seed });
+            let conf =
+                serde_json::json!({ "rl": rl_common, "variant": variant.name(), "seed": seed });
             let r = p.add(
                 Work::Rl { variant, seed },
                 &conf,
@@ -308,7 +309,10 @@ mod tests {
     }
 
     fn keys(units: &[Unit]) -> std::collections::BTreeMap<String, String> {
-        units.iter().map(|u| (u.id.clone(), u.key.clone())).collect()
+        units
+            .iter()
+            .map(|u| (u.id.clone(), u.key.clone()))
+            .collect()
     }
 
     #[test]
@@ -357,7 +361,13 @@ mod tests {
         for k in ["collect/reflection", "collect/baseline"] {
             assert_eq!(base[k], filt[k]);
         }
-        for k in ["filter/baseline", "sft/reflection", "mine", "rl/salvage-ds/s2", "report"] {
+        for k in [
+            "filter/baseline",
+            "sft/reflection",
+            "mine",
+            "rl/salvage-ds/s2",
+            "report",
+        ] {
             assert_ne!(base[k], filt[k], "{k}");
         }
         // The environment section is not part of any key.

@@ -133,9 +133,18 @@ mod tests {
         let units = plan(&cfg).unwrap();
         let none = BTreeMap::new();
         let u = &units[0];
-        assert_eq!(stale_reason(&layout, u, &none).as_deref(), Some("not run yet"));
+        assert_eq!(
+            stale_reason(&layout, u, &none).as_deref(),
+            Some("not run yet")
+        );
         std::fs::write(d.path().join("out.txt"), "x").unwrap();
-        let r = Record::new(u, &none, vec!["out.txt".into()], 1.5, serde_json::json!({"n": 1}));
+        let r = Record::new(
+            u,
+            &none,
+            vec!["out.txt".into()],
+            1.5,
+            serde_json::json!({"n": 1}),
+        );
         write(&layout, &r).unwrap();
         assert_eq!(read(&layout, &u.id), Some(r.clone()));
         assert_eq!(stale_reason(&layout, u, &none), None);
@@ -143,9 +152,19 @@ mod tests {
         let f = &units[1];
         assert_eq!(f.inputs, vec![u.id.clone()]);
         let tokens: BTreeMap<String, String> = [(u.id.clone(), r.token.clone())].into();
-        write(&layout, &Record::new(f, &tokens, vec![], 0.1, serde_json::Value::Null)).unwrap();
+        write(
+            &layout,
+            &Record::new(f, &tokens, vec![], 0.1, serde_json::Value::Null),
+        )
+        .unwrap();
         assert_eq!(stale_reason(&layout, f, &tokens), None);
-        let redone = Record::new(u, &none, vec!["out.txt".into()], 1.5, serde_json::Value::Null);
+        let redone = Record::new(
+            u,
+            &none,
+            vec!["out.txt".into()],
+            1.5,
+            serde_json::Value::Null,
+        );
         assert_ne!(redone.token, r.token);
         let tokens: BTreeMap<String, String> = [(u.id.clone(), redone.token)].into();
         assert_eq!(
@@ -157,9 +176,13 @@ mod tests {
             stale_reason(&layout, u, &none).as_deref(),
             Some("output out.txt is missing")
         );
-        let other = RecipeConfig::from_toml("tasks = [\"click-button\"]\n[collect]\nseeds = 3\n").unwrap();
+        let other =
+            RecipeConfig::from_toml("tasks = [\"click-button\"]\n[collect]\nseeds = 3\n").unwrap();
         let changed = &plan(&other).unwrap()[0];
-        assert_eq!(stale_reason(&layout, changed, &none).as_deref(), Some("its config changed"));
+        assert_eq!(
+            stale_reason(&layout, changed, &none).as_deref(),
+            Some("its config changed")
+        );
         remove(&layout, &u.id).unwrap();
         remove(&layout, &u.id).unwrap();
         assert_eq!(read(&layout, &u.id), None);

@@ -110,7 +110,11 @@ fn check_outputs(out: &Path) {
             .iter()
             .map(|t| t["task_id"].as_str().unwrap().to_string())
             .collect();
-        assert_eq!(ids.len(), TASKS.len() * 4, "{arm}: 4 seeds of each task: {ids:?}");
+        assert_eq!(
+            ids.len(),
+            TASKS.len() * 4,
+            "{arm}: 4 seeds of each task: {ids:?}"
+        );
         let reflected = trajs.iter().filter(|t| !t["reflection"].is_null()).count();
         if arm == "baseline" {
             assert_eq!(reflected, 0, "the baseline retries without reflection");
@@ -126,7 +130,11 @@ fn check_outputs(out: &Path) {
         let kept = f["kept"].as_array().unwrap().len();
         assert!(kept > 0, "{arm}: the filter kept nothing");
         let samples = jsonl(&out.join(format!("data/{arm}/sft/samples.jsonl")));
-        assert!(samples.len() >= kept, "{arm}: {} samples of {kept} kept", samples.len());
+        assert!(
+            samples.len() >= kept,
+            "{arm}: {} samples of {kept} kept",
+            samples.len()
+        );
         // sft: a finished run folder with a loadable checkpoint.
         let run = out.join(format!("runs/sft-{arm}"));
         assert_eq!(json(&run.join("status.json"))["state"], "finished");
@@ -148,7 +156,11 @@ fn check_outputs(out: &Path) {
     let teacher = by_teacher("scripted-miniwob");
     let sft = by_teacher("local:sft-reflection");
     assert_eq!(teacher, seeds_of["reflection"]);
-    assert_eq!(sft.len(), TASKS.len(), "one seed of each task type: {sft:?}");
+    assert_eq!(
+        sft.len(),
+        TASKS.len(),
+        "one seed of each task type: {sft:?}"
+    );
     assert!(sft.is_subset(&teacher), "{sft:?} vs {teacher:?}");
     assert_eq!(json(&out.join("collect/sft-policy.json"))["seeds_total"], 2);
     // mine: at least one pair (the RL variants on mined prompts need it).
@@ -185,7 +197,10 @@ fn check_outputs(out: &Path) {
             .map(|x| x["seed"].as_u64().unwrap())
             .collect();
         assert_eq!(seeds, [1000].into(), "{n}");
-        assert_eq!(jsonl(&out.join(format!("eval/{n}/trajectories.jsonl"))).len(), 2);
+        assert_eq!(
+            jsonl(&out.join(format!("eval/{n}/trajectories.jsonl"))).len(),
+            2
+        );
     }
 }
 
@@ -282,7 +297,10 @@ fn smoke_recipe_runs_end_to_end_then_resumes_and_reruns_only_what_changed() {
     let t = std::time::Instant::now();
     let (ok, stdout, stderr) = recipe(&["run", "--config", config_s, "--out", out_s]);
     assert!(ok, "recipe run failed:\n{stdout}\n{stderr}");
-    eprintln!("smoke recipe: {:.1} s end to end", t.elapsed().as_secs_f64());
+    eprintln!(
+        "smoke recipe: {:.1} s end to end",
+        t.elapsed().as_secs_f64()
+    );
     let (skipped, ran) = unit_lines(&stdout);
     assert!(skipped.is_empty(), "{skipped:?}");
     assert_eq!(ran.len(), 23, "{ran:?}");
@@ -306,14 +324,22 @@ fn smoke_recipe_runs_end_to_end_then_resumes_and_reruns_only_what_changed() {
 
     // One more RL step: only RL, its evaluations and the report are stale ...
     let text = std::fs::read_to_string(&config).unwrap();
-    let changed_text = text.replacen("[rl]\npreset = \"tiny\"\nsteps = 2", "[rl]\npreset = \"tiny\"\nsteps = 3", 1);
-    assert_ne!(changed_text, text, "recipe-smoke.toml's [rl] block moved; update this test");
+    let changed_text = text.replacen(
+        "[rl]\npreset = \"tiny\"\nsteps = 2",
+        "[rl]\npreset = \"tiny\"\nsteps = 3",
+        1,
+    );
+    assert_ne!(
+        changed_text, text,
+        "recipe-smoke.toml's [rl] block moved; update this test"
+    );
     let changed = d.path().join("changed.toml");
     std::fs::write(&changed, changed_text).unwrap();
     let changed_s = changed.to_str().unwrap();
     // ... so a report alone is refused, naming what it needs ...
-    let (ok, stdout, stderr) =
-        recipe(&["run", "--config", changed_s, "--out", out_s, "--stages", "report"]);
+    let (ok, stdout, stderr) = recipe(&[
+        "run", "--config", changed_s, "--out", out_s, "--stages", "report",
+    ]);
     assert!(!ok, "{stdout}");
     assert!(
         stderr.contains("needs rl/") && stderr.contains("add its stage `rl`"),
@@ -351,7 +377,11 @@ fn smoke_recipe_runs_end_to_end_then_resumes_and_reruns_only_what_changed() {
 fn recipe_configs_are_checked_before_anything_runs() {
     let d = tempfile::tempdir().unwrap();
     let bad = d.path().join("bad.toml");
-    std::fs::write(&bad, "tasks = [\"click-button\"]\n[rl]\nvariants = [\"ppo\"]\n").unwrap();
+    std::fs::write(
+        &bad,
+        "tasks = [\"click-button\"]\n[rl]\nvariants = [\"ppo\"]\n",
+    )
+    .unwrap();
     let out = d.path().join("out");
     let (ok, _, stderr) = recipe(&[
         "run",
@@ -368,7 +398,8 @@ fn recipe_configs_are_checked_before_anything_runs() {
     assert!(!out.exists(), "nothing is created for a bad config");
     // The shipped configs load.
     for f in ["recipe.toml", "recipe-smoke.toml"] {
-        rmsweb::recipe::RecipeConfig::load(&repo().join(f)).unwrap_or_else(|e| panic!("{f}: {e:#}"));
+        rmsweb::recipe::RecipeConfig::load(&repo().join(f))
+            .unwrap_or_else(|e| panic!("{f}: {e:#}"));
     }
     let (ok, _, stderr) = recipe(&["run", "--out", out.to_str().unwrap(), "--stages", "train"]);
     assert!(!ok && stderr.contains("unknown stage `train`"), "{stderr}");
@@ -454,7 +485,10 @@ fn runs_tab_opens_the_recipe_report_as_a_table() {
     app.handle_key(key(KeyCode::Char('R')));
     app.handle_key(key(KeyCode::Char('j')));
     let s = screen(&mut app, 120, 30);
-    let body = s.trim_end().rsplit_once('\n').map_or(s.as_str(), |(b, _)| b);
+    let body = s
+        .trim_end()
+        .rsplit_once('\n')
+        .map_or(s.as_str(), |(b, _)| b);
     insta::assert_snapshot!("recipe_report_table", body);
     // While open it has the keys: `q` closes it instead of quitting, `2` stays.
     app.handle_key(key(KeyCode::Char('2')));
@@ -475,7 +509,11 @@ fn runs_tab_opens_the_recipe_report_as_a_table() {
     app.runs.poll_now();
     app.handle_key(key(KeyCode::Char('R')));
     assert!(
-        app.shared.message.as_deref().unwrap_or("").contains("not a recipe's"),
+        app.shared
+            .message
+            .as_deref()
+            .unwrap_or("")
+            .contains("not a recipe's"),
         "{:?}",
         app.shared.message
     );
@@ -487,5 +525,8 @@ fn runs_tab_opens_the_recipe_report_as_a_table() {
     app.runs.poll_now();
     app.handle_key(key(KeyCode::Char('R')));
     let m = app.shared.message.clone().unwrap_or_default();
-    assert!(m.contains("report.json") && m.contains("rmsweb recipe report"), "{m}");
+    assert!(
+        m.contains("report.json") && m.contains("rmsweb recipe report"),
+        "{m}"
+    );
 }

@@ -285,7 +285,14 @@ fn stage_package() -> PathBuf {
     let target = debug.parent().unwrap();
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let out = std::process::Command::new(cargo)
-        .args(["build", "--quiet", "-p", "rmsweb-verl", "--lib", "--manifest-path"])
+        .args([
+            "build",
+            "--quiet",
+            "-p",
+            "rmsweb-verl",
+            "--lib",
+            "--manifest-path",
+        ])
         .arg(repo().join("Cargo.toml"))
         .arg("--target-dir")
         .arg(target)
@@ -336,7 +343,14 @@ fn python_plugin_tests_pass_against_verl() {
     );
     let stage = stage_package();
     let o = Command::new(&py)
-        .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "python/tests"])
+        .args([
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "python/tests",
+        ])
         .current_dir(repo())
         .env("RMSWEB_BIN", env!("CARGO_BIN_EXE_rmsweb"))
         .env("PYTHONPATH", &stage)

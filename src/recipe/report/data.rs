@@ -64,7 +64,11 @@ fn read_json<T: serde::de::DeserializeOwned>(
 }
 
 /// Reads an RL run's metrics; malformed lines are skipped and counted in `missing`.
-fn read_metrics(path: &std::path::Path, layout: &Layout, missing: &mut Vec<String>) -> Vec<MetricsLine> {
+fn read_metrics(
+    path: &std::path::Path,
+    layout: &Layout,
+    missing: &mut Vec<String>,
+) -> Vec<MetricsLine> {
     let Ok(text) = std::fs::read_to_string(path) else {
         missing.push(format!("{} (not written yet)", layout.relative(path)));
         return Vec::new();
@@ -78,7 +82,10 @@ fn read_metrics(path: &std::path::Path, layout: &Layout, missing: &mut Vec<Strin
         }
     }
     if bad > 0 {
-        missing.push(format!("{}: {bad} malformed lines skipped", layout.relative(path)));
+        missing.push(format!(
+            "{}: {bad} malformed lines skipped",
+            layout.relative(path)
+        ));
     }
     out
 }
@@ -133,7 +140,11 @@ pub fn load(layout: &Layout) -> Result<Inputs> {
         .map(|(v, seed, name)| RlRun {
             variant: v.name(),
             seed,
-            metrics: read_metrics(&layout.run(&name).join("metrics.jsonl"), layout, &mut missing),
+            metrics: read_metrics(
+                &layout.run(&name).join("metrics.jsonl"),
+                layout,
+                &mut missing,
+            ),
             name,
         })
         .collect();

@@ -70,7 +70,13 @@ fn pass1(a: &Analysis, path: &Path) -> Result<()> {
     root.fill(&WHITE).map_err(err(path))?;
     let names: Vec<String> = rows
         .iter()
-        .map(|p| if p.name == "sft" { "SFT".into() } else { p.name.clone() })
+        .map(|p| {
+            if p.name == "sft" {
+                "SFT".into()
+            } else {
+                p.name.clone()
+            }
+        })
         .collect();
     let mut chart = ChartBuilder::on(&root)
         .caption(
@@ -118,7 +124,10 @@ fn pass1(a: &Analysis, path: &Path) -> Result<()> {
         .draw_series(rows.iter().enumerate().filter_map(|(i, p)| {
             let (lo, hi) = p.ci?;
             Some(PathElement::new(
-                vec![(SegmentValue::CenterOf(i), lo), (SegmentValue::CenterOf(i), hi)],
+                vec![
+                    (SegmentValue::CenterOf(i), lo),
+                    (SegmentValue::CenterOf(i), hi),
+                ],
                 BLACK.stroke_width(2),
             ))
         }))
@@ -160,7 +169,9 @@ fn yields(inputs: &Inputs, path: &Path) -> Result<()> {
         .draw()
         .map_err(err(path))?;
     for (i, (name, label)) in arms.iter().enumerate() {
-        let Some(r) = inputs.collections.get(*name) else { continue };
+        let Some(r) = inputs.collections.get(*name) else {
+            continue;
+        };
         let color = Palette99::pick(i + 1).to_rgba();
         let pts: Vec<(f64, f64)> = r
             .per_round
@@ -171,7 +182,9 @@ fn yields(inputs: &Inputs, path: &Path) -> Result<()> {
             .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
             .map_err(err(path))?
             .label(*label)
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+            });
         chart
             .draw_series(pts.iter().map(|p| Circle::new(*p, 4, color.filled())))
             .map_err(err(path))?;

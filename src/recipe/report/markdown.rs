@@ -53,7 +53,11 @@ fn table2(out: &mut String, a: &Analysis, inputs: &Inputs) {
         seed_span(a.eval_seeds.0, a.eval_seeds.1),
         a.eval_seeds.1,
         if seeds.len() == 1 { "" } else { "s" },
-        seeds.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
+        seeds
+            .iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
     );
     let _ = writeln!(
         out,

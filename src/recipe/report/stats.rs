@@ -40,13 +40,19 @@ mod tests {
     fn wilson_matches_reference_values() {
         // 30 of 120 (the SFT pass@1): [0.1811, 0.3344].
         let (lo, hi) = wilson(30, 120, Z95).unwrap();
-        assert!((lo - 0.1811).abs() < 1e-4 && (hi - 0.3344).abs() < 1e-4, "{lo} {hi}");
+        assert!(
+            (lo - 0.1811).abs() < 1e-4 && (hi - 0.3344).abs() < 1e-4,
+            "{lo} {hi}"
+        );
         // 0 of 10: [0, 0.2775]; 10 of 10: [0.7225, 1].
         let (lo, hi) = wilson(0, 10, Z95).unwrap();
         assert_eq!(lo, 0.0);
         assert!((hi - 0.2775).abs() < 5e-4, "{hi}");
         let (lo, hi) = wilson(10, 10, Z95).unwrap();
-        assert!((lo - 0.7225).abs() < 1e-4 && (hi - 1.0).abs() < 1e-12, "{lo} {hi}");
+        assert!(
+            (lo - 0.7225).abs() < 1e-4 && (hi - 1.0).abs() < 1e-12,
+            "{lo} {hi}"
+        );
         assert_eq!(wilson(0, 0, Z95), None);
     }
 

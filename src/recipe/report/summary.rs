@@ -28,7 +28,11 @@ pub struct PolicyResult {
 }
 
 impl PolicyResult {
-    fn from_reports(name: &str, reports: &[(u64, &EvalReport)], checkpoint: Option<String>) -> Self {
+    fn from_reports(
+        name: &str,
+        reports: &[(u64, &EvalReport)],
+        checkpoint: Option<String>,
+    ) -> Self {
         let mut per_task: BTreeMap<String, (usize, usize)> = BTreeMap::new();
         let mut per_seed = Vec::new();
         let mut solved_steps = Vec::new();
@@ -91,7 +95,10 @@ pub struct Trend {
 pub const DYNAMICS: [(&str, &str); 11] = [
     ("critic/score/mean", "reward"),
     ("salvage/std_gate_reject_share", "std-gate share"),
-    ("salvage/competence_gate_reject_share", "competence-gate share"),
+    (
+        "salvage/competence_gate_reject_share",
+        "competence-gate share",
+    ),
     ("salvage/best_of_n_reward", "best-of-n"),
     ("salvage/within_group_std", "within-group std"),
     ("salvage/logprob_correct", "log-prob correct"),
@@ -163,7 +170,8 @@ pub fn analyse(inputs: &Inputs) -> anyhow::Result<Analysis> {
         let run = sft_run_name(arm);
         let reports: Vec<(u64, &EvalReport)> =
             inputs.evals.get(&run).map(|r| (0, r)).into_iter().collect();
-        let mut p = PolicyResult::from_reports(name, &reports, inputs.checkpoints.get(&run).cloned());
+        let mut p =
+            PolicyResult::from_reports(name, &reports, inputs.checkpoints.get(&run).cloned());
         p.per_seed.clear();
         p
     };

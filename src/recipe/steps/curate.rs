@@ -40,8 +40,7 @@ pub fn flatten(cfg: &RecipeConfig, layout: &Layout, arm: Arm) -> Result<Done> {
     remove_path(&out)?;
     let mut opts = FlattenOptions::default();
     opts.prompt.token_budget = cfg.flatten.token_budget;
-    let (samples, report) =
-        flatten_kept(&ds, &filter, &opts, &crate::policy::prompt::CharApprox)?;
+    let (samples, report) = flatten_kept(&ds, &filter, &opts, &crate::policy::prompt::CharApprox)?;
     anyhow::ensure!(
         !samples.is_empty(),
         "{}: the filter kept {} of {} trajectories and they gave no SFT sample; \

@@ -287,8 +287,8 @@ mod tests {
     #[test]
     fn run_folders_are_kept_resumed_or_replaced_by_key() {
         let d = tempfile::tempdir().unwrap();
-        let cfg = crate::recipe::config::RecipeConfig::from_toml("tasks = [\"click-button\"]\n")
-            .unwrap();
+        let cfg =
+            crate::recipe::config::RecipeConfig::from_toml("tasks = [\"click-button\"]\n").unwrap();
         let units = crate::recipe::plan::plan(&cfg).unwrap();
         let u = units.iter().find(|u| u.id == "sft/reflection").unwrap();
         let dir = d.path().join("sft-reflection");
@@ -317,7 +317,10 @@ mod tests {
         let mut other_process = Command::new("sleep").arg("30").spawn().unwrap();
         std::fs::write(
             dir.join("status.json"),
-            format!(r#"{{"state": "running", "pid": {}, "step": 9}}"#, other_process.id()),
+            format!(
+                r#"{{"state": "running", "pid": {}, "step": 9}}"#,
+                other_process.id()
+            ),
         )
         .unwrap();
         let e = prepare(&dir, u).unwrap_err().to_string();

@@ -44,7 +44,10 @@ impl RecipeReportView {
     /// Opens `DIR/report.json`.
     pub fn open(dir: &Path) -> Result<Self, String> {
         let report = read(&dir.join("report.json")).map_err(|e| {
-            format!("{e:#} (render it with `rmsweb recipe report --out {}`)", dir.display())
+            format!(
+                "{e:#} (render it with `rmsweb recipe report --out {}`)",
+                dir.display()
+            )
         })?;
         Ok(RecipeReportView {
             dir: dir.to_path_buf(),
@@ -98,12 +101,10 @@ impl RecipeReportView {
                 format!(
                     " Recipe report · {} · held-out pass@1 · Esc closes ",
                     trunc(
-                        &line(
-                            &self
-                                .dir
-                                .file_name()
-                                .map_or_else(|| self.dir.display().to_string(), |n| n.to_string_lossy().into_owned())
-                        ),
+                        &line(&self.dir.file_name().map_or_else(
+                            || self.dir.display().to_string(),
+                            |n| n.to_string_lossy().into_owned()
+                        )),
                         40
                     )
                 ),
@@ -117,7 +118,13 @@ impl RecipeReportView {
             Layout::vertical([Constraint::Min(3), Constraint::Length(foot_h)]).areas(inner);
         let overall: Vec<Option<f64>> = cols
             .iter()
-            .map(|c| if c == "sft" { r.sft.pass1 } else { r.rl.get(c).and_then(|p| p.pass1) })
+            .map(|c| {
+                if c == "sft" {
+                    r.sft.pass1
+                } else {
+                    r.rl.get(c).and_then(|p| p.pass1)
+                }
+            })
             .collect();
         let mut rows: Vec<(String, Vec<Option<f64>>)> = r
             .tasks
@@ -159,10 +166,17 @@ impl RecipeReportView {
                 cells.push(Span::styled(text, style));
             }
             let row = Row::new(cells);
-            if i == sel { row.style(th.selected()) } else { row }
+            if i == sel {
+                row.style(th.selected())
+            } else {
+                row
+            }
         });
         let mut widths = vec![Constraint::Length(24)];
-        widths.extend(cols.iter().map(|c| Constraint::Length(header(c).chars().count().clamp(5, 16) as u16 + 1)));
+        widths.extend(
+            cols.iter()
+                .map(|c| Constraint::Length(header(c).chars().count().clamp(5, 16) as u16 + 1)),
+        );
         let head = Row::new(
             std::iter::once("task".to_string())
                 .chain(cols.iter().map(|c| header(c)))
@@ -187,7 +201,11 @@ impl RecipeReportView {
             th.dim(),
         )));
         for c in &cols {
-            let p = if c == "sft" { Some(&r.sft) } else { r.rl.get(c) };
+            let p = if c == "sft" {
+                Some(&r.sft)
+            } else {
+                r.rl.get(c)
+            };
             let Some(p) = p else { continue };
             let text = match p.pass1 {
                 Some(x) => {

@@ -541,7 +541,10 @@ impl Component for RunsView {
             }
             KeyCode::Char('R') => {
                 let run = self.selected().and_then(Path::parent);
-                match super::recipe_report::RecipeReportView::for_runs(self.opts.root.as_deref(), run) {
+                match super::recipe_report::RecipeReportView::for_runs(
+                    self.opts.root.as_deref(),
+                    run,
+                ) {
                     Ok(v) => {
                         self.report = Some(v);
                         return None;
