@@ -140,7 +140,7 @@ pub fn run(cfg: &RecipeConfig, opts: &RunOptions) -> Result<RunSummary> {
                 progress.say(&format!("▶ {:<34} running ({why})", unit.id));
                 record::remove(&layout, &unit.id)?;
                 let t = Instant::now();
-                let done = run_unit(&mut ctx, unit).with_context(|| format!("{}", unit.id))?;
+                let done = run_unit(&mut ctx, unit).with_context(|| unit.id.to_string())?;
                 let elapsed = t.elapsed().as_secs_f64();
                 let outputs = done.outputs.iter().map(|p| layout.relative(p)).collect();
                 record::write(

@@ -261,7 +261,7 @@ pub fn plan(cfg: &RecipeConfig) -> Result<Vec<Unit>> {
             sft_ids[0].clone(),
         ],
     );
-    let mine = p.add(Work::Mine, &cfg.mine, &[pool.clone()]);
+    let mine = p.add(Work::Mine, &cfg.mine, std::slice::from_ref(&pool));
     // The RL section without the variant and seed lists: adding a variant or a seed
     // leaves the other runs' keys alone.
     let rl_common = serde_json::json!({

@@ -200,6 +200,9 @@ fn yields(inputs: &Inputs, path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// One RL run's points on a dynamics panel: its index, name and (step, value) pairs.
+type Series<'a> = (usize, &'a str, Vec<(f64, f64)>);
+
 /// One panel per dynamics key, one line per RL run.
 fn dynamics(inputs: &Inputs, path: &Path) -> Result<()> {
     let cols = 4;
@@ -209,7 +212,7 @@ fn dynamics(inputs: &Inputs, path: &Path) -> Result<()> {
     let panels = root.split_evenly((rows, cols));
     for (pi, (key, label)) in DYNAMICS.iter().enumerate() {
         let area = &panels[pi];
-        let series: Vec<(usize, &str, Vec<(f64, f64)>)> = inputs
+        let series: Vec<Series<'_>> = inputs
             .rl_runs
             .iter()
             .enumerate()
@@ -222,7 +225,7 @@ fn dynamics(inputs: &Inputs, path: &Path) -> Result<()> {
                     .collect();
                 (ri, r.name.as_str(), pts)
             })
-            .filter(|(_, _, p): &(usize, &str, Vec<(f64, f64)>)| !p.is_empty())
+            .filter(|(_, _, p): &Series<'_>| !p.is_empty())
             .collect();
         let all = series.iter().flat_map(|(_, _, p)| p.iter());
         let (mut x1, mut y0, mut y1) = (1.0f64, f64::INFINITY, f64::NEG_INFINITY);

@@ -71,7 +71,7 @@ impl<'a> Ctx<'a> {
             })?;
             for t in self.cfg.task_names() {
                 anyhow::ensure!(
-                    env.tasks().iter().any(|x| *x == t),
+                    env.tasks().contains(&t),
                     "unknown MiniWoB task {t:?} in {} (see `rmsweb miniwob list`)",
                     dir.display()
                 );
