@@ -4,6 +4,7 @@
 //! log scale ([`series`], [`track`]), the polling loop's I/O and state
 //! ([`monitor`]), and launching/stopping runs as detached processes ([`launch`]).
 
+pub mod curriculum;
 pub mod info;
 pub mod launch;
 pub mod monitor;

@@ -94,6 +94,17 @@ pub const KEYMAP: &[KeyHelp] = &[
         "o",
         "open the run's rollout groups in the Reward tab",
     ),
+    k(
+        "Runs",
+        "c",
+        "curriculum: each mined state's phases over the steps",
+    ),
+    k(
+        "Curriculum",
+        "Enter",
+        "jump to the state's pair in Mined pairs",
+    ),
+    k("Curriculum", "Esc", "back to the runs"),
     k("Text boxes", "Esc", "leave the box (edits are not saved)"),
     k("Text boxes", "Ctrl-U", "clear the box"),
 ];

@@ -5,6 +5,7 @@ mod chat;
 mod collect;
 mod cuda;
 mod curate;
+mod curriculum;
 mod dataset;
 mod env;
 mod fixtures;

@@ -498,6 +498,10 @@ impl Component for RunsView {
                 let dir = self.selected()?.parent()?.to_path_buf();
                 return Some(Action::OpenRollouts(dir));
             }
+            KeyCode::Char('c') => match self.selected().and_then(Path::parent) {
+                Some(dir) => return Some(Action::OpenCurriculum(dir.to_path_buf())),
+                None => "select an RL run first (j/k)".to_string(),
+            },
             _ => return None,
         };
         Some(Action::Message(msg))
