@@ -1,4 +1,5 @@
-//! Mining throughput on a generated corpus of the paper's shape (4 attempts per task,
+//! Mining throughput (and balance alone on 17k pairs, the 5k-task corpus's size) on a
+//! generated corpus of the paper's shape (4 attempts per task,
 //! about 15 steps, 30 elements per state; failures share a prefix with the success
 //! and then wander off). The full 5k-task figure is measured with a release build:
 //! `python3 make_corpus.py /tmp/corpus5k --tasks 5000` then
@@ -6,6 +7,10 @@
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use rmsweb::action::Action;
+use rmsweb::mine::balance::{Shares, balance};
+use rmsweb::mine::pair::{
+    FailureMode, Gates, LabelSource, MinedPair, PairKind, PairScores, StepRef,
+};
 use rmsweb::mine::{HeuristicJudge, MineConfig, mine_dataset};
 use rmsweb::trajectory::{
     ActionResult, Dataset, Element, ModelOutput, Outcome, State, Step, Task, Trajectory,
@@ -170,6 +175,56 @@ fn build_corpus(dir: &Path, tasks: usize) -> Dataset {
     ds
 }
 
+/// Pairs of the 5k-task corpus's size for balance alone: skewed categories (half
+/// wrong_element), eleven domains, distinct scores.
+fn balance_input(n: usize) -> Vec<MinedPair> {
+    const CATS: &[&str] = &[
+        "wrong_element",
+        "wrong_element",
+        "wrong_element",
+        "wrong_element",
+        "missed_constraint",
+        "missed_constraint",
+        "wrong_input_value",
+        "premature_done",
+    ];
+    let mut r = Rng(99);
+    (0..n)
+        .map(|k| MinedPair {
+            id: format!("p{k:06}"),
+            task_id: format!("t{k}"),
+            domain: format!("d{}", r.below(11)),
+            kind: PairKind::FailContrast,
+            success: StepRef {
+                trajectory: format!("s{k}"),
+                step: 1,
+            },
+            loc: StepRef {
+                trajectory: format!("l{k}"),
+                step: 1,
+            },
+            target_action: Action::new("click", json!({"index": 1})),
+            loc_action: Action::new("click", json!({"index": 2})),
+            scores: PairScores {
+                total: r.below(1_000_000) as f64 / 1e6,
+                ..Default::default()
+            },
+            failure_mode: FailureMode {
+                category: CATS[r.below(CATS.len())].into(),
+                confidence: 0.7,
+                source: LabelSource::Heuristic,
+            },
+            gates: Gates {
+                validity: true,
+                visual: true,
+                progress: true,
+            },
+            evidence: Vec::new(),
+            loc_failure: None,
+        })
+        .collect()
+}
+
 fn bench(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
     let ds = build_corpus(dir.path(), 200);
@@ -179,6 +234,13 @@ fn bench(c: &mut Criterion) {
     g.bench_function("mine_200_tasks", |b| {
         b.iter(|| mine_dataset(&ds, &cfg, &HeuristicJudge, &|_| {}).unwrap())
     });
+    let pairs = balance_input(17_000);
+    let shares = Shares {
+        category: cfg.max_category_share,
+        domain: cfg.max_domain_share,
+        obstruction: cfg.obstruction_cap,
+    };
+    g.bench_function("balance_17k_pairs", |b| b.iter(|| balance(&pairs, shares)));
     g.finish();
 }
 

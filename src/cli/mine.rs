@@ -1,4 +1,5 @@
-//! `rmsweb mine`: failure-mode mining of critical steps, and `rmsweb mine explain`.
+//! `rmsweb mine`: failure-mode mining of critical steps, `rmsweb mine explain` and
+//! `rmsweb mine eval-labels`.
 
 use anyhow::{Context, Result, bail};
 use rmsweb::mine::explain::{explain_pair_id, explain_trajectories, render};
@@ -52,6 +53,23 @@ pub enum MineCommand {
     /// Every candidate step pair of one trajectory pair, its score parts and why it
     /// won or was rejected.
     Explain(ExplainArgs),
+    /// Precision and recall per category of the labeller (heuristic, or the LLM judge
+    /// with --judge-url) against hand-labelled pairs.
+    EvalLabels(EvalLabelsArgs),
+}
+
+/// Arguments of `rmsweb mine eval-labels`.
+#[derive(clap::Args)]
+pub struct EvalLabelsArgs {
+    /// Labels files (JSON Lines: dataset, success, loc, category, note), or folders
+    /// of them (every `*.jsonl` inside), e.g. tests/data/labels.
+    #[arg(required = true)]
+    pub labels: Vec<PathBuf>,
+    #[command(flatten)]
+    pub common: Common,
+    /// Print one JSON object.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Arguments of `rmsweb mine explain`.
@@ -114,8 +132,10 @@ fn judge_over_http(url: &str, model: &str, key_env: Option<&str>) -> Result<Box<
 /// Runs the subcommand.
 pub fn run(args: Args) -> Result<()> {
     if let Some(cmd) = args.command {
-        let MineCommand::Explain(e) = *cmd;
-        return explain(e);
+        return match *cmd {
+            MineCommand::Explain(e) => explain(e),
+            MineCommand::EvalLabels(e) => eval_labels(e),
+        };
     }
     let Some(dataset) = args.dataset else {
         bail!("--dataset is required (or use `rmsweb mine explain`)");
@@ -150,8 +170,9 @@ pub fn run(args: Args) -> Result<()> {
     } else {
         print!("{}", out.report.summary_table());
         println!(
-            "wrote {} and {}",
+            "wrote {}, {} and {}",
             out_dir.join("pairs.jsonl").display(),
+            out_dir.join("dropped.jsonl").display(),
             out_dir.join("report.json").display()
         );
     }
@@ -171,6 +192,20 @@ fn explain(a: ExplainArgs) -> Result<()> {
         println!("{}", serde_json::to_string(&e)?);
     } else {
         print!("{}", render(&e));
+    }
+    Ok(())
+}
+
+fn eval_labels(a: EvalLabelsArgs) -> Result<()> {
+    use rmsweb::mine::eval_labels::{evaluate, load_cases, render};
+    let cfg = config(&a.common)?;
+    let judge = judge(&a.common)?;
+    let cases = load_cases(&a.labels, &cfg)?;
+    let e = evaluate(&cases, &cfg, judge.as_ref(), a.common.judge_url.is_some())?;
+    if a.json {
+        println!("{}", serde_json::to_string(&e)?);
+    } else {
+        print!("{}", render(&e, &cfg));
     }
     Ok(())
 }

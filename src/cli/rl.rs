@@ -21,6 +21,18 @@ enum Command {
     /// Read `{"group": id, "rewards": [..]}` lines; print one decision line per group,
     /// then a summary line with the salvage count S.
     Groups(GroupsArgs),
+    /// Each mined state's route over the run's steps (competence-rejected, accepted,
+    /// mastered, salvaged), its best-of-n and mean reward, and the phase shares.
+    Curriculum(CurriculumArgs),
+}
+
+#[derive(clap::Args)]
+struct CurriculumArgs {
+    /// RL run folder (with rollouts.jsonl).
+    run: PathBuf,
+    /// Print one JSON object.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(clap::Args)]
@@ -42,6 +54,15 @@ struct GroupsArgs {
 pub fn run(args: Args) -> anyhow::Result<()> {
     match args.command {
         Command::Groups(a) => groups(a),
+        Command::Curriculum(a) => {
+            let c = rmsweb::runs::curriculum::curriculum(&a.run)?;
+            if a.json {
+                println!("{}", serde_json::to_string(&c)?);
+            } else {
+                print!("{}", c.render());
+            }
+            Ok(())
+        }
     }
 }
 

@@ -2,10 +2,10 @@
 //! candidate that show the loc side exhibits the failure mode and the success side
 //! avoids it. The rule score (0..=1) is multiplied by the label confidence.
 
-use super::label::{
-    LabelInput, action_at, find_loop, is_constraint_action, same_control_other_value,
-    step_obstructed,
+use super::heuristic::{
+    action_at, find_loop, is_constraint_action, same_control_other_value, step_obstructed,
 };
+use super::label::LabelInput;
 use std::ops::RangeInclusive;
 
 /// Evidence for a candidate: the value in 0..=1 and the findings behind it.

@@ -6,11 +6,14 @@ use super::gates::VisualGate;
 use super::label::Judge;
 use super::miner::{task_info, task_table};
 use super::pair::{LabelSource, MinedPair, PairKind};
+use super::qc::QcDrop;
 use super::report::kind_name;
-use super::select::{CandidateTrace, PairContext, Side, Verdict, evaluate_pair, views_of};
+use super::select::{
+    CandidateTrace, PairContext, Side, Verdict, evaluate_pair, route_choice_sides, views_of,
+};
 use crate::action::Action;
 use crate::reward::RewardConfig;
-use crate::trajectory::Dataset;
+use crate::trajectory::{Dataset, Trajectory};
 use crate::util::sanitize::clean_line;
 use anyhow::{Context, Result, anyhow, bail};
 use serde::Serialize;
@@ -42,6 +45,27 @@ pub struct Explanation {
     /// Whether the mined pair is in `mined/pairs.jsonl` (None: no such file), i.e.
     /// whether it survived quality control in the last run.
     pub in_output: Option<bool>,
+    /// Why quality control dropped the mined pair in the last run (from
+    /// `mined/dropped.jsonl`): which rule, or which cap and what share.
+    pub dropped: Option<QcDrop>,
+}
+
+fn load_dropped(ds: &Dataset, id: &str) -> Option<QcDrop> {
+    let path = ds.root().join("mined/dropped.jsonl");
+    let f = crate::trajectory::jsonl::JsonlFile::open(&path).ok()?;
+    (0..f.len())
+        .filter_map(|i| f.get::<QcDrop>(i).ok())
+        .find(|d| d.id == id)
+}
+
+/// The task's other verified successes (route choices need them).
+fn task_successes(ds: &Dataset, task_id: &str, except: [&str; 2]) -> Vec<Trajectory> {
+    ds.summaries()
+        .into_iter()
+        .flatten()
+        .filter(|s| s.task_id == task_id && s.outcome.success && !except.contains(&s.id.as_str()))
+        .filter_map(|s| ds.trajectory(s.record).ok())
+        .collect()
 }
 
 fn load_output_ids(ds: &Dataset) -> Option<Vec<MinedPair>> {
@@ -110,6 +134,14 @@ pub fn explain_trajectories(
         judge,
     };
     let mut visual = VisualGate::new(ds.root());
+    let successes = task_successes(ds, &s.task_id, [&s.id, &l.id]);
+    let success_views: Vec<_> = successes.iter().map(views_of).collect();
+    let all: Vec<Side> = successes
+        .iter()
+        .zip(&success_views)
+        .map(|(t, v)| Side { traj: t, views: v })
+        .collect();
+    let others = route_choice_sides(kind, &s, &l, &all, cfg);
     let r = evaluate_pair(
         &ctx,
         kind,
@@ -121,12 +153,17 @@ pub fn explain_trajectories(
             traj: &l,
             views: &lv,
         },
+        &others,
         &mut visual,
         true,
     );
     let in_output = match (&r.mined, load_output_ids(ds)) {
         (Some(m), Some(out)) => Some(out.iter().any(|p| p.id == m.id)),
         (None, Some(_)) => Some(false),
+        _ => None,
+    };
+    let dropped = match (&r.mined, in_output) {
+        (Some(m), Some(false)) => load_dropped(ds, &m.id),
         _ => None,
     };
     Ok(Explanation {
@@ -145,6 +182,7 @@ pub fn explain_trajectories(
         mined: r.mined,
         rejection: r.rejection,
         in_output,
+        dropped,
     })
 }
 
@@ -199,6 +237,14 @@ pub fn verdict_text(v: &Verdict) -> String {
         Verdict::ZeroContrast => "rejected: zero contrast (same action)".into(),
         Verdict::SearchWordingOnly => "rejected: search wording only".into(),
         Verdict::TrivialAction => "rejected: trivial action (wait/scroll/go_back)".into(),
+        Verdict::RouteChoice {
+            trajectory,
+            step,
+            alignment,
+        } => format!(
+            "rejected: route choice (success {} takes the same action at step {step}, alignment {alignment:.2})",
+            clean_line(trajectory)
+        ),
         Verdict::GateFailed { gates, reasons } => format!(
             "rejected: gate failed: {} ({})",
             gates.join(", "),
@@ -243,9 +289,16 @@ pub fn render(e: &Explanation) -> String {
             ));
             match e.in_output {
                 Some(true) => o.push_str("  in mined/pairs.jsonl\n"),
-                Some(false) => o.push_str(
-                    "  NOT in mined/pairs.jsonl: dropped by quality control (see mined/report.json)\n",
-                ),
+                Some(false) => match &e.dropped {
+                    Some(d) => o.push_str(&format!(
+                        "  NOT in mined/pairs.jsonl: dropped by quality control: {}\n    {}\n",
+                        clean_line(&d.reason),
+                        clean_line(&d.detail)
+                    )),
+                    None => o.push_str(
+                        "  NOT in mined/pairs.jsonl: dropped by quality control (see mined/report.json)\n",
+                    ),
+                },
                 None => o.push_str("  (no mined/pairs.jsonl yet)\n"),
             }
             for ev in &m.evidence {

@@ -8,9 +8,10 @@ use super::gates::VisualGate;
 use super::label::Judge;
 use super::pair::MinedPair;
 use super::pairs::{TrajMeta, build_pairs};
+use super::qc::QcDrop;
 use super::qc::quality_control;
 use super::report::{Report, kind_name};
-use super::select::{PairContext, Side, TaskInfo, evaluate_pair, views_of};
+use super::select::{PairContext, Side, TaskInfo, evaluate_pair, route_choice_sides, views_of};
 use crate::reward::RewardConfig;
 use crate::trajectory::{Dataset, Task};
 use anyhow::Result;
@@ -25,6 +26,8 @@ const MAX_LISTED_ERRORS: usize = 20;
 pub struct MineOutput {
     pub pairs: Vec<MinedPair>,
     pub report: Report,
+    /// The pairs quality control dropped, with why (`mined/dropped.jsonl`).
+    pub dropped: Vec<QcDrop>,
 }
 
 #[derive(Default)]
@@ -93,7 +96,9 @@ fn mine_task(
     if pairs.is_empty() {
         return out;
     }
+    // Both sides of every pair, and every success (for route choices).
     let mut needed: Vec<usize> = pairs.iter().flat_map(|p| [p.success, p.loc]).collect();
+    needed.extend((0..metas.len()).filter(|&k| metas[k].success && metas[k].steps > 0));
     needed.sort_unstable();
     needed.dedup();
     let mut loaded = HashMap::new();
@@ -113,6 +118,12 @@ fn mine_task(
         judge,
     };
     let mut visual = VisualGate::new(ds.root());
+    let successes: Vec<Side> = needed
+        .iter()
+        .filter(|k| metas[**k].success)
+        .filter_map(|k| loaded.get(k))
+        .map(|(t, v)| Side { traj: t, views: v })
+        .collect();
     for p in pairs {
         *out.pairs_by_kind
             .entry(kind_name(p.kind).into())
@@ -123,6 +134,7 @@ fn mine_task(
                 .or_default() += 1;
             continue;
         };
+        let others = route_choice_sides(p.kind, &s.0, &l.0, &successes, cfg);
         let r = evaluate_pair(
             &ctx,
             p.kind,
@@ -134,6 +146,7 @@ fn mine_task(
                 traj: &l.0,
                 views: &l.1,
             },
+            &others,
             &mut visual,
             false,
         );
@@ -219,17 +232,25 @@ pub fn mine_dataset(
     Ok(MineOutput {
         pairs: qc.kept,
         report,
+        dropped: qc.dropped,
     })
 }
 
-/// Writes `pairs.jsonl` and `report.json` into `dir`, each atomically.
-pub fn write_output(dir: &std::path::Path, out: &MineOutput) -> Result<()> {
-    let mut buf = Vec::with_capacity(out.pairs.len() * 1024);
-    for p in &out.pairs {
+fn jsonl<T: serde::Serialize>(items: &[T], bytes_each: usize) -> Result<Vec<u8>> {
+    let mut buf = Vec::with_capacity(items.len() * bytes_each);
+    for p in items {
         serde_json::to_writer(&mut buf, p)?;
         buf.push(b'\n');
     }
-    crate::trajectory::jsonl::write_atomic(&dir.join("pairs.jsonl"), &buf)?;
+    Ok(buf)
+}
+
+/// Writes `pairs.jsonl`, `dropped.jsonl` (the pairs quality control dropped, each
+/// with its reason) and `report.json` into `dir`, each atomically.
+pub fn write_output(dir: &std::path::Path, out: &MineOutput) -> Result<()> {
+    let write = crate::trajectory::jsonl::write_atomic;
+    write(&dir.join("pairs.jsonl"), &jsonl(&out.pairs, 1024)?)?;
+    write(&dir.join("dropped.jsonl"), &jsonl(&out.dropped, 256)?)?;
     let report = serde_json::to_vec_pretty(&out.report)?;
     crate::trajectory::jsonl::write_atomic(&dir.join("report.json"), &report)?;
     Ok(())

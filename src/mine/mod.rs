@@ -8,17 +8,21 @@
 //! parallel; [`explain`] replays one pair with its full audit trail.
 
 pub mod align;
+pub mod balance;
 pub mod config;
 pub mod contrast;
+pub mod eval_labels;
 pub mod evidence;
 pub mod explain;
 pub mod gates;
+pub mod heuristic;
 pub mod label;
 pub mod miner;
 pub mod pair;
 pub mod pairs;
 pub mod qc;
 pub mod report;
+pub mod route;
 pub mod select;
 
 pub use config::MineConfig;

@@ -1,21 +1,17 @@
 //! Quality control of mined pairs (ALGORITHMS.md §4.7): minimum score (stricter for
 //! runtime and evaluation failures), trivial targets, dedupe by (task, success step),
-//! the `technical_obstruction` cap, and category and domain balance. Every drop is
-//! counted by reason; lowest scores go first, ties broken by id so the result does not
-//! depend on input order.
-//!
-//! Balance is a hard cap on the *output*: with three or more categories none may pass
-//! 35%, so a rare category bounds the common ones (skewed input shrinks the output,
-//! visible as `category_balance` drops in the report). Caps that interact (dropping
-//! for one raises another's share) are re-applied until none is exceeded.
+//! then balance ([`super::balance`]): the largest subset meeting the category, domain
+//! and `technical_obstruction` caps. Every drop is counted by reason and recorded
+//! with its detail ([`QcDrop`], written to `mined/dropped.jsonl`), so `mine explain`
+//! can say why a pair is not in the output. The result does not depend on input order.
 
+use super::balance::{BalanceDrop, CapKind, Shares, balance};
 use super::config::MineConfig;
 use super::pair::{FailureKind, MinedPair};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 
-/// The obstruction category.
-pub const OBSTRUCTION: &str = "technical_obstruction";
+pub use super::balance::{OBSTRUCTION, effective_share};
 
 /// What quality control kept and why it dropped the rest.
 #[derive(Debug, Clone, Default)]
@@ -23,29 +19,58 @@ pub struct QcOutcome {
     pub kept: Vec<MinedPair>,
     pub rejections: BTreeMap<String, u64>,
     pub balance: BalanceNote,
+    /// Every dropped pair with its reason, in input order of the reasons' stages.
+    pub dropped: Vec<QcDrop>,
 }
 
-/// The caps that were in force at the end, and whether they were relaxed.
+/// The caps that were in force, and whether they were relaxed.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct BalanceNote {
     pub category_share: f64,
     pub category_relaxed: bool,
     pub domain_share: f64,
     pub domain_relaxed: bool,
+    /// `technical_obstruction`'s cap (1 when off).
+    #[serde(default)]
+    pub obstruction_share: f64,
+    /// Pairs that entered balance (after min score, trivial targets and dedupe).
+    #[serde(default)]
+    pub input: u64,
+    /// Pairs balance kept: the largest subset meeting every cap.
+    #[serde(default)]
+    pub kept: u64,
 }
 
-/// The share cap in force for `groups` distinct groups: `share`, or an even split
-/// `1/groups` when fewer than ⌈1/share⌉ groups are present.
-pub fn effective_share(share: f64, groups: usize) -> (f64, bool) {
-    let needed = (1.0 / share - 1e-9).ceil() as usize;
-    if groups > 0 && groups < needed {
-        (1.0 / groups as f64, true)
-    } else {
-        (share, false)
-    }
+/// A cap that made balance drop a pair: the group was full.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CapNote {
+    /// `category`, `domain` or `technical_obstruction`.
+    pub cap: String,
+    /// The category or domain.
+    pub group: String,
+    /// Pairs of the group kept (its cap).
+    pub kept: u64,
+    /// Pairs of the group that entered balance.
+    pub before: u64,
+    /// The share in force.
+    pub share: f64,
 }
 
-/// Drop order: lowest score first, then the larger id.
+/// One pair quality control dropped (`mined/dropped.jsonl`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QcDrop {
+    pub id: String,
+    /// The counted reason (a key of the report's `rejections`).
+    pub reason: String,
+    /// The reason in words.
+    pub detail: String,
+    pub score: f64,
+    /// For balance drops: every full group the pair belongs to (the first is counted).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub caps: Vec<CapNote>,
+}
+
+/// Drop order among equals: lowest score first, then the larger id.
 fn weakest_first(a: &MinedPair, b: &MinedPair) -> std::cmp::Ordering {
     a.scores
         .total
@@ -53,64 +78,80 @@ fn weakest_first(a: &MinedPair, b: &MinedPair) -> std::cmp::Ordering {
         .then_with(|| b.id.cmp(&a.id))
 }
 
-/// Removes `n` weakest pairs among those `pick` selects.
-fn drop_weakest(
-    pairs: &mut Vec<MinedPair>,
-    pick: impl Fn(&MinedPair) -> bool,
-    n: usize,
-    reason: &str,
-    rej: &mut BTreeMap<String, u64>,
-) {
-    if n == 0 {
-        return;
+fn cap_name(k: CapKind) -> &'static str {
+    match k {
+        CapKind::Obstruction => OBSTRUCTION,
+        CapKind::Category => "category",
+        CapKind::Domain => "domain",
     }
-    let mut cand: Vec<&MinedPair> = pairs.iter().filter(|p| pick(p)).collect();
-    cand.sort_by(|a, b| weakest_first(a, b));
-    let gone: std::collections::HashSet<String> =
-        cand.iter().take(n).map(|p| p.id.clone()).collect();
-    let before = pairs.len();
-    pairs.retain(|p| !gone.contains(&p.id));
-    *rej.entry(reason.to_string()).or_default() += (before - pairs.len()) as u64;
 }
 
-/// Enforces a share cap on the groups `key` gives, one violation at a time (the
-/// cap depends on the total, which shrinks as pairs are dropped). Returns whether
-/// anything was dropped, and the share in force.
-fn cap_groups(
-    pairs: &mut Vec<MinedPair>,
-    key: fn(&MinedPair) -> &str,
-    share: f64,
-    reason: &str,
-    rej: &mut BTreeMap<String, u64>,
-) -> (bool, f64, bool) {
-    let mut changed = false;
-    loop {
-        let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
-        for p in pairs.iter() {
-            *counts.entry(key(p)).or_default() += 1;
-        }
-        let (eff, relaxed) = effective_share(share, counts.len());
-        let cap = (eff * pairs.len() as f64 + 1e-9).floor() as usize;
-        let worst = counts
-            .iter()
-            .filter(|(_, c)| **c > cap)
-            .max_by(|a, b| a.1.cmp(b.1).then_with(|| b.0.cmp(a.0)))
-            .map(|(g, c)| (g.to_string(), *c));
-        let Some((group, count)) = worst else {
-            return (changed, eff, relaxed);
-        };
-        drop_weakest(pairs, |p| key(p) == group, count - cap, reason, rej);
-        changed = true;
+fn balance_drop(p: &MinedPair, d: &BalanceDrop, kept_total: usize) -> QcDrop {
+    let caps: Vec<CapNote> = d
+        .caps
+        .iter()
+        .map(|c| CapNote {
+            cap: cap_name(c.kind).into(),
+            group: c.group.clone(),
+            kept: c.kept as u64,
+            before: c.before as u64,
+            share: c.share,
+        })
+        .collect();
+    let words: Vec<String> = d
+        .caps
+        .iter()
+        .map(|c| {
+            format!(
+                "{} `{}` is full: {} of its {} pairs kept = {:.1}% of the {} kept (cap {:.0}%)",
+                cap_name(c.kind),
+                c.group,
+                c.kept,
+                c.before,
+                100.0 * c.kept as f64 / kept_total.max(1) as f64,
+                kept_total,
+                100.0 * c.share
+            )
+        })
+        .collect();
+    QcDrop {
+        id: p.id.clone(),
+        reason: d
+            .caps
+            .first()
+            .map_or("balance", |c| c.kind.reason())
+            .to_string(),
+        detail: if words.is_empty() {
+            "dropped by balance".into()
+        } else {
+            format!(
+                "{}; its score {:.3} is below the kept ones it competes with",
+                words.join("; "),
+                p.scores.total
+            )
+        },
+        score: p.scores.total,
+        caps,
     }
 }
 
 /// Runs every quality-control step.
-pub fn quality_control(mut pairs: Vec<MinedPair>, cfg: &MineConfig) -> QcOutcome {
+pub fn quality_control(pairs: Vec<MinedPair>, cfg: &MineConfig) -> QcOutcome {
     let mut rej: BTreeMap<String, u64> = BTreeMap::new();
-    let count = |r: &str, rej: &mut BTreeMap<String, u64>| {
-        *rej.entry(r.to_string()).or_default() += 1;
-    };
-    pairs.retain(|p| {
+    let mut dropped: Vec<QcDrop> = Vec::new();
+    let mut reject =
+        |p: &MinedPair, reason: &str, detail: String, rej: &mut BTreeMap<String, u64>| {
+            *rej.entry(reason.to_string()).or_default() += 1;
+            dropped.push(QcDrop {
+                id: p.id.clone(),
+                reason: reason.into(),
+                detail,
+                score: p.scores.total,
+                caps: Vec::new(),
+            });
+        };
+    let mut survivors = Vec::with_capacity(pairs.len());
+    for p in pairs {
         let strict = matches!(
             p.loc_failure,
             Some(FailureKind::Runtime | FailureKind::Evaluation)
@@ -121,103 +162,94 @@ pub fn quality_control(mut pairs: Vec<MinedPair>, cfg: &MineConfig) -> QcOutcome
             cfg.min_score
         };
         if p.scores.total + 1e-12 < min {
-            count(
-                if strict {
-                    "below_min_score_strict"
-                } else {
-                    "below_min_score"
-                },
-                &mut rej,
+            let (reason, why) = if strict {
+                (
+                    "below_min_score_strict",
+                    " (strict: a runtime or evaluation failure)",
+                )
+            } else {
+                ("below_min_score", "")
+            };
+            let detail = format!("score {:.3} is below {min:.3}{why}", p.scores.total);
+            reject(&p, reason, detail, &mut rej);
+        } else if p.target_action.is_trivial() {
+            let detail = format!(
+                "the target `{}` is a wait, scroll or go_back",
+                p.target_action.name
             );
-            return false;
+            reject(&p, "trivial_target", detail, &mut rej);
+        } else {
+            survivors.push(p);
         }
-        if p.target_action.is_trivial() {
-            count("trivial_target", &mut rej);
-            return false;
-        }
-        true
-    });
+    }
     // Dedupe by (task, success step): keep the best-scoring pair.
-    let mut best: HashMap<(String, String, u32), &MinedPair> = HashMap::new();
-    for p in &pairs {
-        let k = (
-            p.task_id.clone(),
-            p.success.trajectory.clone(),
+    let mut best: HashMap<(&str, &str, u32), usize> = HashMap::new();
+    for (k, p) in survivors.iter().enumerate() {
+        let key = (
+            p.task_id.as_str(),
+            p.success.trajectory.as_str(),
             p.success.step,
         );
-        match best.get(&k) {
-            Some(b) if weakest_first(p, b).is_le() => {}
+        match best.get(&key) {
+            Some(&b) if weakest_first(p, &survivors[b]).is_le() => {}
             _ => {
-                best.insert(k, p);
+                best.insert(key, k);
             }
         }
     }
-    let keep: std::collections::HashSet<String> = best.values().map(|p| p.id.clone()).collect();
-    let before = pairs.len();
-    pairs.retain(|p| keep.contains(&p.id));
-    if before > pairs.len() {
-        *rej.entry("duplicate_success_step".into()).or_default() += (before - pairs.len()) as u64;
+    let mut winner_of: Vec<Option<usize>> = vec![None; survivors.len()];
+    for (k, p) in survivors.iter().enumerate() {
+        let key = (
+            p.task_id.as_str(),
+            p.success.trajectory.as_str(),
+            p.success.step,
+        );
+        winner_of[k] = best.get(&key).copied().filter(|&b| b != k);
     }
-    let mut note = BalanceNote::default();
-    loop {
-        let mut changed = false;
-        if cfg.obstruction_cap < 1.0 {
-            let obs = pairs
-                .iter()
-                .filter(|p| p.failure_mode.category == OBSTRUCTION)
-                .count();
-            let others = (pairs.len() - obs) as f64;
-            let allowed = (cfg.obstruction_cap / (1.0 - cfg.obstruction_cap) * others + 1e-9)
-                .floor() as usize;
-            if obs > allowed {
-                drop_weakest(
-                    &mut pairs,
-                    |p| p.failure_mode.category == OBSTRUCTION,
-                    obs - allowed,
-                    "technical_obstruction_cap",
-                    &mut rej,
+    let mut unique = Vec::with_capacity(survivors.len());
+    for (k, p) in survivors.iter().enumerate() {
+        match winner_of[k] {
+            Some(b) => {
+                let detail = format!(
+                    "same task and success step as `{}`, which scores {:.3}",
+                    survivors[b].id, survivors[b].scores.total
                 );
-                changed = true;
+                reject(p, "duplicate_success_step", detail, &mut rej);
             }
-        }
-        let (c, share, relaxed) = cap_groups(
-            &mut pairs,
-            |p| p.failure_mode.category.as_str(),
-            cfg.max_category_share,
-            "category_balance",
-            &mut rej,
-        );
-        note.category_share = share;
-        note.category_relaxed = relaxed;
-        let (d, share, relaxed) = cap_groups(
-            &mut pairs,
-            |p| p.domain.as_str(),
-            cfg.max_domain_share,
-            "domain_balance",
-            &mut rej,
-        );
-        note.domain_share = share;
-        note.domain_relaxed = relaxed;
-        if !(changed || c || d) {
-            break;
+            None => unique.push(p.clone()),
         }
     }
+    let b = balance(
+        &unique,
+        Shares {
+            category: cfg.max_category_share,
+            domain: cfg.max_domain_share,
+            obstruction: cfg.obstruction_cap,
+        },
+    );
+    for d in &b.drops {
+        let q = balance_drop(&unique[d.index], d, b.kept);
+        *rej.entry(q.reason.clone()).or_default() += 1;
+        dropped.push(q);
+    }
+    let note = BalanceNote {
+        category_share: b.category_share,
+        category_relaxed: b.category_relaxed,
+        domain_share: b.domain_share,
+        domain_relaxed: b.domain_relaxed,
+        obstruction_share: b.obstruction_share,
+        input: unique.len() as u64,
+        kept: b.kept as u64,
+    };
+    let kept: Vec<MinedPair> = unique
+        .into_iter()
+        .zip(&b.keep)
+        .filter_map(|(p, k)| k.then_some(p))
+        .collect();
     QcOutcome {
-        kept: pairs,
+        kept,
         rejections: rej,
         balance: note,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn relaxation_applies_below_the_needed_group_count() {
-        assert_eq!(effective_share(0.35, 3), (0.35, false));
-        assert_eq!(effective_share(0.35, 2), (0.5, true));
-        assert_eq!(effective_share(0.25, 3), (1.0 / 3.0, true));
-        assert_eq!(effective_share(0.25, 4), (0.25, false));
+        dropped,
     }
 }

@@ -156,12 +156,19 @@ impl Report {
                 self.unreadable_records
             ));
         }
-        if !self.balance.is_default()
-            && (self.balance.category_relaxed || self.balance.domain_relaxed)
-        {
+        if !self.balance.is_default() {
+            let b = &self.balance;
+            let relaxed = |r: bool| if r { " (relaxed: too few groups)" } else { "" };
             out.push_str(&format!(
-                "balance relaxed: category share {:.2}, domain share {:.2}\n",
-                self.balance.category_share, self.balance.domain_share
+                "balance: kept {} of {} valid pairs; caps category {:.0}%{}, domain {:.0}%{}, \
+                 technical_obstruction {:.0}%\n",
+                b.kept,
+                b.input,
+                100.0 * b.category_share,
+                relaxed(b.category_relaxed),
+                100.0 * b.domain_share,
+                relaxed(b.domain_relaxed),
+                100.0 * b.obstruction_share
             ));
         }
         out

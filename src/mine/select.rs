@@ -13,8 +13,10 @@ use super::config::MineConfig;
 use super::contrast::{Uninformative, contrast, uninformative};
 use super::evidence::evidence;
 use super::gates::{VisualGate, progress_ok, validity};
-use super::label::{Judge, Label, LabelInput, label_pair, mentions_obstruction};
+use super::heuristic::mentions_obstruction;
+use super::label::{Judge, Label, LabelInput, label_pair};
 use super::pair::{FailureKind, FailureMode, Gates, MinedPair, PairKind, PairScores, StepRef};
+use super::route::{RouteHit, route_choice};
 use crate::action::Action;
 use crate::reward::RewardConfig;
 use crate::trajectory::Trajectory;
@@ -34,6 +36,33 @@ pub struct TaskInfo {
 pub struct Side<'a> {
     pub traj: &'a Trajectory,
     pub views: &'a [StateView],
+}
+
+/// The successes of a task that count as "another verified success" for the route
+/// choices of a pair (see [`super::route`]): every success in `all` except the
+/// pair's two sides; for a detour pair, only those that are not detours themselves
+/// (shorter than the shortest success plus `detour_min_extra_steps`).
+pub fn route_choice_sides<'a>(
+    kind: PairKind,
+    success: &Trajectory,
+    loc: &Trajectory,
+    all: &[Side<'a>],
+    cfg: &MineConfig,
+) -> Vec<Side<'a>> {
+    let shortest = all
+        .iter()
+        .map(|s| s.traj.steps.len())
+        .chain([success.steps.len()])
+        .min()
+        .unwrap_or(0);
+    all.iter()
+        .filter(|o| o.traj.outcome.success && o.traj.id != success.id && o.traj.id != loc.id)
+        .filter(|o| {
+            kind == PairKind::FailContrast
+                || o.traj.steps.len() < shortest + cfg.detour_min_extra_steps
+        })
+        .copied()
+        .collect()
 }
 
 /// State views of every step, with progress = position / (len − 1).
@@ -67,6 +96,13 @@ pub enum Verdict {
     SearchWordingOnly,
     /// A wait, scroll or go_back on either side.
     TrivialAction,
+    /// Another verified success takes the loc action at an aligned state: a route
+    /// choice, not a failure.
+    RouteChoice {
+        trajectory: String,
+        step: usize,
+        alignment: f64,
+    },
     /// A gate failed.
     GateFailed {
         gates: Vec<String>,
@@ -89,6 +125,7 @@ impl Verdict {
             Verdict::ZeroContrast => "zero_contrast".into(),
             Verdict::SearchWordingOnly => "search_wording_only".into(),
             Verdict::TrivialAction => "trivial_action".into(),
+            Verdict::RouteChoice { .. } => "route_choice".into(),
             Verdict::GateFailed { gates, .. } => format!("gate_failed:{}", gates.join("+")),
             Verdict::Won => "won".into(),
             Verdict::LostToBetter { .. } => "lost_to_better".into(),
@@ -104,8 +141,9 @@ impl Verdict {
             Verdict::ZeroContrast => 2,
             Verdict::TrivialAction => 3,
             Verdict::SearchWordingOnly => 4,
-            Verdict::GateFailed { .. } => 5,
-            _ => 6,
+            Verdict::RouteChoice { .. } => 5,
+            Verdict::GateFailed { .. } => 6,
+            _ => 7,
         }
     }
 }
@@ -137,7 +175,8 @@ pub struct PairOutcome {
     pub mined: Option<MinedPair>,
     /// Why nothing was mined, from the furthest stage any candidate reached:
     /// `no_candidates`, `no_aligned_states`, `missing_action`, `no_contrast`,
-    /// `trivial_difference`, `search_wording_only`, `gate_failed:<gates>`.
+    /// `trivial_difference`, `search_wording_only`, `route_choice`,
+    /// `gate_failed:<gates>`.
     pub rejection: Option<String>,
     /// Candidates per verdict.
     pub candidate_counts: BTreeMap<String, u64>,
@@ -193,13 +232,15 @@ pub struct PairContext<'a> {
     pub judge: &'a dyn Judge,
 }
 
-/// Contrasts a trajectory pair and picks its critical step. `record` keeps every
-/// candidate's trace (for `mine explain`); mining leaves it off.
+/// Contrasts a trajectory pair and picks its critical step. `others` are the task's
+/// other verified successes that count for route choices ([`route_choice_sides`]).
+/// `record` keeps every candidate's trace (for `mine explain`); mining leaves it off.
 pub fn evaluate_pair(
     ctx: &PairContext,
     kind: PairKind,
     success: Side,
     loc: Side,
+    others: &[Side],
     visual: &mut VisualGate,
     record: bool,
 ) -> PairOutcome {
@@ -230,6 +271,8 @@ pub fn evaluate_pair(
     let mut best: Option<Scored> = None;
     let mut passed: Vec<(usize, f64, usize, usize)> = Vec::new(); // (trace slot, total, i, j)
     let mut furthest: Option<Verdict> = None;
+    // Route-choice answers per loc step (they depend on the loc step only).
+    let mut routes: Vec<Option<Option<RouteHit>>> = vec![None; l.steps.len()];
 
     for i in (0..n_cand).rev() {
         if !s.steps[i].is_model_step() {
@@ -284,6 +327,15 @@ pub fn evaluate_pair(
                     Some(Uninformative::SearchWordingOnly) => break 'v Verdict::SearchWordingOnly,
                     Some(Uninformative::TrivialAction) => break 'v Verdict::TrivialAction,
                     None => {}
+                }
+                let hit = routes[j]
+                    .get_or_insert_with(|| route_choice(loc_action, lv, others, cfg, ctx.reward));
+                if let Some(h) = hit {
+                    break 'v Verdict::RouteChoice {
+                        trajectory: h.trajectory.clone(),
+                        step: h.step,
+                        alignment: h.alignment,
+                    };
                 }
                 let mut gates = Vec::new();
                 let mut reasons = Vec::new();

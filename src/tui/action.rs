@@ -46,4 +46,10 @@ pub enum Action {
     Message(String),
     /// Browse this run folder's `rollouts.jsonl` in the Reward tab.
     OpenRollouts(std::path::PathBuf),
+    /// Show this RL run's curriculum (in place of the Runs tab's panels).
+    OpenCurriculum(std::path::PathBuf),
+    /// Close the curriculum view.
+    CloseCurriculum,
+    /// Select the mined pair with this id in the Mined pairs tab.
+    ShowPair(String),
 }

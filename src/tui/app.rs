@@ -2,6 +2,7 @@
 //! (`update`) and draws the frame (tab bar · view · status bar · overlays).
 
 use super::action::{Action, Tab};
+use super::components::curriculum::CurriculumView;
 use super::components::pairs::PairsView;
 use super::components::reward::RewardView;
 use super::components::runs::{RunsOptions, RunsView};
@@ -39,6 +40,8 @@ pub struct App {
     pub pairs: PairsView,
     pub reward: RewardView,
     pub runs: RunsView,
+    /// The curriculum view, shown in the Runs tab while open.
+    pub curriculum: Option<CurriculumView>,
     pub help: bool,
     /// The filter prompt's text while it is open.
     pub filter_input: Option<String>,
@@ -80,6 +83,7 @@ impl App {
             pairs: PairsView::default(),
             reward: RewardView::default(),
             runs: RunsView::default(),
+            curriculum: None,
             help: false,
             filter_input: None,
             quit: false,
@@ -124,7 +128,7 @@ impl App {
             Tab::Trajectories => &mut self.trajectories,
             Tab::Pairs => &mut self.pairs,
             Tab::Reward => &mut self.reward,
-            Tab::Runs => &mut self.runs,
+            Tab::Runs => runs_pane(&mut self.runs, &mut self.curriculum),
         }
     }
 
@@ -174,7 +178,7 @@ impl App {
                 Tab::Trajectories => self.trajectories.handle_key(key, sh),
                 Tab::Pairs => self.pairs.handle_key(key, sh),
                 Tab::Reward => self.reward.handle_key(key, sh),
-                Tab::Runs => self.runs.handle_key(key, sh),
+                Tab::Runs => runs_pane(&mut self.runs, &mut self.curriculum).handle_key(key, sh),
             }
         } else {
             match key.code {
@@ -199,7 +203,9 @@ impl App {
                         Tab::Trajectories => self.trajectories.handle_key(key, sh),
                         Tab::Pairs => self.pairs.handle_key(key, sh),
                         Tab::Reward => self.reward.handle_key(key, sh),
-                        Tab::Runs => self.runs.handle_key(key, sh),
+                        Tab::Runs => {
+                            runs_pane(&mut self.runs, &mut self.curriculum).handle_key(key, sh)
+                        }
                     }
                 }
             }
@@ -235,6 +241,27 @@ impl App {
                 }
                 Err(e) => self.shared.message = Some(e),
             },
+            Action::OpenCurriculum(dir) => match CurriculumView::open(&dir) {
+                Ok(v) => {
+                    self.curriculum = Some(v);
+                    self.tab = Tab::Runs;
+                }
+                Err(e) => self.shared.message = Some(e),
+            },
+            Action::CloseCurriculum => self.curriculum = None,
+            Action::ShowPair(id) => {
+                if self.pairs.select_pair(&id, &self.shared) {
+                    self.tab = Tab::Pairs;
+                } else {
+                    self.shared.message = Some(if self.shared.pairs_loaded {
+                        format!(
+                            "no mined pair `{id}` in this dataset (the run may have trained on another)"
+                        )
+                    } else {
+                        "the mined pairs are still loading".into()
+                    });
+                }
+            }
         }
     }
 
@@ -269,7 +296,7 @@ impl App {
             Tab::Trajectories => self.trajectories.draw(f, body, sh),
             Tab::Pairs => self.pairs.draw(f, body, sh),
             Tab::Reward => self.reward.draw(f, body, sh),
-            Tab::Runs => self.runs.draw(f, body, sh),
+            Tab::Runs => runs_pane(&mut self.runs, &mut self.curriculum).draw(f, body, sh),
         }
         self.draw_status(f, status);
         if self.help {
@@ -322,7 +349,10 @@ impl App {
         let filter = match self.tab {
             Tab::Trajectories => self.trajectories.filter(),
             Tab::Pairs => self.pairs.filter(),
-            Tab::Runs => self.runs.filter(),
+            Tab::Runs => match &self.curriculum {
+                Some(c) => c.filter(),
+                None => self.runs.filter(),
+            },
             Tab::Reward => "",
         };
         if !filter.is_empty() {
@@ -343,5 +373,16 @@ impl App {
         spans.push(sep);
         spans.push(Span::styled("? help", th.dim()));
         f.render_widget(Paragraph::new(Line::from(spans)), area);
+    }
+}
+
+/// What the Runs tab shows: the curriculum view while it is open, else the runs.
+fn runs_pane<'a>(
+    runs: &'a mut RunsView,
+    curriculum: &'a mut Option<CurriculumView>,
+) -> &'a mut dyn Component {
+    match curriculum {
+        Some(c) => c,
+        None => runs,
     }
 }

@@ -99,6 +99,17 @@ pub const KEYMAP: &[KeyHelp] = &[
         "R",
         "recipe report table: task types × policies (recipe folders)",
     ),
+    k(
+        "Runs",
+        "c",
+        "curriculum: each mined state's phases over the steps",
+    ),
+    k(
+        "Curriculum",
+        "Enter",
+        "jump to the state's pair in Mined pairs",
+    ),
+    k("Curriculum", "Esc", "back to the runs"),
     k("Text boxes", "Esc", "leave the box (edits are not saved)"),
     k("Text boxes", "Ctrl-U", "clear the box"),
 ];

@@ -391,7 +391,8 @@ fn action_errors_are_labelled_technical_obstruction_and_face_the_strict_minimum(
 
 // ---------- quality control ----------
 
-fn qc_pair(n: usize, category: &str, domain: &str, total: f64) -> MinedPair {
+/// A mined pair for quality-control tests (ids `CATEGORY-NNN`).
+pub fn qc_pair(n: usize, category: &str, domain: &str, total: f64) -> MinedPair {
     MinedPair {
         id: format!("{category}-{n:03}"),
         task_id: format!("task-{category}-{n}"),
@@ -543,13 +544,19 @@ fn category_balance_relaxes_to_an_even_split_when_too_few_categories() {
 #[test]
 fn domain_balance_and_dedupe_and_min_score() {
     let mut pairs = Vec::new();
-    for (k, cat) in ["wrong_element", "loop_stall", "premature_done"]
-        .iter()
-        .enumerate()
-    {
+    // Six categories (their 35% cap stays out of the way) over domain "big", which
+    // holds half the pairs, and six small ones.
+    let cats = [
+        "wrong_element",
+        "loop_stall",
+        "premature_done",
+        "wrong_input_value",
+        "missed_constraint",
+        "extraction_error",
+    ];
+    for (k, cat) in cats.iter().enumerate() {
         for n in 0..4 {
-            // domain "big" dominates
-            let dom = if n < 3 {
+            let dom = if n < 2 {
                 "big".to_string()
             } else {
                 format!("small{k}")
@@ -954,4 +961,106 @@ fn cli_mines_and_explains() {
         .unwrap();
     assert!(!st.status.success());
     assert!(String::from_utf8_lossy(&st.stderr).contains("min_alignment"));
+}
+
+// ---------- route choices ----------
+
+/// Two verified successes take different routes from the home page (search, or the
+/// Products menu); a failure takes the menu route and then opens the wrong item.
+/// Against the search success, its menu click is a route choice (the menu success
+/// takes it in the same state), not a failure: it is not mined, and the rejection
+/// says why. Against the menu success, the wrong item is mined.
+fn route_choice_dataset(dir: &Path, with_menu_success: bool) -> Dataset {
+    let search = Traj::new("t9-a1", "t9", 1, true)
+        .step(page("https://shop.test/", HOME), input(3, "red shoe"))
+        .step(
+            page(
+                "https://shop.test/search?q=red+shoe",
+                &[(30, "a", "Red shoe")],
+            ),
+            click(30),
+        )
+        .step(page("https://shop.test/item/5", ITEM), click(9))
+        .step(page("https://shop.test/cart", CART), done(true))
+        .build();
+    let menu = Traj::new("t9-a2", "t9", 2, true)
+        .step(page("https://shop.test/", HOME), click(1))
+        .step(page("https://shop.test/list", LIST), click(5))
+        .step(page("https://shop.test/item/5", ITEM), click(9))
+        .step(page("https://shop.test/cart", CART), done(true))
+        .build();
+    let bad = Traj::new("t9-a3", "t9", 3, false)
+        .step(page("https://shop.test/", HOME), click(1))
+        .step(page("https://shop.test/list", LIST), click(6))
+        .step(page("https://shop.test/item/6", ITEM), done(false))
+        .build();
+    let mut trajs = vec![search, bad];
+    if with_menu_success {
+        trajs.push(menu);
+    }
+    dataset(dir, &[task("t9", "shopping")], &trajs)
+}
+
+#[test]
+fn a_route_another_success_takes_is_not_mined_as_a_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = route_choice_dataset(dir.path(), true);
+    let out = mine(&ds);
+    assert_eq!(
+        out.report.rejections.get("route_choice"),
+        Some(&1),
+        "{:?}",
+        out.report
+    );
+    assert!(
+        out.report
+            .candidates
+            .get("route_choice")
+            .copied()
+            .unwrap_or(0)
+            >= 1
+    );
+    assert_eq!(out.pairs.len(), 1, "{:?}", out.pairs);
+    let p = &out.pairs[0];
+    assert_eq!(p.success.trajectory, "t9-a2");
+    assert_eq!((p.success.step, p.loc.step), (1, 1));
+    assert_eq!(p.loc_action, click(6));
+    // explain shows the verdict with the success that takes the route
+    let e = explain_trajectories(
+        &ds,
+        "t9-a1",
+        "t9-a3",
+        &MineConfig::default(),
+        &HeuristicJudge,
+    )
+    .unwrap();
+    assert_eq!(e.rejection.as_deref(), Some("route_choice"));
+    let rc = e
+        .candidates
+        .iter()
+        .find(|c| matches!(c.verdict, Verdict::RouteChoice { .. }))
+        .expect("a route-choice candidate");
+    assert_eq!((rc.success_step, rc.loc_step), (0, 0));
+    match &rc.verdict {
+        Verdict::RouteChoice {
+            trajectory, step, ..
+        } => assert_eq!((trajectory.as_str(), *step), ("t9-a2", 0)),
+        v => panic!("{v:?}"),
+    }
+    assert!(
+        render(&e).contains("route choice (success t9-a2"),
+        "{}",
+        render(&e)
+    );
+}
+
+#[test]
+fn without_the_other_success_the_same_step_is_mined() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = route_choice_dataset(dir.path(), false);
+    let out = mine(&ds);
+    assert_eq!(out.report.rejections.get("route_choice"), None);
+    assert_eq!(out.pairs.len(), 1, "{:?}", out.report.rejections);
+    assert_eq!((out.pairs[0].success.step, out.pairs[0].loc.step), (0, 0));
+    assert_eq!(out.pairs[0].loc_action, click(1));
 }

@@ -10,6 +10,15 @@ use std::sync::{Arc, Mutex};
 /// A one-thread chat-completions endpoint on 127.0.0.1 that answers every request
 /// with `status` and an assistant message `content`, and records request bodies.
 fn endpoint(status: u16, content: &'static str) -> (String, Arc<Mutex<Vec<String>>>) {
+    endpoint_with(status, move |_| content.to_string())
+}
+
+/// Like [`endpoint`], with the assistant message computed from the request's first
+/// message (the judge prompt).
+pub fn endpoint_with(
+    status: u16,
+    answer: impl Fn(&str) -> String + Send + 'static,
+) -> (String, Arc<Mutex<Vec<String>>>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/v1", listener.local_addr().unwrap());
     let seen = Arc::new(Mutex::new(Vec::new()));
@@ -31,9 +40,13 @@ fn endpoint(status: u16, content: &'static str) -> (String, Arc<Mutex<Vec<String
             }
             let mut body = vec![0u8; len];
             let _ = reader.read_exact(&mut body);
-            log.lock()
-                .unwrap()
-                .push(String::from_utf8_lossy(&body).into_owned());
+            let body = String::from_utf8_lossy(&body).into_owned();
+            let prompt = serde_json::from_str::<serde_json::Value>(&body)
+                .ok()
+                .and_then(|v| v["messages"][0]["content"].as_str().map(str::to_owned))
+                .unwrap_or_default();
+            let content = answer(&prompt);
+            log.lock().unwrap().push(body);
             let reply = serde_json::json!({"choices": [{"index": 0,
                 "message": {"role": "assistant", "content": content}}]})
             .to_string();

@@ -473,7 +473,7 @@ pub fn copy_mocksites(to: &Path) {
 }
 
 /// Copies the dataset at `rel` (relative to the repository root) into `to`.
-fn copy_dataset(rel: &str, to: &Path) {
+pub fn copy_dataset(rel: &str, to: &Path) {
     fn walk(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
         for e in std::fs::read_dir(dir).unwrap() {
             let p = e.unwrap().path();

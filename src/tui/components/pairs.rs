@@ -125,6 +125,27 @@ impl PairsView {
         self.rows_key = Some(key);
     }
 
+    /// Puts the cursor on the pair `id` (clearing the filter if it hides it);
+    /// false when the dataset has no such pair.
+    pub fn select_pair(&mut self, id: &str, sh: &Shared) -> bool {
+        let Some(i) = sh.pairs.iter().position(|p| p.id == id) else {
+            return false;
+        };
+        self.refresh_rows(sh);
+        if !self.rows.contains(&i) {
+            self.set_filter("");
+            self.refresh_rows(sh);
+        }
+        match self.rows.iter().position(|&r| r == i) {
+            Some(pos) => {
+                self.list.selected = pos;
+                self.detail_scroll = 0;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// The pair under the cursor.
     pub fn selected<'a>(&mut self, sh: &'a Shared) -> Option<&'a MinedPair> {
         self.refresh_rows(sh);

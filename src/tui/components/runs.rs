@@ -552,6 +552,10 @@ impl Component for RunsView {
                     Err(e) => e,
                 }
             }
+            KeyCode::Char('c') => match self.selected().and_then(Path::parent) {
+                Some(dir) => return Some(Action::OpenCurriculum(dir.to_path_buf())),
+                None => "select an RL run first (j/k)".to_string(),
+            },
             _ => return None,
         };
         Some(Action::Message(msg))
