@@ -172,26 +172,26 @@ pub fn decisive_divergence(input: &LabelInput) -> Option<Divergence> {
     let n = s.steps.len().min(sv.len());
     let mut at = 0usize;
     let mut found: Vec<Divergence> = Vec::new();
-    for j in 0..l.steps.len().min(lv.len()) {
+    for (j, lvj) in lv.iter().enumerate().take(l.steps.len()) {
         let Some(la) = action_at(l, j) else { continue };
-        let Some(mut i) = (at..n).find(|&i| same_state(&sv[i], &lv[j])) else {
+        let Some(mut i) = (at..n).find(|&i| same_state(&sv[i], lvj)) else {
             continue; // off the success's route here
         };
         // Skip the success's own scrolls and waits in this state.
         while action_at(s, i).is_some_and(Action::is_trivial)
             && i + 1 < n
-            && same_state(&sv[i + 1], &lv[j])
+            && same_state(&sv[i + 1], lvj)
         {
             i += 1;
         }
         let run: Vec<usize> = (i + 1..n)
-            .take_while(|&k| same_state(&sv[k], &lv[j]))
+            .take_while(|&k| same_state(&sv[k], lvj))
             .collect();
-        if same_move(action_at(s, i), &sv[i], Some(la), &lv[j]) {
+        if same_move(action_at(s, i), &sv[i], Some(la), lvj) {
             at = i + 1;
         } else if let Some(&k) = run
             .iter()
-            .find(|&&k| same_move(action_at(s, k), &sv[k], Some(la), &lv[j]))
+            .find(|&&k| same_move(action_at(s, k), &sv[k], Some(la), lvj))
         {
             at = k + 1;
         } else {
