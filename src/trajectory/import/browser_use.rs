@@ -266,6 +266,7 @@ impl Item<'_> {
         };
         let (mut state, shot) = self.state(state_obj)?;
         if let Some(msg) = self.opt_str(obj, "state_message", "state_message")? {
+            super::stage::check_text_len(msg.len()).map_err(|m| self.err("state_message", m))?;
             let section = dom_text::browser_state_section(&msg);
             state.elements = dom_text::parse_elements(section);
             state.dom_text = section.to_string();
@@ -354,6 +355,8 @@ impl Item<'_> {
                 ));
             }
             let c = canonicalize(name, params);
+            crate::action::check::check_params(&c.action)
+                .map_err(|e| self.err(&format!("{field}.{name}.{}", e.key), e.message))?;
             if let Some(w) = c.warning {
                 warnings.push(format!(
                     "{}: history[{}]: {field}: {w}",
