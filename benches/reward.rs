@@ -9,6 +9,10 @@ use rmsweb::trajectory::Element;
 use serde_json::json;
 use std::hint::black_box;
 
+#[path = "common/cpu.rs"]
+mod cpu;
+use cpu::thread_cpu_seconds;
+
 fn elements() -> Vec<Element> {
     (0..30u32)
         .map(|i| {
@@ -137,18 +141,6 @@ fn bench(c: &mut Criterion) {
         }
         g.finish();
     }
-}
-
-/// Thread CPU time in seconds: unlike wall time it does not count the time this
-/// thread waits for a core, so the figure is per core even on a loaded machine.
-fn thread_cpu_seconds() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec into the valid pointer we pass.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
 
 /// Prints decisions per CPU-second (parse + score) over the same cases.

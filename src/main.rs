@@ -63,6 +63,10 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
+    if cli.command.is_some() {
+        // `rmsweb stats | head`: end quietly when the reader goes away.
+        rmsweb::util::report::exit_quietly_on_closed_stdout();
+    }
     let result = match cli.command {
         None => cli::workbench::run(cli.workbench),
         Some(Command::Import(a)) => cli::import::run(a),
@@ -84,9 +88,7 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::FAILURE
-        }
+        // Printed in one place, cleaned of escape sequences (util::report).
+        Err(e) => ExitCode::from(rmsweb::util::report::report_error(&e)),
     }
 }

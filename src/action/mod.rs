@@ -1,6 +1,7 @@
 //! Browser actions: the canonical `{name, params}` form of FORMATS.md, the mapping
 //! from older Browser Use action names, and (in submodules) parsing from model output.
 
+pub mod check;
 pub mod parse;
 pub mod render;
 mod scan;

@@ -17,7 +17,10 @@
 //! [`Parsed::action_span`] is the byte span of the action list (brackets included) or
 //! of the short-form call(s): the RL salvage loss is computed on exactly those bytes.
 
-use super::scan::{array_items, balanced_end, key_is, line_col_to_offset, object_members};
+use super::scan::{
+    Bounded, CANDIDATE_COST, ScanBudget, array_items, balanced_end_within, key_is, last_occurrence,
+    line_col_to_offset, object_members, string_end_within,
+};
 use super::{Action, canonicalize};
 use crate::util::json_kind;
 use serde::Deserialize;
@@ -79,6 +82,11 @@ impl ParseError {
 pub const MAX_RESPONSE_BYTES: usize = 1 << 20;
 
 /// Parses a model response into actions (see the module documentation for the forms).
+///
+/// The work is linear in the length of `text` whatever it holds: every candidate
+/// tried (each `{`, each `name(`) is charged to a [`ScanBudget`] of a few passes over
+/// the text, and a text that would need more (thousands of unclosed objects or calls
+/// with long tails) is refused with a message saying so.
 pub fn parse_response(text: &str) -> Result<Parsed, ParseError> {
     if text.len() > MAX_RESPONSE_BYTES {
         return Err(ParseError {
@@ -90,25 +98,33 @@ pub fn parse_response(text: &str) -> Result<Parsed, ParseError> {
             offset: Some(MAX_RESPONSE_BYTES),
         });
     }
+    let mut budget = ScanBudget::for_len(text.len());
     let bytes = text.as_bytes();
+    // Where the last `"action` / `"name"` starts: an object at or before it may have
+    // meant to hold actions (one lookup instead of a search per candidate).
+    let last_mention = last_occurrence(bytes, &[b"\"action", b"\"name\""]);
     // The first problem seen in an object that looked like it meant to hold actions.
     let mut json_error: Option<ParseError> = None;
     let mut pos = 0;
     while let Some(i) = memchr::memchr(b'{', &bytes[pos..]) {
         let start = pos + i;
-        match parse_object(text, start) {
+        if !budget.spend(CANDIDATE_COST) {
+            return Err(out_of_budget(start, &budget));
+        }
+        match parse_object(text, start, &mut budget) {
             Candidate::Found(p) => return Ok(p),
             Candidate::Broken(e) => return Err(e),
             Candidate::NoActions(end) => pos = end,
+            Candidate::OutOfBudget => return Err(out_of_budget(start, &budget)),
             Candidate::NotJson(e) => {
-                if json_error.is_none() && mentions_action(&text[start..]) {
-                    json_error = Some(e);
+                if json_error.is_none() && last_mention.is_some_and(|m| m >= start) {
+                    json_error = Some(e.into_error(text));
                 }
                 pos = start + 1;
             }
         }
     }
-    match parse_short(text) {
+    match parse_short(text, &mut budget) {
         Ok(Some(p)) => Ok(p),
         Ok(None) => Err(json_error.unwrap_or_else(|| ParseError {
             message: "no action found: expected a JSON object with an `action` list \
@@ -120,9 +136,15 @@ pub fn parse_response(text: &str) -> Result<Parsed, ParseError> {
     }
 }
 
-fn mentions_action(s: &str) -> bool {
-    memchr::memmem::find(s.as_bytes(), b"\"action").is_some()
-        || memchr::memmem::find(s.as_bytes(), b"\"name\"").is_some()
+fn out_of_budget(at: usize, budget: &ScanBudget) -> ParseError {
+    ParseError::at(
+        at,
+        format!(
+            "gave up after scanning {} bytes: the response holds too many objects or calls \
+             that are never closed to look for an action in it",
+            budget.spent()
+        ),
+    )
 }
 
 enum Candidate {
@@ -132,8 +154,43 @@ enum Candidate {
     Broken(ParseError),
     /// Valid JSON without actions, ending at this byte: skip it.
     NoActions(usize),
-    /// Not valid JSON (may be prose in braces).
-    NotJson(ParseError),
+    /// Not valid JSON (may be prose in braces); the message is made only when needed.
+    NotJson(NotJson),
+    /// The scan budget ran out inside this candidate.
+    OutOfBudget,
+}
+
+/// Why a candidate is not JSON, kept cheap: most candidates in prose are never reported.
+enum NotJson {
+    /// The object opened at this byte is never closed.
+    Unclosed(usize),
+    /// `{` followed by something other than a key or `}`, at this byte.
+    NoKey(usize),
+    /// serde_json's error for the object starting at this byte.
+    Invalid(usize, serde_json::Error),
+}
+
+impl NotJson {
+    fn into_error(self, text: &str) -> ParseError {
+        match self {
+            NotJson::Unclosed(start) => ParseError::at(
+                start,
+                "the JSON object opened here is never closed (missing `}`)",
+            ),
+            NotJson::NoKey(at) => ParseError::at(
+                at,
+                "invalid JSON: expected a key in double quotes or `}` after `{`",
+            ),
+            NotJson::Invalid(start, e) => {
+                let off =
+                    start + line_col_to_offset(&text.as_bytes()[start..], e.line(), e.column());
+                let msg = e.to_string();
+                // serde_json appends " at line L column C"; the byte offset replaces it.
+                let msg = msg.split(" at line ").next().unwrap_or(&msg).to_string();
+                ParseError::at(off, format!("invalid JSON: {msg}"))
+            }
+        }
+    }
 }
 
 /// The top-level fields of a model output; unknown fields are skipped.
@@ -183,26 +240,47 @@ fn make_action(name: String, params: Value) -> super::Canonicalized {
 }
 
 /// Reads the JSON object that starts at `start` (a `{`); text after it is left alone.
-fn parse_object(text: &str, start: usize) -> Candidate {
-    let rest = &text[start..];
-    let mut stream = serde_json::Deserializer::from_str(rest).into_iter::<RawOutput>();
+fn parse_object(text: &str, start: usize, budget: &mut ScanBudget) -> Candidate {
+    let bytes = text.as_bytes();
+    // Prose such as `{maybe}` fails here without starting a JSON parse.
+    let first = bytes[start + 1..]
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .map(|k| start + 1 + k);
+    match first.map(|k| (k, bytes[k])) {
+        None => return Candidate::NotJson(NotJson::Unclosed(start)),
+        Some((_, b'"' | b'}')) => {}
+        Some((k, _)) => return Candidate::NotJson(NotJson::NoKey(k)),
+    }
+    // serde_json sees no more than the budget allows; running into that end is
+    // running out of budget, not an unclosed object.
+    let limit = start.saturating_add(budget.left()).min(bytes.len());
+    let truncated = limit < bytes.len();
+    let mut stream =
+        serde_json::Deserializer::from_slice(&bytes[start..limit]).into_iter::<RawOutput>();
     let raw = match stream.next() {
         Some(Ok(r)) => r,
         Some(Err(e)) if e.is_eof() => {
-            return Candidate::NotJson(ParseError::at(
-                start,
-                "the JSON object opened here is never closed (missing `}`)",
-            ));
+            budget.spend(limit - start);
+            return if truncated {
+                Candidate::OutOfBudget
+            } else {
+                Candidate::NotJson(NotJson::Unclosed(start))
+            };
         }
         Some(Err(e)) => {
-            let off = start + line_col_to_offset(rest, e.line(), e.column());
-            let msg = e.to_string();
-            // serde_json appends " at line L column C"; the byte offset replaces it.
-            let msg = msg.split(" at line ").next().unwrap_or(&msg).to_string();
-            return Candidate::NotJson(ParseError::at(off, format!("invalid JSON: {msg}")));
+            // What serde_json read before failing (at least the line it failed on).
+            let scanned = if e.line() <= 1 {
+                e.column()
+            } else {
+                line_col_to_offset(&bytes[start..limit], e.line(), e.column())
+            };
+            budget.spend(scanned.max(1));
+            return Candidate::NotJson(NotJson::Invalid(start, e));
         }
         None => return Candidate::NoActions(text.len()),
     };
+    budget.spend(stream.byte_offset());
     let span = start..start + stream.byte_offset();
     let state = raw.current_state.as_ref();
     let nested = |k: &str| state.and_then(|s| s.get(k));
@@ -419,7 +497,7 @@ fn positional_object(name: &str, args: &[Value]) -> Result<Value, String> {
 /// Finds the first short-form call (and the calls chained right after it).
 /// `Ok(None)` when the text holds no call of a known action name; `Err` when it
 /// holds one whose arguments cannot be read (and no readable one).
-fn parse_short(text: &str) -> Result<Option<Parsed>, ParseError> {
+fn parse_short(text: &str, budget: &mut ScanBudget) -> Result<Option<Parsed>, ParseError> {
     let bytes = text.as_bytes();
     let mut first_error = None;
     let mut pos = 0;
@@ -429,7 +507,10 @@ fn parse_short(text: &str) -> Result<Option<Parsed>, ParseError> {
         let Some(name_start) = ident_start(bytes, paren) else {
             continue;
         };
-        match parse_call(text, name_start, paren) {
+        if !budget.spend(CANDIDATE_COST) {
+            return Err(out_of_budget(name_start, budget));
+        }
+        match parse_call(text, name_start, paren, budget) {
             Ok(Some((first, end))) => {
                 let mut actions = vec![first];
                 let mut span_end = end;
@@ -441,14 +522,15 @@ fn parse_short(text: &str) -> Result<Option<Parsed>, ParseError> {
                     {
                         j += 1;
                     }
-                    let Some(p) = bytes[j..].iter().position(|&b| b == b'(') else {
-                        break;
-                    };
-                    let paren = j + p;
-                    if ident_start(bytes, paren) != Some(j) {
+                    // The next call must start right here: a name, then `(`.
+                    let mut paren = j;
+                    while paren < bytes.len() && is_ident_byte(bytes[paren]) {
+                        paren += 1;
+                    }
+                    if paren == j || bytes.get(paren) != Some(&b'(') || bytes[j].is_ascii_digit() {
                         break;
                     }
-                    match parse_call(text, j, paren) {
+                    match parse_call(text, j, paren, budget) {
                         Ok(Some((a, e))) => {
                             actions.push(a);
                             span_end = e;
@@ -470,6 +552,9 @@ fn parse_short(text: &str) -> Result<Option<Parsed>, ParseError> {
             }
             Ok(None) => {}
             Err(e) => {
+                if budget.exhausted() {
+                    return Err(out_of_budget(name_start, budget));
+                }
                 first_error.get_or_insert(e);
             }
         }
@@ -506,12 +591,13 @@ fn parse_call(
     text: &str,
     name_start: usize,
     paren: usize,
+    budget: &mut ScanBudget,
 ) -> Result<Option<(super::Canonicalized, usize)>, ParseError> {
     let name = &text[name_start..paren];
     if canonical_name(name).is_none() {
         return Ok(None);
     }
-    let (args, kwargs, end) = parse_args(text, paren + 1)
+    let (args, kwargs, end) = parse_args(text, paren + 1, budget)
         .map_err(|(off, msg)| ParseError::at(off, format!("in `{name}(...)`: {msg}")))?;
     let mut params = match positional_object(name, &args) {
         Ok(Value::Object(m)) => m,
@@ -527,7 +613,7 @@ fn parse_call(
 type Args = (Vec<Value>, Vec<(String, Value)>, usize);
 
 /// Reads call arguments from `start` (just after `(`) to the closing `)`.
-fn parse_args(text: &str, start: usize) -> Result<Args, (usize, String)> {
+fn parse_args(text: &str, start: usize, budget: &mut ScanBudget) -> Result<Args, (usize, String)> {
     let bytes = text.as_bytes();
     let mut args = Vec::new();
     let mut kwargs = Vec::new();
@@ -557,7 +643,7 @@ fn parse_args(text: &str, start: usize) -> Result<Args, (usize, String)> {
                 i = skip(k + 1);
             }
         }
-        let (value, end) = parse_literal(text, i)?;
+        let (value, end) = parse_literal(text, i, budget)?;
         match key {
             Some(k) => kwargs.push((k, value)),
             None if !kwargs.is_empty() => {
@@ -580,23 +666,45 @@ fn parse_args(text: &str, start: usize) -> Result<Args, (usize, String)> {
     }
 }
 
+/// Longest bare literal (number, `true`, `None`, ...) read before it is refused.
+const MAX_BARE_LITERAL: usize = 64;
+
+/// The error for a scan the budget cut short, or for an unclosed one.
+fn unclosed(i: usize, what: &str, b: Bounded) -> (usize, String) {
+    match b {
+        Bounded::OutOfBudget => (i, "gave up: too much unclosed text to scan".into()),
+        _ => (i, format!("the {what} is never closed")),
+    }
+}
+
 /// One literal argument: a JSON or single-quoted string, number, boolean (also
 /// Python's `True`/`False`), null/`None`, or a JSON object/list.
-fn parse_literal(text: &str, i: usize) -> Result<(Value, usize), (usize, String)> {
+fn parse_literal(
+    text: &str,
+    i: usize,
+    budget: &mut ScanBudget,
+) -> Result<(Value, usize), (usize, String)> {
     let bytes = text.as_bytes();
     match bytes.get(i) {
         None => Err((i, "the call is never closed (missing `)`)".into())),
         Some(b'"') => {
-            let end = super::scan::string_end(bytes, i)
-                .ok_or((i, "the string is never closed".to_string()))?;
+            let end = match string_end_within(bytes, i, budget) {
+                Bounded::End(end) => end,
+                b => return Err(unclosed(i, "string", b)),
+            };
             let s: String = serde_json::from_str(&text[i..end])
                 .map_err(|e| (i, format!("bad string literal: {e}")))?;
             Ok((Value::String(s), end))
         }
         Some(b'\'') => {
+            let limit = (i + 1).saturating_add(budget.left()).min(bytes.len());
             let mut out = String::new();
             let mut chars = text[i + 1..].char_indices();
             while let Some((k, c)) = chars.next() {
+                if i + 1 + k >= limit {
+                    budget.spend(limit - i);
+                    return Err(unclosed(i, "string", Bounded::OutOfBudget));
+                }
                 match c {
                     '\\' => match chars.next() {
                         Some((_, 'n')) => out.push('\n'),
@@ -604,24 +712,45 @@ fn parse_literal(text: &str, i: usize) -> Result<(Value, usize), (usize, String)
                         Some((_, e)) => out.push(e),
                         None => break,
                     },
-                    '\'' => return Ok((Value::String(out), i + 1 + k + 1)),
+                    '\'' => {
+                        budget.spend(k + 2);
+                        return Ok((Value::String(out), i + 1 + k + 1));
+                    }
                     c => out.push(c),
                 }
             }
+            budget.spend(bytes.len() - i);
             Err((i, "the string is never closed".into()))
         }
         Some(b'{' | b'[') => {
-            let end = balanced_end(bytes, i).ok_or((i, "unclosed bracket".to_string()))?;
+            let end = match balanced_end_within(bytes, i, budget) {
+                Bounded::End(end) => end,
+                b => return Err(unclosed(i, "bracket", b)),
+            };
             let v = serde_json::from_str(&text[i..end])
                 .map_err(|e| (i, format!("invalid JSON argument: {e}")))?;
             Ok((v, end))
         }
         Some(_) => {
-            let mut end = i;
-            while end < bytes.len() && !matches!(bytes[end], b',' | b')') {
-                end += 1;
+            // A bare literal ends at `,` or `)`; a `(` means prose such as
+            // `click(the click(` and is not read past.
+            let limit = i.saturating_add(MAX_BARE_LITERAL + 1).min(bytes.len());
+            let end = bytes[i..limit]
+                .iter()
+                .position(|b| matches!(b, b',' | b')' | b'('))
+                .map_or(limit, |k| i + k);
+            budget.spend(end - i);
+            let tok = String::from_utf8_lossy(&bytes[i..end]);
+            let tok = tok.trim();
+            if end == limit && end < bytes.len() && !matches!(bytes[end], b',' | b')') {
+                return Err((
+                    i,
+                    format!(
+                        "argument `{}…` is not a number, string, boolean or null",
+                        crate::util::sanitize::clean_line(clip(tok, 40))
+                    ),
+                ));
             }
-            let tok = text[i..end].trim();
             let v = match tok {
                 "true" | "True" => Value::Bool(true),
                 "false" | "False" => Value::Bool(false),
@@ -850,6 +979,79 @@ mod tests {
         let e = err("I have no idea what to do.");
         assert_eq!(e.offset, None);
         assert!(e.message.contains("no action found"));
+    }
+
+    fn fill(unit: &str, len: usize) -> String {
+        let mut s = unit.repeat(len / unit.len() + 1);
+        s.truncate(len);
+        s
+    }
+
+    /// Thread CPU seconds (a loaded machine does not make it grow).
+    fn cpu_seconds() -> f64 {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: clock_gettime writes one timespec into the valid pointer we pass.
+        unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+        ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+    }
+
+    /// `err` that fails when the parse takes more than a second of CPU (a few
+    /// milliseconds in a release build; minutes when every `{` rescanned the rest).
+    fn quick_err(text: &str) -> ParseError {
+        let start = cpu_seconds();
+        let e = err(text);
+        let took = cpu_seconds() - start;
+        assert!(took < 1.0, "{took:.2} s for {:?}…", clip(text, 12));
+        e
+    }
+
+    #[test]
+    fn hostile_megabyte_candidates_get_their_answer_in_linear_time() {
+        let err = quick_err;
+        let n = MAX_RESPONSE_BYTES;
+        let e = err(&fill("{", n));
+        assert!(e.message.contains("never closed"), "{}", e.message);
+        let e = err(&fill("click(", n));
+        assert!(e.message.contains("is not a number"), "{}", e.message);
+        let e = err(&fill("click({", n));
+        assert!(
+            e.message.contains("gave up") || e.message.contains("never closed"),
+            "{}",
+            e.message
+        );
+        let e = err(&fill(r#"{"action": ["#, n));
+        assert!(
+            e.message.contains("never closed") || e.message.contains("gave up"),
+            "{}",
+            e.message
+        );
+        for unit in [r#"{"a":"#, r#"{"{"#, r#"input(1, ""#, "input(1, '"] {
+            let _ = err(&fill(unit, n));
+        }
+        // Prose full of braces and calls does not hide a real action at its end.
+        let action = r#"{"action": [{"click": {"index": 3}}]}"#;
+        let mut t = fill("I think {maybe} click(the button) ", n - action.len());
+        t.push_str(action);
+        assert_eq!(one(&t), Action::new("click", json!({"index": 3})));
+    }
+
+    #[test]
+    fn the_scan_budget_is_spent_once_per_byte_on_ordinary_text() {
+        let t = format!(
+            "{}{{\"action\": [{{\"go_back\": null}}]}}",
+            "so {it} goes; ".repeat(5000)
+        );
+        let mut budget = ScanBudget::for_len(t.len());
+        let start = memchr::memchr(b'{', t.as_bytes()).unwrap();
+        assert!(matches!(
+            parse_object(&t, start, &mut budget),
+            Candidate::NotJson(_)
+        ));
+        assert!(budget.spent() < 4, "{}", budget.spent());
+        assert_eq!(one(&t).name, "go_back");
     }
 
     #[test]

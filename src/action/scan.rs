@@ -7,6 +7,54 @@
 
 use std::ops::Range;
 
+/// How many bytes a parse may still scan. Every candidate the parser tries (a `{`, a
+/// `name(`) scans part of the text; charging each scan here bounds the total work
+/// by a constant times the input length, whatever the input (unclosed `{` or `(`
+/// repeated a million times cannot make it quadratic).
+#[derive(Debug, Clone)]
+pub struct ScanBudget {
+    left: usize,
+    spent: usize,
+}
+
+/// Fixed cost charged per candidate, so that many tiny scans also add up.
+pub const CANDIDATE_COST: usize = 16;
+
+impl ScanBudget {
+    /// The budget for a text of `len` bytes: eight scans of the whole text, plus slack
+    /// for short texts.
+    pub fn for_len(len: usize) -> Self {
+        ScanBudget {
+            left: len.saturating_mul(8).saturating_add(64 << 10),
+            spent: 0,
+        }
+    }
+
+    /// Bytes that may still be scanned.
+    pub fn left(&self) -> usize {
+        self.left
+    }
+
+    /// Bytes scanned so far.
+    pub fn spent(&self) -> usize {
+        self.spent
+    }
+
+    /// Charges `n` bytes; `false` (and nothing left) when they exceed what is left.
+    pub fn spend(&mut self, n: usize) -> bool {
+        let ok = n <= self.left;
+        let n = n.min(self.left);
+        self.left -= n;
+        self.spent += n;
+        ok
+    }
+
+    /// Whether the budget is used up.
+    pub fn exhausted(&self) -> bool {
+        self.left == 0
+    }
+}
+
 /// Given `start` at a `"`, the position just past the closing quote (escapes honoured),
 /// or `None` when the string is not closed.
 pub fn string_end(bytes: &[u8], start: usize) -> Option<usize> {
@@ -44,6 +92,59 @@ pub fn balanced_end(bytes: &[u8], start: usize) -> Option<usize> {
         i += 1;
     }
     None
+}
+
+/// What a bounded scan found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bounded {
+    /// The end position.
+    End(usize),
+    /// The text ends first: never closed.
+    Unclosed,
+    /// The budget ran out first.
+    OutOfBudget,
+}
+
+/// [`balanced_end`] that scans at most what `budget` has left, and charges what it scanned.
+pub fn balanced_end_within(bytes: &[u8], start: usize, budget: &mut ScanBudget) -> Bounded {
+    within(bytes, start, budget, balanced_end)
+}
+
+/// [`string_end`] that scans at most what `budget` has left, and charges what it scanned.
+pub fn string_end_within(bytes: &[u8], start: usize, budget: &mut ScanBudget) -> Bounded {
+    within(bytes, start, budget, string_end)
+}
+
+/// Runs `scan` from `start` on at most what `budget` has left of `bytes`.
+fn within(
+    bytes: &[u8],
+    start: usize,
+    budget: &mut ScanBudget,
+    scan: fn(&[u8], usize) -> Option<usize>,
+) -> Bounded {
+    let limit = start.saturating_add(budget.left()).min(bytes.len());
+    match scan(&bytes[..limit], start) {
+        Some(end) => {
+            budget.spend(end - start);
+            Bounded::End(end)
+        }
+        None => {
+            budget.spend(limit - start);
+            if limit < bytes.len() {
+                Bounded::OutOfBudget
+            } else {
+                Bounded::Unclosed
+            }
+        }
+    }
+}
+
+/// The start of the last occurrence of any of `needles` in `bytes`, if any.
+pub fn last_occurrence(bytes: &[u8], needles: &[&[u8]]) -> Option<usize> {
+    needles
+        .iter()
+        .filter_map(|n| memchr::memmem::rfind(bytes, n))
+        .max()
 }
 
 fn skip_ws(bytes: &[u8], mut i: usize) -> usize {
@@ -142,9 +243,9 @@ pub fn key_is(text: &str, key: &Range<usize>, name: &str) -> bool {
 }
 
 /// Converts serde_json's 1-based line and column inside `slice` into a byte offset.
-pub fn line_col_to_offset(slice: &str, line: usize, column: usize) -> usize {
+pub fn line_col_to_offset(slice: &[u8], line: usize, column: usize) -> usize {
     let mut offset = 0;
-    for (n, l) in slice.split_inclusive('\n').enumerate() {
+    for (n, l) in slice.split_inclusive(|&b| b == b'\n').enumerate() {
         if n + 1 == line {
             return (offset + column.saturating_sub(1)).min(slice.len());
         }
@@ -187,7 +288,7 @@ mod tests {
 
     #[test]
     fn line_and_column_map_to_bytes() {
-        let s = "ab\ncde\nf";
+        let s = b"ab\ncde\nf";
         assert_eq!(line_col_to_offset(s, 1, 1), 0);
         assert_eq!(line_col_to_offset(s, 2, 2), 4);
         assert_eq!(line_col_to_offset(s, 3, 1), 7);

@@ -37,6 +37,8 @@ pub fn default_export_path(root: &Path) -> PathBuf {
 /// source: "annotator"}`. Rejected and pending pairs are left out. A log event whose
 /// value cannot be applied stops the export with its position.
 pub fn export_corrected(root: &Path, out: &Path) -> anyhow::Result<ExportReport> {
+    // A dataset of another schema version is refused, as every reader does.
+    crate::trajectory::store::read_meta(root)?;
     let pairs_path = root.join("mined").join("pairs.jsonl");
     if !pairs_path.exists() {
         bail!(

@@ -127,7 +127,21 @@ impl Folded {
                 },
                 Op::EditTarget => {
                     match serde_json::from_value::<Action>(e.value.clone()) {
-                        Ok(a) => st.target = Some(a),
+                        Ok(a) => match crate::action::check::check_params(&a) {
+                            Ok(()) => st.target = Some(a),
+                            Err(bad) => {
+                                self.problems.insert(
+                                    j,
+                                    format!(
+                                        "event {} (pair {pair}): edit_target `{}`: {}: {}",
+                                        j + 1,
+                                        a.name,
+                                        bad.key,
+                                        bad.message
+                                    ),
+                                );
+                            }
+                        },
                         Err(err) => {
                             self.problems.insert(
                             j,
@@ -171,6 +185,11 @@ impl Folded {
     /// Events whose value could not be applied.
     pub fn problems(&self) -> Vec<&str> {
         self.problems.values().map(String::as_str).collect()
+    }
+
+    /// Events whose value could not be applied, with their position in the log (0-based).
+    pub fn problem_events(&self) -> Vec<(usize, String)> {
+        self.problems.iter().map(|(k, m)| (*k, m.clone())).collect()
     }
 }
 

@@ -49,6 +49,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             );
         }
         Command::Counts { dataset, json } => {
+            rmsweb::trajectory::store::read_meta(&dataset)?;
             let counts = annotate::counts(&AnnotationLog::for_dataset(&dataset))?;
             if json {
                 println!("{}", serde_json::to_string(&counts)?);

@@ -129,7 +129,10 @@ pub fn show(a: ShowArgs) -> anyhow::Result<()> {
                 .with_context(|| format!("decoding {}", path.display()))?;
             viuer::print(&img, &conf).with_context(|| format!("drawing {}", path.display()))?;
         } else {
-            println!("screenshot: {}", path.display());
+            println!(
+                "screenshot: {}",
+                rmsweb::util::sanitize::clean_line(&path.display().to_string())
+            );
         }
     }
     Ok(())

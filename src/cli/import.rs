@@ -124,7 +124,7 @@ fn browser_use(a: BrowserUseArgs) -> anyhow::Result<()> {
     };
     let report = import::import_browser_use(&a.dataset, &a.inputs, &opts)?;
     for w in &report.warnings {
-        eprintln!("warning: {}", clean_line(w));
+        rmsweb::util::report::warn(w);
     }
     for t in &report.tasks_added {
         println!(

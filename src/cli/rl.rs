@@ -3,9 +3,11 @@
 
 use anyhow::Context;
 use rmsweb::train::rl::groups::{
-    GateConfig, GateDecision, GroupStats, Mode, advantages, decide, salvage_count,
+    GateConfig, GateDecision, GroupStats, Mode, advantages, decide, parse_group_line, salvage_count,
 };
-use serde_json::{Value, json};
+use rmsweb::util::lines::{BoundedLines, Line};
+use rmsweb::util::sanitize::clean_line;
+use serde_json::json;
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
 
@@ -40,10 +42,10 @@ struct GroupsArgs {
     /// JSON Lines file of reward groups (`-` for standard input).
     file: PathBuf,
     /// ε_σ: groups with population std ≤ this are rejected (no contrast).
-    #[arg(long, default_value_t = 0.10)]
+    #[arg(long, default_value_t = 0.10, value_parser = non_negative)]
     eps_sigma: f64,
     /// r_comp: groups whose best reward is below this are rejected (no competent rollout).
-    #[arg(long, default_value_t = 0.55)]
+    #[arg(long, default_value_t = 0.55, value_parser = finite)]
     r_comp: f64,
     /// Which variant's filtering to apply.
     #[arg(long, value_enum, default_value = "salvage-ds")]
@@ -76,22 +78,31 @@ fn groups(a: GroupsArgs) -> anyhow::Result<()> {
         Box::new(std::io::stdin().lock())
     } else {
         Box::new(std::io::BufReader::new(
-            std::fs::File::open(&a.file)
+            rmsweb::util::fs::open_regular(&a.file)
                 .with_context(|| format!("opening {}", a.file.display()))?,
         ))
     };
     let mut out = std::io::stdout().lock();
     let (mut total, mut accepted, mut std_gate, mut comp_gate, mut failed) = (0, 0, 0, 0, 0);
-    for (i, line) in reader.lines().enumerate() {
-        let n = i + 1;
-        let line = line.with_context(|| format!("{}:{n}: reading", a.file.display()))?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        match parse_group(&line) {
+    let mut lines = BoundedLines::new(reader, MAX_LINE_BYTES);
+    let mut n = 0;
+    while let Some(line) = lines
+        .next_line()
+        .with_context(|| format!("{}:{}: reading", a.file.display(), n + 1))?
+    {
+        n += 1;
+        let parsed = match line {
+            Line::Text(t) if t.trim().is_empty() => continue,
+            Line::Text(t) => parse_group_line(&t),
+            Line::NotUtf8(at) => Err(format!("not UTF-8 (byte {at} of the line)")),
+            Line::TooLong(len) => Err(format!(
+                "the line is {len} bytes, over the {MAX_LINE_BYTES}-byte limit of a group"
+            )),
+        };
+        match parsed {
             Err(e) => {
                 failed += 1;
-                writeln!(out, "{}", json!({"line": n, "error": e}))?;
+                writeln!(out, "{}", json!({"line": n, "error": clean_line(&e)}))?;
             }
             Ok((id, rewards)) => {
                 let Some(st) = GroupStats::of(&rewards) else {
@@ -138,20 +149,23 @@ fn groups(a: GroupsArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn parse_group(line: &str) -> Result<(Value, Vec<f64>), String> {
-    let v: Value = serde_json::from_str(line).map_err(|e| format!("not JSON: {e}"))?;
-    let id = v.get("group").cloned().ok_or("missing field `group`")?;
-    let rewards = v
-        .get("rewards")
-        .and_then(Value::as_array)
-        .ok_or("field `rewards`: expected a list of numbers")?;
-    rewards
-        .iter()
-        .enumerate()
-        .map(|(i, r)| {
-            r.as_f64()
-                .ok_or_else(|| format!("field `rewards[{i}]`: expected a number, found {r}"))
-        })
-        .collect::<Result<Vec<_>, _>>()
-        .map(|r| (id, r))
+/// Longest input line read (a group of a few thousand rewards is a few KiB).
+const MAX_LINE_BYTES: usize = 16 << 20;
+
+fn finite(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .parse()
+        .map_err(|e| format!("`{s}` is not a number: {e}"))?;
+    if !v.is_finite() {
+        return Err(format!("`{s}` is not a finite number"));
+    }
+    Ok(v)
+}
+
+fn non_negative(s: &str) -> Result<f64, String> {
+    let v = finite(s)?;
+    if v < 0.0 {
+        return Err(format!("`{s}` is negative; a std threshold is at least 0"));
+    }
+    Ok(v)
 }

@@ -66,7 +66,7 @@ pub fn parse_targets(v: Value, field: &str) -> Result<Vec<Action>, String> {
 /// Parses one batch line; the error names the field (`elements[2].index: ...`).
 pub fn parse_case(line: &str) -> Result<Case, String> {
     let de = &mut serde_json::Deserializer::from_str(line);
-    let raw: RawCase = serde_path_to_error::deserialize(de).map_err(|e| {
+    let raw: RawCase = serde_path_to_error::deserialize(&mut *de).map_err(|e| {
         let p = e.path().to_string();
         let inner = e.into_inner();
         if inner.is_syntax() || inner.is_eof() {
@@ -77,6 +77,12 @@ pub fn parse_case(line: &str) -> Result<Case, String> {
             format!("{p}: {inner}")
         }
     })?;
+    // One case per line: a second value after the first is an error, not dropped.
+    de.end()
+        .map_err(|e| format!("text after the case's JSON object (one case per line): {e}"))?;
+    if let Ok(Some(dup)) = crate::util::json::first_duplicate_key(line.as_bytes()) {
+        return Err(dup.to_string());
+    }
     Ok(Case {
         targets: parse_targets(raw.target, "target")?,
         candidate: raw.candidate,
@@ -121,6 +127,9 @@ pub struct BatchSummary {
 /// Lines scored in parallel per chunk; output order is input order.
 const CHUNK: usize = 8192;
 
+/// Longest case line read; a longer one is reported (and skipped) without being held.
+pub const MAX_LINE_BYTES: usize = crate::trajectory::jsonl::MAX_RECORD_BYTES;
+
 /// Scores every line of `input`, writing one JSON line per non-blank input line to
 /// `out`. Malformed lines are reported in place and do not stop the run.
 pub fn run_batch(
@@ -155,13 +164,23 @@ pub fn run_batch(
         out.flush()?;
         anyhow::Ok(())
     };
-    for (i, line) in input.split(b'\n').enumerate() {
-        let bytes = line.context("reading the cases")?;
-        let text = String::from_utf8(bytes).map_err(|e| format!("not UTF-8: {}", e.utf8_error()));
+    let mut lines = crate::util::lines::BoundedLines::new(input, MAX_LINE_BYTES);
+    let mut i = 0;
+    while let Some(line) = lines.next_line().context("reading the cases")? {
+        i += 1;
+        let text = match line {
+            crate::util::lines::Line::Text(t) => Ok(t),
+            crate::util::lines::Line::NotUtf8(at) => Err(format!("not UTF-8 (byte {at})")),
+            crate::util::lines::Line::TooLong(n) => Err(format!(
+                "the line is {}, over the {} limit of a case",
+                crate::util::human_bytes(n),
+                crate::util::human_bytes(MAX_LINE_BYTES as u64)
+            )),
+        };
         if text.as_ref().is_ok_and(|t| t.trim().is_empty()) {
             continue;
         }
-        chunk.push((i + 1, text));
+        chunk.push((i, text));
         if chunk.len() == CHUNK {
             flush(&mut chunk, &mut summary)?;
         }
@@ -289,6 +308,33 @@ mod tests {
         assert!(
             parse_case(r#"{"id": 7, "target": {"name": "go_back"}, "candidate": "x"}"#).is_ok()
         );
+    }
+
+    #[test]
+    fn a_second_case_on_one_line_is_an_error_not_dropped() {
+        let one = r#"{"target": {"name": "go_back"}, "candidate": "go_back()"}"#;
+        assert!(parse_case(&format!("{one}  ")).is_ok());
+        let e = parse_case(&format!("{one} {one}")).unwrap_err();
+        assert!(e.contains("text after the case"), "{e}");
+        let e =
+            parse_case(r#"{"target": {"name": "go_back"}, "candidate": "a", "candidate": "b"}"#)
+                .unwrap_err();
+        // serde names a repeated field of the case itself; nested ones are found too.
+        assert!(e.contains("duplicate field `candidate`"), "{e}");
+        let e = parse_case(
+            r#"{"target": {"name": "go_back", "name": "back"}, "candidate": "go_back()"}"#,
+        )
+        .unwrap_err();
+        assert!(e.contains("duplicate"), "{e}");
+        let mut out = Vec::new();
+        let input = [
+            format!("{one} {one}\n").as_bytes(),
+            b"\xff\n",
+            one.as_bytes(),
+        ]
+        .concat();
+        let s = run_batch(&input[..], &mut out, &RewardConfig::default()).unwrap();
+        assert_eq!((s.scored, s.failed), (1, vec![1, 2]));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
@@ -106,8 +106,10 @@ pub struct LineSpan {
     pub line: u32,
 }
 
-/// A read-only line index over a JSON Lines file. Blank lines are skipped; a final
-/// line without its newline (a torn append) is left out and reported.
+/// A read-only line index over a JSON Lines file. Blank lines are skipped. A final
+/// line without its newline is a record when it parses as JSON (a writer that does
+/// not end its last line; the next [`append`] adds the newline), and otherwise a
+/// torn append: left out and reported by [`JsonlFile::torn_tail`].
 ///
 /// Opening reads the file once through a buffer to find line starts; records are
 /// read back with positioned reads when asked for, so memory holds the index only
@@ -118,30 +120,47 @@ pub struct JsonlFile {
     file: Option<File>,
     spans: Vec<LineSpan>,
     torn_tail: Option<u32>,
+    unterminated: bool,
 }
 
 /// Bytes read at once while indexing.
 const SCAN_CHUNK: usize = 1 << 20;
 
 impl JsonlFile {
-    /// Indexes `path`; a missing file is an empty one.
+    /// Indexes `path`; a missing file is an empty one. Only a regular file is read
+    /// (a FIFO or a device is refused at once, never waited on).
     pub fn open(path: &Path) -> anyhow::Result<Self> {
         let empty = |file| JsonlFile {
             path: path.to_path_buf(),
             file,
             spans: Vec::new(),
             torn_tail: None,
+            unterminated: false,
         };
-        let mut file = match File::open(path) {
+        let mut file = match crate::util::fs::open_regular(path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(empty(None)),
             Err(e) => return Err(anyhow::anyhow!("{}: {e}", path.display())),
         };
-        let (spans, torn_tail) = index_lines(&mut file)
+        let (mut spans, tail) = index_lines(&mut file)
             .map_err(|e| anyhow::anyhow!("{}: reading: {e}", path.display()))?;
+        let mut torn_tail = None;
+        let mut unterminated = false;
+        if let Some(tail) = tail {
+            let parses = tail.len as usize <= MAX_RECORD_BYTES
+                && read_exact_at(&file, tail.offset, tail.len as usize)
+                    .is_some_and(|raw| is_complete_json(&raw));
+            if parses {
+                spans.push(tail);
+                unterminated = true;
+            } else {
+                torn_tail = Some(tail.line);
+            }
+        }
         Ok(JsonlFile {
             spans,
             torn_tail,
+            unterminated,
             ..empty(Some(file))
         })
     }
@@ -161,9 +180,16 @@ impl JsonlFile {
         self.spans.is_empty()
     }
 
-    /// The line number of an incomplete last line, if the file has one.
+    /// The line number of an incomplete last line (one that does not parse), if the
+    /// file has one.
     pub fn torn_tail(&self) -> Option<u32> {
         self.torn_tail
+    }
+
+    /// Whether the last record is complete but has no newline after it (it is read
+    /// like any other; the next append adds the newline).
+    pub fn last_record_unterminated(&self) -> bool {
+        self.unterminated
     }
 
     /// Where record `i` lies.
@@ -184,10 +210,7 @@ impl JsonlFile {
     }
 
     fn read_at(&self, offset: u64, len: usize) -> Option<Vec<u8>> {
-        use std::os::unix::fs::FileExt;
-        let mut buf = vec![0u8; len];
-        self.file.as_ref()?.read_exact_at(&mut buf, offset).ok()?;
-        Some(buf)
+        read_exact_at(self.file.as_ref()?, offset, len)
     }
 
     /// Parses record `i`.
@@ -220,8 +243,21 @@ impl JsonlFile {
     }
 }
 
-/// Finds every non-blank complete line, reading through a buffer.
-fn index_lines(r: &mut impl Read) -> std::io::Result<(Vec<LineSpan>, Option<u32>)> {
+fn read_exact_at(file: &File, offset: u64, len: usize) -> Option<Vec<u8>> {
+    use std::os::unix::fs::FileExt;
+    let mut buf = vec![0u8; len];
+    file.read_exact_at(&mut buf, offset).ok()?;
+    Some(buf)
+}
+
+/// Whether `bytes` hold exactly one complete JSON value (whitespace around it allowed).
+fn is_complete_json(bytes: &[u8]) -> bool {
+    serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_ok()
+}
+
+/// Finds every non-blank line ended by a newline, reading through a buffer, and the
+/// span of a non-blank last line without one.
+fn index_lines(r: &mut impl Read) -> std::io::Result<(Vec<LineSpan>, Option<LineSpan>)> {
     let mut spans = Vec::new();
     let mut buf = vec![0u8; SCAN_CHUNK];
     let mut pos = 0u64; // file offset of buf[0]
@@ -260,18 +296,56 @@ fn index_lines(r: &mut impl Read) -> std::io::Result<(Vec<LineSpan>, Option<u32>
         last_byte = chunk[n - 1];
         pos += n as u64;
     }
-    let torn = (start < pos && !blank).then_some(line);
-    Ok((spans, torn))
+    let tail = (start < pos && !blank).then(|| LineSpan {
+        offset: start,
+        len: (pos - start).min(u64::from(u32::MAX)) as u32,
+        line,
+    });
+    Ok((spans, tail))
+}
+
+/// The length of `record` as one JSON line, without its newline (nothing is kept).
+pub fn serialized_len<T: Serialize>(record: &T) -> anyhow::Result<usize> {
+    struct Count(usize);
+    impl Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut c = Count(0);
+    serde_json::to_writer(&mut c, record)?;
+    Ok(c.0)
+}
+
+/// The refusal of a record the reader would refuse for its size.
+fn too_big(path: &Path, n: usize, len: usize) -> anyhow::Error {
+    anyhow::anyhow!(
+        "{}: record {n} would be {}, over the {} limit of a record; nothing was written",
+        path.display(),
+        crate::util::human_bytes(len as u64),
+        crate::util::human_bytes(MAX_RECORD_BYTES as u64)
+    )
 }
 
 /// Appends records to a JSON Lines file as one write under an exclusive lock, then
-/// fsyncs. A torn last line left by an earlier crash is cut off first, so no
-/// half-written record survives and two writers never interleave partial lines.
+/// fsyncs. Every record is checked first: one the reader would refuse (over
+/// [`MAX_RECORD_BYTES`]) fails the append before anything is written. A last line
+/// left without its newline is settled first: a complete record gets its newline, a
+/// torn one (a crash mid-append, it does not parse) is cut off, so no half-written
+/// record survives and two writers never interleave partial lines.
 /// Returns the number of bytes of torn tail removed (0 normally).
 pub fn append<T: Serialize>(path: &Path, records: &[T]) -> anyhow::Result<u64> {
     let mut buf = Vec::new();
-    for r in records {
+    for (n, r) in records.iter().enumerate() {
+        let before = buf.len();
         serde_json::to_writer(&mut buf, r)?;
+        if buf.len() - before > MAX_RECORD_BYTES {
+            return Err(too_big(path, n + 1, buf.len() - before));
+        }
         buf.push(b'\n');
     }
     append_raw(path, &buf)
@@ -280,19 +354,20 @@ pub fn append<T: Serialize>(path: &Path, records: &[T]) -> anyhow::Result<u64> {
 /// Appends already serialized lines (each ending in `\n`); see [`append`].
 pub fn append_raw(path: &Path, buf: &[u8]) -> anyhow::Result<u64> {
     use anyhow::Context;
+    for (n, line) in buf.split_inclusive(|&b| b == b'\n').enumerate() {
+        if line.len() - 1 > MAX_RECORD_BYTES {
+            return Err(too_big(path, n + 1, line.len() - 1));
+        }
+    }
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
-    let mut file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
+    let mut file = crate::util::fs::open_regular_rw(path)
         .with_context(|| format!("opening {} for append", path.display()))?;
-    file.lock()
+    let what = path.display().to_string();
+    crate::util::lock::lock_exclusive(&file, crate::util::lock::stderr_notice(&what))
         .with_context(|| format!("locking {}", path.display()))?;
-    let removed = cut_torn_tail(&mut file)?;
+    let removed = settle_tail(&mut file)?;
     file.seek(SeekFrom::End(0))?;
     file.write_all(buf)
         .with_context(|| format!("appending to {}", path.display()))?;
@@ -302,30 +377,51 @@ pub fn append_raw(path: &Path, buf: &[u8]) -> anyhow::Result<u64> {
     Ok(removed)
 }
 
-fn cut_torn_tail(file: &mut File) -> anyhow::Result<u64> {
+/// Settles the bytes after the last newline: a complete JSON record gets its newline,
+/// anything else is cut off. Returns the number of bytes cut.
+fn settle_tail(file: &mut File) -> anyhow::Result<u64> {
     let len = file.metadata()?.len();
     if len == 0 {
         return Ok(0);
     }
     let mut pos = len;
     let mut chunk = vec![0u8; 64 * 1024];
-    loop {
+    let keep = loop {
         let start = pos.saturating_sub(chunk.len() as u64);
         let n = (pos - start) as usize;
         file.seek(SeekFrom::Start(start))?;
         file.read_exact(&mut chunk[..n])?;
         if let Some(i) = memchr::memrchr(b'\n', &chunk[..n]) {
-            let keep = start + i as u64 + 1;
-            if keep < len {
-                file.set_len(keep)?;
-            }
-            return Ok(len - keep);
+            break start + i as u64 + 1;
         }
         if start == 0 {
-            file.set_len(0)?;
-            return Ok(len);
+            break 0;
         }
         pos = start;
+    };
+    if keep == len {
+        return Ok(0);
+    }
+    let tail_len = len - keep;
+    let tail = if tail_len <= MAX_RECORD_BYTES as u64 {
+        read_exact_at(file, keep, tail_len as usize)
+    } else {
+        None
+    };
+    match tail {
+        Some(t) if t.iter().all(u8::is_ascii_whitespace) => {
+            file.set_len(keep)?;
+            Ok(tail_len)
+        }
+        Some(t) if is_complete_json(&t) => {
+            file.seek(SeekFrom::End(0))?;
+            file.write_all(b"\n")?;
+            Ok(0)
+        }
+        _ => {
+            file.set_len(keep)?;
+            Ok(tail_len)
+        }
     }
 }
 
@@ -355,13 +451,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn index_skips_blank_lines_and_reports_torn_tail() {
-        let (spans, torn) =
+    fn index_skips_blank_lines_and_finds_the_unterminated_tail() {
+        let (spans, tail) =
             index_lines(&mut &b"{\"a\":1}\n\n  \n{\"a\":2}\r\n{\"a\":"[..]).unwrap();
         assert_eq!(spans.len(), 2);
         assert_eq!(spans[1].line, 4);
         assert_eq!(spans[1].len, 7);
-        assert_eq!(torn, Some(5));
+        assert_eq!(tail.map(|t| (t.line, t.len)), Some((5, 5)));
     }
 
     /// A reader that hands out `n` bytes at a time, to cross chunk boundaries.
@@ -387,14 +483,14 @@ mod tests {
                 "reads of {n}"
             );
         }
-        let (spans, torn) = whole;
+        let (spans, tail) = whole;
         let lens: Vec<u32> = spans.iter().map(|s| s.len).collect();
         assert_eq!(lens, vec![7, 9, 7]);
         assert_eq!(
             spans.iter().map(|s| s.line).collect::<Vec<_>>(),
             vec![1, 4, 6]
         );
-        assert_eq!(torn, Some(7));
+        assert_eq!(tail.map(|t| t.line), Some(7));
     }
 
     #[test]
@@ -421,6 +517,40 @@ mod tests {
         let e =
             parse_record::<serde_json::Value>(br#"{"schema":2}"#, Path::new("f"), 1).unwrap_err();
         assert_eq!(e.field, "schema");
+    }
+
+    #[test]
+    fn a_complete_last_record_without_newline_is_kept_and_terminated() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.jsonl");
+        std::fs::write(&p, b"{\"a\":1}\n{\"a\":2}").unwrap();
+        let f = JsonlFile::open(&p).unwrap();
+        assert_eq!(f.len(), 2);
+        assert_eq!(f.torn_tail(), None);
+        assert!(f.last_record_unterminated());
+        assert_eq!(f.get::<serde_json::Value>(1).unwrap()["a"], 2);
+        let removed = append(&p, &[serde_json::json!({"a": 3})]).unwrap();
+        assert_eq!(removed, 0);
+        assert_eq!(
+            std::fs::read(&p).unwrap(),
+            b"{\"a\":1}\n{\"a\":2}\n{\"a\":3}\n"
+        );
+        // A tail of blanks is not a record: it is dropped.
+        std::fs::write(&p, b"{\"a\":1}\n  ").unwrap();
+        assert_eq!(JsonlFile::open(&p).unwrap().len(), 1);
+        append(&p, &[serde_json::json!({"a": 2})]).unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"{\"a\":1}\n{\"a\":2}\n");
+    }
+
+    #[test]
+    fn records_the_reader_would_refuse_are_never_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.jsonl");
+        std::fs::write(&p, b"{\"a\":1}\n").unwrap();
+        let big = serde_json::json!({"text": "x".repeat(MAX_RECORD_BYTES)});
+        let e = append(&p, &[serde_json::json!({"a": 2}), big]).unwrap_err();
+        assert!(e.to_string().contains("record 2 would be 64.0 MiB"), "{e}");
+        assert_eq!(std::fs::read(&p).unwrap(), b"{\"a\":1}\n");
     }
 
     #[test]

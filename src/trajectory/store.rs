@@ -89,31 +89,7 @@ impl Dataset {
                 root.display()
             );
         }
-        let meta_path = root.join("dataset.toml");
-        let meta = if meta_path.exists() {
-            let text = std::fs::read_to_string(&meta_path)
-                .with_context(|| format!("reading {}", meta_path.display()))?;
-            let meta: DatasetMeta = toml::from_str(&text)
-                .map_err(|e| anyhow::anyhow!("{}: {e}", meta_path.display()))?;
-            if meta.schema != SCHEMA_VERSION {
-                bail!(
-                    "{}: schema = {} is not supported by this rmsweb (it reads schema {SCHEMA_VERSION})",
-                    meta_path.display(),
-                    meta.schema
-                );
-            }
-            meta
-        } else {
-            DatasetMeta {
-                name: root
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_default(),
-                schema: SCHEMA_VERSION,
-                created_at: String::new(),
-                notes: String::new(),
-            }
-        };
+        let meta = read_meta(&root)?;
         let tasks = JsonlFile::open(&root.join("tasks.jsonl"))?;
         let trajectories = JsonlFile::open(&root.join("trajectories.jsonl"))?;
         Ok(Dataset {
@@ -248,6 +224,39 @@ impl Dataset {
     pub fn resolve(&self, rel: &str) -> Result<PathBuf> {
         resolve_inside(&self.root, rel)
     }
+}
+
+/// Longest `dataset.toml` read (it holds a name, a version and notes).
+const MAX_META_BYTES: u64 = 1 << 20;
+
+/// Reads and checks `root/dataset.toml`: optional (schema 1 is assumed, the name is
+/// the folder's), a regular file of at most 1 MiB, and one that names another major
+/// schema version is refused. Commands that read only part of a dataset (`annotate`)
+/// check it too.
+pub fn read_meta(root: &Path) -> Result<DatasetMeta> {
+    let meta_path = root.join("dataset.toml");
+    if !meta_path.exists() {
+        return Ok(DatasetMeta {
+            name: root
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            schema: SCHEMA_VERSION,
+            created_at: String::new(),
+            notes: String::new(),
+        });
+    }
+    let text = crate::util::fs::read_text_limited(&meta_path, MAX_META_BYTES)?;
+    let meta: DatasetMeta =
+        toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", meta_path.display()))?;
+    if meta.schema != SCHEMA_VERSION {
+        bail!(
+            "{}: schema = {} is not supported by this rmsweb (it reads schema {SCHEMA_VERSION})",
+            meta_path.display(),
+            meta.schema
+        );
+    }
+    Ok(meta)
 }
 
 /// The `id` of a record that starts with it (`{"id": "…"` with any whitespace, no

@@ -986,7 +986,7 @@ fn files_over_the_size_limit_are_refused_before_reading() {
         "history[2]",
         "state.screenshot_path",
     );
-    assert!(msg.contains("over the 20000-byte limit"), "{msg}");
+    assert!(msg.contains("over the 19.5 KiB limit"), "{msg}");
 }
 
 #[test]

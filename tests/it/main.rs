@@ -11,6 +11,8 @@ mod dataset;
 mod env;
 mod fixtures;
 mod fused;
+mod hostile;
+mod hostile_fuzz;
 mod import;
 mod mine;
 mod mine_balance;

@@ -2,6 +2,7 @@
 //! advantages of accepted groups, and the salvage count and mix of rejected groups.
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 /// The RL variants that share everything but group filtering and the anchor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
@@ -86,6 +87,43 @@ impl GroupStats {
     }
 }
 
+/// Largest reward magnitude accepted by [`parse_group_line`]: sums of squares of
+/// millions of such rewards stay finite, so every statistic is a number (rewards are
+/// 0..1 in practice; 1e308 would make the mean overflow and the std NaN).
+pub const MAX_ABS_REWARD: f64 = 1e150;
+
+/// Reads one `{"group": id, "rewards": [..]}` line of `rmsweb rl groups` input
+/// (FORMATS.md): the id and the rewards, or why the line is refused (not JSON, text
+/// after the object, a duplicate key, a reward that is not a number or is outside
+/// ±[`MAX_ABS_REWARD`]).
+pub fn parse_group_line(line: &str) -> Result<(Value, Vec<f64>), String> {
+    let v: Value = serde_json::from_str(line).map_err(|e| format!("not JSON: {e}"))?;
+    if let Ok(Some(dup)) = crate::util::json::first_duplicate_key(line.as_bytes()) {
+        return Err(dup.to_string());
+    }
+    let id = v.get("group").cloned().ok_or("missing field `group`")?;
+    let rewards = v
+        .get("rewards")
+        .and_then(Value::as_array)
+        .ok_or("field `rewards`: expected a list of numbers")?;
+    rewards
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let x = r
+                .as_f64()
+                .ok_or_else(|| format!("field `rewards[{i}]`: expected a number, found {r}"))?;
+            if !x.is_finite() || x.abs() > MAX_ABS_REWARD {
+                return Err(format!(
+                    "field `rewards[{i}]`: {r} is outside ±{MAX_ABS_REWARD:e}, the range of rewards whose statistics stay finite"
+                ));
+            }
+            Ok(x)
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(|r| (id, r))
+}
+
 /// Spread below this counts as none at all (DAPO keeps std > 0).
 const NO_SPREAD: f64 = 1e-12;
 
@@ -165,6 +203,23 @@ mod tests {
         close(a[1], -0.25 / (0.5 + 1e-6));
         assert!(GroupStats::of(&[]).is_none());
         assert!(GroupStats::of(&[f64::NAN]).is_none());
+    }
+
+    #[test]
+    fn group_lines_refuse_what_would_give_wrong_statistics() {
+        let (id, r) = parse_group_line(r#"{"group": "a", "rewards": [1, 0.5]}"#).unwrap();
+        assert_eq!((id, r), (serde_json::json!("a"), vec![1.0, 0.5]));
+        let e = parse_group_line(r#"{"group": "h", "rewards": [1e308, -1e308]}"#).unwrap_err();
+        assert!(e.contains("rewards[0]") && e.contains("outside"), "{e}");
+        let e = parse_group_line(r#"{"group": 1, "rewards": [0], "rewards": [1]}"#).unwrap_err();
+        assert!(e.contains("duplicate key `rewards`"), "{e}");
+        let e = parse_group_line(r#"{"group": 1, "rewards": [0]} {"group": 2}"#).unwrap_err();
+        assert!(e.starts_with("not JSON"), "{e}");
+        // Within the bound every statistic is finite.
+        let big = [MAX_ABS_REWARD, -MAX_ABS_REWARD, MAX_ABS_REWARD];
+        let s = GroupStats::of(&big).unwrap();
+        assert!(s.mean.is_finite() && s.std.is_finite() && s.std_unbiased.is_finite());
+        assert!(advantages(&big, &s).iter().all(|a| a.is_finite()));
     }
 
     #[test]

@@ -284,6 +284,7 @@ impl Item<'_> {
         let (mut state, shot) = self.state(state_obj)?;
         let state_message = self.opt_str(obj, "state_message", "state_message")?;
         if let Some(msg) = &state_message {
+            super::stage::check_text_len(msg.len()).map_err(|m| self.err("state_message", m))?;
             let section = dom_text::browser_state_section(msg);
             let page = dom_text::parse_page(section);
             state.elements = page.elements;
@@ -386,6 +387,8 @@ impl Item<'_> {
                 ));
             }
             let c = canonicalize(name, params);
+            crate::action::check::check_params(&c.action)
+                .map_err(|e| self.err(&format!("{field}.{name}.{}", e.key), e.message))?;
             if let Some(w) = c.warning {
                 warnings.push(format!(
                     "{}: history[{}]: {field}: {w}",

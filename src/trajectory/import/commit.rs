@@ -160,12 +160,56 @@ fn remove_any(p: &Path) -> std::io::Result<()> {
 
 /// Takes an exclusive lock on the dataset folder itself (no lock file is left
 /// behind), so that two imports into one dataset run one after the other and never
-/// hand out the same attempt number. Released when the returned handle drops.
+/// hand out the same attempt number. Released when the returned handle drops. When
+/// another import holds it for more than two seconds, a line on standard error says
+/// what this one waits for.
 pub fn lock_dataset(dir: &Path) -> Result<std::fs::File> {
     let f = std::fs::File::open(dir).with_context(|| format!("opening {}", dir.display()))?;
-    f.lock()
+    let what = format!(
+        "the dataset {} (another import is writing to it)",
+        dir.display()
+    );
+    crate::util::lock::lock_exclusive(&f, crate::util::lock::stderr_notice(&what))
         .with_context(|| format!("locking {}", dir.display()))?;
     Ok(f)
+}
+
+/// Prefix of an import's staging folder inside the dataset.
+pub const STAGING_PREFIX: &str = ".import-";
+
+/// The staging folders (`.import-*/`) directly inside `dir`.
+pub fn staging_folders(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().starts_with(STAGING_PREFIX))
+        // Not followed: a link named like a staging folder is not one.
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.path())
+        .collect();
+    out.sort();
+    out
+}
+
+/// Removes the staging folders an import that died left in `dir` (call it holding
+/// the dataset lock: then no live import owns one). Returns one line per folder,
+/// saying what was removed or why it could not be.
+pub fn remove_stale_staging(dir: &Path) -> Vec<String> {
+    staging_folders(dir)
+        .into_iter()
+        .map(|p| match std::fs::remove_dir_all(&p) {
+            Ok(()) => format!(
+                "{}: removed the staging folder of an interrupted import",
+                p.display()
+            ),
+            Err(e) => format!(
+                "{}: staging folder of an interrupted import could not be removed: {e}",
+                p.display()
+            ),
+        })
+        .collect()
 }
 
 /// Fsyncs a folder so renames into it survive a crash (best effort).

@@ -15,6 +15,7 @@ pub mod screenshot;
 mod stage;
 pub mod tasks;
 
+pub use commit::staging_folders;
 pub use plan::{FileSettings, Sidecar, derived_task_id};
 pub use stage::import_browser_use;
 
@@ -60,7 +61,8 @@ pub struct ImportErrors(pub Vec<ImportError>);
 
 /// Reads a whole input file, refusing one over `max` bytes before reading it.
 pub fn read_input(path: &Path, max: u64) -> Result<Vec<u8>, ImportError> {
-    let f = std::fs::File::open(path).map_err(|e| ImportError::file(path, e.to_string()))?;
+    let f =
+        crate::util::fs::open_regular(path).map_err(|e| ImportError::file(path, e.to_string()))?;
     let len = f
         .metadata()
         .map_err(|e| ImportError::file(path, e.to_string()))?

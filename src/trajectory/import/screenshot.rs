@@ -4,7 +4,6 @@
 
 use super::browser_use::ShotSource;
 use crate::trajectory::store::resolve_inside;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 /// Where path screenshots may be read from.
@@ -81,33 +80,14 @@ pub fn is_missing(p: &str, policy: &ShotPolicy) -> bool {
 }
 
 fn read_limited(path: &Path, max: u64) -> Result<Vec<u8>, String> {
-    let f = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let len = f.metadata().map_err(|e| e.to_string())?.len();
-    if len > max {
-        return Err(format!(
-            "{} is {len} bytes, over the {max}-byte limit",
-            path.display()
-        ));
-    }
-    let mut buf = Vec::with_capacity(len as usize);
-    f.take(max + 1)
-        .read_to_end(&mut buf)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    if buf.len() as u64 > max {
-        return Err(format!(
-            "{} grew past the {max}-byte limit while read",
-            path.display()
-        ));
-    }
-    Ok(buf)
+    crate::util::fs::read_limited(path, max).map_err(|e| e.to_string())
 }
 
-/// Decodes the bytes fully (a truncated or fake image fails here); PNGs are kept as
+/// Decodes the bytes fully (a truncated or fake image fails here) after checking the
+/// dimensions in the header against [`crate::util::image`]'s caps; PNGs are kept as
 /// they are, other formats re-encoded to PNG.
 pub fn to_png(bytes: Vec<u8>) -> Result<Vec<u8>, String> {
-    let format = image::guess_format(&bytes).map_err(|e| format!("not an image: {e}"))?;
-    let img = image::load_from_memory_with_format(&bytes, format)
-        .map_err(|e| format!("image does not decode ({format:?}): {e}"))?;
+    let (img, format) = crate::util::image::decode(&bytes)?;
     if format == image::ImageFormat::Png {
         return Ok(bytes);
     }
@@ -140,6 +120,28 @@ mod tests {
         assert_eq!(image::guess_format(&out).unwrap(), image::ImageFormat::Png);
         assert!(to_png(b"hello".to_vec()).is_err());
         assert!(to_png(p[..p.len() / 2].to_vec()).is_err());
+    }
+
+    #[test]
+    fn oversized_images_are_refused_before_decoding() {
+        let mut out = std::io::Cursor::new(Vec::new());
+        image::GrayImage::new(1, 20_000)
+            .write_to(&mut out, image::ImageFormat::Png)
+            .unwrap();
+        let e = to_png(out.into_inner()).unwrap_err();
+        assert!(e.contains("1×20000 pixels is over the limit"), "{e}");
+    }
+
+    #[test]
+    fn only_regular_files_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let policy = ShotPolicy {
+            base_dir: dir.path(),
+            root: Some(Path::new("/dev")),
+            max_bytes: 1 << 20,
+        };
+        let e = load_png(&ShotSource::Path("/dev/zero".into()), &policy).unwrap_err();
+        assert!(e.contains("character device"), "{e}");
     }
 
     #[test]

@@ -8,7 +8,9 @@ use super::{
     BrowserUseOptions, ImportError, ImportErrors, ImportReport, ImportedTrajectory, read_input,
     screenshot,
 };
+use crate::trajectory::jsonl::{MAX_RECORD_BYTES, serialized_len};
 use crate::trajectory::{Dataset, Outcome, Task, Trajectory};
+use crate::util::human_bytes;
 use anyhow::{Context, Result, bail};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -30,7 +32,12 @@ pub fn import_browser_use(
     let result = (|| {
         journal.create_dir_all(dataset)?;
         lock = Some(commit::lock_dataset(dataset)?);
-        stage_and_commit(dataset, &units, opts, &mut journal)
+        // Holding the lock, no other import runs: staging folders left here were
+        // left by one that died (kill -9, power loss).
+        let cleaned = commit::remove_stale_staging(dataset);
+        let mut report = stage_and_commit(dataset, &units, opts, &mut journal)?;
+        report.warnings.splice(0..0, cleaned);
+        Ok(report)
     })();
     // The lock is held until the dataset is restored.
     let _lock = lock;
@@ -92,7 +99,7 @@ fn stage_and_commit(
 ) -> Result<ImportReport> {
     let mut ex = existing(dataset)?;
     let stage = tempfile::Builder::new()
-        .prefix(".import-")
+        .prefix(commit::STAGING_PREFIX)
         .tempdir_in(dataset)
         .with_context(|| format!("staging folder in {}", dataset.display()))?;
     let mut report = ImportReport::default();
@@ -179,6 +186,19 @@ fn stage_one(
 ) -> Result<(Trajectory, Vec<String>, usize), ImportError> {
     let bytes = read_input(&unit.file, opts.max_file_bytes)?;
     let parsed: ParsedHistory = browser_use::parse_history_bytes(&bytes, &unit.file)?;
+    // JSON keeps the last of two equal keys; a history with one loses a value silently.
+    if let Ok(Some(dup)) = crate::util::json::first_duplicate_key(&bytes) {
+        return Err(ImportError {
+            file: unit.file.clone(),
+            location: "(json)".into(),
+            field: if dup.path.is_empty() {
+                "(top level)".into()
+            } else {
+                dup.path.clone()
+            },
+            message: dup.to_string(),
+        });
+    }
     drop(bytes);
     let ParsedHistory {
         mut steps,
@@ -216,37 +236,11 @@ fn stage_one(
             None => {}
         }
     }
-    let dir = stage.join(id);
-    let mut written = 0;
-    for batch in jobs.chunks(32) {
-        let pngs: Vec<Result<Vec<u8>, String>> = batch
-            .par_iter()
-            .map(|(_, src)| screenshot::load_png(src, &policy))
-            .collect();
-        for ((i, src), png) in batch.iter().zip(pngs) {
-            let step = &mut steps[*i];
-            let png = png.map_err(|message| ImportError {
-                file: unit.file.clone(),
-                location: format!("history[{}]", step.index),
-                field: match src {
-                    browser_use::ShotSource::Inline(_) => "state.screenshot",
-                    browser_use::ShotSource::Path(_) => "state.screenshot_path",
-                }
-                .into(),
-                message,
-            })?;
-            let out = dir.join(format!("{}.png", step.index));
-            std::fs::create_dir_all(&dir)
-                .and_then(|()| std::fs::write(&out, &png))
-                .map_err(|e| {
-                    ImportError::file(
-                        &unit.file,
-                        format!("staging screenshot {}: {e}", out.display()),
-                    )
-                })?;
-            step.state.screenshot = Some(format!("screenshots/{id}/{}.png", step.index));
-            written += 1;
-        }
+    // The record is built (screenshot paths included) and its size checked before
+    // anything is written, so the import never stores a record the reader refuses.
+    for (i, _) in &jobs {
+        let step = &mut steps[*i];
+        step.state.screenshot = Some(format!("screenshots/{id}/{}.png", step.index));
     }
     let mut outcome = outcome(unit, done.as_ref(), judgement.as_ref(), &mut warnings);
     if let Some(j) = &judgement {
@@ -266,6 +260,38 @@ fn stage_one(
         steps,
     };
     t.fill_progress();
+    check_record_size(&t, &unit.task, &unit.file)?;
+    let dir = stage.join(id);
+    let mut written = 0;
+    for batch in jobs.chunks(32) {
+        let pngs: Vec<Result<Vec<u8>, String>> = batch
+            .par_iter()
+            .map(|(_, src)| screenshot::load_png(src, &policy))
+            .collect();
+        for ((i, src), png) in batch.iter().zip(pngs) {
+            let step = &t.steps[*i];
+            let png = png.map_err(|message| ImportError {
+                file: unit.file.clone(),
+                location: format!("history[{}]", step.index),
+                field: match src {
+                    browser_use::ShotSource::Inline(_) => "state.screenshot",
+                    browser_use::ShotSource::Path(_) => "state.screenshot_path",
+                }
+                .into(),
+                message,
+            })?;
+            let out = dir.join(format!("{}.png", step.index));
+            std::fs::create_dir_all(&dir)
+                .and_then(|()| std::fs::write(&out, &png))
+                .map_err(|e| {
+                    ImportError::file(
+                        &unit.file,
+                        format!("staging screenshot {}: {e}", out.display()),
+                    )
+                })?;
+            written += 1;
+        }
+    }
     Ok((t, warnings, written))
 }
 
@@ -302,6 +328,69 @@ fn relocated(
         beside.display()
     ));
     browser_use::ShotSource::Path(beside.to_string_lossy().into_owned())
+}
+
+/// Longest single text (a `state_message`, a done text) an import reads: a step's
+/// record holds such a text at least twice over (the DOM as text and as elements;
+/// the done text in the action and as the final answer), so anything longer can never
+/// fit a record and is refused before it is processed.
+pub(super) const MAX_TEXT_BYTES: usize = MAX_RECORD_BYTES / 2;
+
+/// Refuses a text longer than [`MAX_TEXT_BYTES`], saying why.
+pub(super) fn check_text_len(len: usize) -> Result<(), String> {
+    if len > MAX_TEXT_BYTES {
+        return Err(format!(
+            "{} of text, over the {} an imported text may have (a step's record holds it \
+             twice and must stay within the {} record limit)",
+            human_bytes(len as u64),
+            human_bytes(MAX_TEXT_BYTES as u64),
+            human_bytes(MAX_RECORD_BYTES as u64)
+        ));
+    }
+    Ok(())
+}
+
+/// Refuses a trajectory or task whose JSON line would be over the record limit (the
+/// reader would refuse it, and every later import would refuse the dataset),
+/// naming the biggest step.
+fn check_record_size(t: &Trajectory, task: &Task, file: &Path) -> Result<(), ImportError> {
+    let size = |r: Result<usize>| r.map_err(|e| ImportError::file(file, e.to_string()));
+    let task_len = size(serialized_len(task))?;
+    if task_len > MAX_RECORD_BYTES {
+        return Err(ImportError {
+            file: file.to_path_buf(),
+            location: "(task)".into(),
+            field: "instruction".into(),
+            message: format!(
+                "the task record would be {}, over the {} record limit",
+                human_bytes(task_len as u64),
+                human_bytes(MAX_RECORD_BYTES as u64)
+            ),
+        });
+    }
+    let len = size(serialized_len(t))?;
+    if len <= MAX_RECORD_BYTES {
+        return Ok(());
+    }
+    let mut biggest = (0, 0);
+    for s in &t.steps {
+        let n = size(serialized_len(s))?;
+        if n > biggest.1 {
+            biggest = (s.index, n);
+        }
+    }
+    Err(ImportError {
+        file: file.to_path_buf(),
+        location: format!("history[{}]", biggest.0),
+        field: "(record)".into(),
+        message: format!(
+            "the trajectory record would be {}, over the {} record limit the reader \
+             accepts (this item alone is {}); nothing was imported",
+            human_bytes(len as u64),
+            human_bytes(MAX_RECORD_BYTES as u64),
+            human_bytes(biggest.1 as u64)
+        ),
+    })
 }
 
 /// The outcome: the command line or sidecar first, then the judge's verdict stored

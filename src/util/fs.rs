@@ -1,0 +1,158 @@
+//! Opening input files without blocking: only regular files are read. A FIFO would
+//! block the open (and then the dataset lock) until a writer came, a device such as
+//! `/dev/zero` never ends; both are refused with a message naming what the path is.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read};
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::path::Path;
+
+/// What kind of file a path is, for messages (`a FIFO`, `a character device`, ...).
+fn kind_name(t: std::fs::FileType) -> &'static str {
+    if t.is_dir() {
+        "a folder"
+    } else if t.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "not a regular file"
+    }
+}
+
+fn not_regular(t: std::fs::FileType) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("{} where a regular file was expected", kind_name(t)),
+    )
+}
+
+/// Opens with `O_NONBLOCK` (a FIFO opens at once instead of waiting for a writer),
+/// refuses anything but a regular file, then clears `O_NONBLOCK` again.
+fn open_checked(opts: &mut OpenOptions, path: &Path) -> io::Result<File> {
+    let f = opts.custom_flags(libc::O_NONBLOCK).open(path)?;
+    let t = f.metadata()?.file_type();
+    if !t.is_file() {
+        return Err(not_regular(t));
+    }
+    use std::os::fd::AsRawFd;
+    let fd = f.as_raw_fd();
+    // SAFETY: fcntl on a descriptor we own; F_GETFL/F_SETFL touch only its flags.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        if flags >= 0 {
+            libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK);
+        }
+    }
+    Ok(f)
+}
+
+/// Opens `path` for reading if it is a regular file (following links).
+pub fn open_regular(path: &Path) -> io::Result<File> {
+    open_checked(OpenOptions::new().read(true), path)
+}
+
+/// Opens (creating) `path` for reading and writing if it is, or will be, a regular file.
+pub fn open_regular_rw(path: &Path) -> io::Result<File> {
+    open_checked(
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false),
+        path,
+    )
+}
+
+/// Whether `path` names something other than a regular file (a missing path is not).
+pub fn is_special(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| !m.file_type().is_file() && !m.is_dir())
+}
+
+/// Reads a whole regular file, refusing one over `max` bytes before reading it (and
+/// one that grows past `max` while read). Errors name the path.
+pub fn read_limited(path: &Path, max: u64) -> io::Result<Vec<u8>> {
+    let named = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()));
+    let f = open_regular(path).map_err(named)?;
+    let len = f.metadata().map_err(named)?.len();
+    let too_big = |what: &str| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "{}: {what} the {} limit",
+                path.display(),
+                super::human_bytes(max)
+            ),
+        )
+    };
+    if len > max {
+        return Err(too_big(&format!("{} is over", super::human_bytes(len))));
+    }
+    let mut buf = Vec::with_capacity(len as usize);
+    f.take(max + 1).read_to_end(&mut buf).map_err(named)?;
+    if buf.len() as u64 > max {
+        return Err(too_big("grew past"));
+    }
+    Ok(buf)
+}
+
+/// [`read_limited`] as UTF-8 text.
+pub fn read_text_limited(path: &Path, max: u64) -> io::Result<String> {
+    String::from_utf8(read_limited(path, max)?).map_err(|e| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "{}: not UTF-8 text (byte {})",
+                path.display(),
+                e.utf8_error().valid_up_to()
+            ),
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fifos_and_devices_are_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("pipe");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo with a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let e = open_regular(&fifo).unwrap_err();
+        assert!(e.to_string().contains("FIFO"), "{e}");
+        let e = open_regular_rw(&fifo).unwrap_err();
+        assert!(e.to_string().contains("FIFO"), "{e}");
+        let e = read_limited(Path::new("/dev/zero"), 1 << 20).unwrap_err();
+        assert!(
+            e.to_string().contains("/dev/zero: a character device"),
+            "{e}"
+        );
+        assert!(is_special(Path::new("/dev/null")));
+        let e = open_regular(dir.path()).unwrap_err();
+        assert!(e.to_string().contains("folder"), "{e}");
+    }
+
+    #[test]
+    fn regular_files_are_read_within_their_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("a.txt");
+        std::fs::write(&p, "hello").unwrap();
+        assert_eq!(read_text_limited(&p, 5).unwrap(), "hello");
+        let e = read_limited(&p, 4).unwrap_err();
+        assert!(e.to_string().contains("over the 4 B limit"), "{e}");
+        std::fs::write(&p, b"\xff\xfe").unwrap();
+        assert!(
+            read_text_limited(&p, 5)
+                .unwrap_err()
+                .to_string()
+                .contains("not UTF-8")
+        );
+    }
+}
