@@ -46,6 +46,10 @@ enum Command {
     Train(cli::train::Args),
     /// Export SFT samples for LLaMA-Factory or ms-swift.
     Export(cli::export::Args),
+    /// Per-token log-probabilities of a conversation's assistant turns under a checkpoint.
+    Score(cli::score::Args),
+    /// Decode a reply from a checkpoint for a prompt or a conversation.
+    Generate(cli::generate::Args),
 }
 
 fn main() -> ExitCode {
@@ -75,6 +79,8 @@ fn main() -> ExitCode {
         Some(Command::Rl(a)) => cli::rl::run(a),
         Some(Command::Train(a)) => cli::train::run(a),
         Some(Command::Export(a)) => cli::export::run(a),
+        Some(Command::Score(a)) => cli::score::run(a),
+        Some(Command::Generate(a)) => cli::generate::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

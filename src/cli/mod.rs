@@ -6,11 +6,13 @@ pub mod curate;
 pub mod dataset;
 pub mod eval;
 pub mod export;
+pub mod generate;
 pub mod import;
 pub mod mine;
 pub mod miniwob;
 pub mod reward;
 pub mod rl;
+pub mod score;
 pub mod train;
 pub mod workbench;
 

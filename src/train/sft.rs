@@ -236,11 +236,18 @@ fn prepare(cfg: &SftConfig, run: &RunDir, device: &Device) -> Result<Prepared> {
                 head_dim: Some(tiny.head_dim),
                 rms_norm_eps: 1e-6,
                 rope_theta: 10_000.0,
+                rope_scaling: None,
                 tie_word_embeddings: true,
                 max_position_embeddings: cfg.context.max(2048),
                 eos_token_id: tok.token_to_id(tokenizer::IM_END).map(Into::into),
             };
             config.save(run.root())?;
+            tokenizer::save_tokenizer_config(
+                &tok,
+                template.source(),
+                config.max_position_embeddings,
+                run.root(),
+            )?;
             let w = Qwen3::random_weights(&config, cfg.seed)?;
             let model = Qwen3::from_weights(&config, w, dtype, device, true)?;
             (tok, template, model)
@@ -269,8 +276,12 @@ fn prepare(cfg: &SftConfig, run: &RunDir, device: &Device) -> Result<Prepared> {
         .unwrap_or(0);
     let mut enc = Vec::new();
     let mut truncated = 0;
-    for c in &chats {
-        let mut e = template.encode(&tok, c)?;
+    let sequences = chats
+        .iter()
+        .map(|c| template.encode_turns(&tok, c))
+        .collect::<Result<Vec<_>>>()?;
+    let n_sequences: usize = sequences.iter().map(Vec::len).sum();
+    for mut e in sequences.into_iter().flatten() {
         if e.ids.len() > cfg.context {
             let cut = e.ids.len() - cfg.context;
             e.ids.drain(..cut);
@@ -287,7 +298,7 @@ fn prepare(cfg: &SftConfig, run: &RunDir, device: &Device) -> Result<Prepared> {
         enc.len(),
         truncated,
         cfg.context,
-        chats.len() - enc.len(),
+        n_sequences - enc.len(),
         model.config.num_params(),
         model.trainable_vars().iter().map(|(_, v)| v.elem_count()).sum::<usize>()
     ))?;
@@ -392,10 +403,7 @@ fn save_checkpoint(
                 // A tiny (fully trained) model: the folder is a loadable HF model.
                 model.config.save(dir)?;
                 weights::save_file(&model.base_weights(), &dir.join("model.safetensors"))?;
-                let tok = run.root().join("tokenizer.json");
-                if tok.exists() {
-                    std::fs::copy(&tok, dir.join("tokenizer.json"))?;
-                }
+                tokenizer::copy_files(run.root(), dir)?;
             }
         }
         let st = TrainerState {

@@ -9,6 +9,7 @@ mod dataset;
 mod env;
 mod fixtures;
 mod fused;
+mod hf;
 mod import;
 mod mine;
 mod mine_judge;
