@@ -370,20 +370,18 @@ fn score_command_reports_transformers_log_probs_of_assistant_tokens() {
     let file = d.path().join("chat.json");
     std::fs::write(&file, json_of(&exp["chats"]["multi"])).unwrap();
     let ckpt = fixture("tiny-ckpt");
-    let out = rmsweb(&[
-        "score",
-        "--checkpoint",
-        ckpt.to_str().unwrap(),
-        "--messages",
-        file.to_str().unwrap(),
-        "--json",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let score = |extra: &[&str]| {
+        let mut args = vec![
+            "score",
+            "--checkpoint",
+            ckpt.to_str().unwrap(),
+            "--messages",
+            file.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        rmsweb(&args)
+    };
+    let v = json_output(score(&["--json"]));
     let want: Vec<f64> = serde_json::from_value(exp["chat_logprobs"]["multi"].clone()).unwrap();
     let mut worst = 0f64;
     let tokens = v["sequences"][0]["tokens"].as_array().unwrap();
@@ -401,13 +399,7 @@ fn score_command_reports_transformers_log_probs_of_assistant_tokens() {
     let sum: f64 = tokens.iter().map(|t| t["logprob"].as_f64().unwrap()).sum();
     assert!((v["sum_logprob"].as_f64().unwrap() - sum).abs() < 1e-9);
     // The table form names the template and sums up.
-    let out = rmsweb(&[
-        "score",
-        "--checkpoint",
-        ckpt.to_str().unwrap(),
-        "--messages",
-        file.to_str().unwrap(),
-    ]);
+    let out = score(&[]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         text.contains("tokenizer_config.json") && text.contains("assistant tokens: sum"),
@@ -415,19 +407,23 @@ fn score_command_reports_transformers_log_probs_of_assistant_tokens() {
     );
     // A bad file is named with the field.
     std::fs::write(&file, r#"{"messages": [{"role": "user"}]}"#).unwrap();
-    let out = rmsweb(&[
-        "score",
-        "--checkpoint",
-        ckpt.to_str().unwrap(),
-        "--messages",
-        file.to_str().unwrap(),
-    ]);
+    let out = score(&[]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(
         err.contains("chat.json: field `messages[0]`") && err.contains("content"),
         "{err}"
     );
+}
+
+/// The JSON a successful command printed.
+fn json_output(out: std::process::Output) -> Value {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 fn json_of(v: &Value) -> String {
@@ -450,12 +446,7 @@ fn generate_command_decodes_transformers_greedy_reply() {
         &max,
         "--json",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = json_output(out);
     assert_eq!(v["ids"], g["ids"]);
     eprintln!(
         "generate: {} greedy tokens equal to transformers'",
