@@ -16,6 +16,7 @@ pub mod model;
 pub mod policy;
 pub mod reward;
 pub mod runs;
+pub mod serve;
 pub mod train;
 pub mod trajectory;
 pub mod tui;

@@ -46,6 +46,8 @@ enum Command {
     Train(cli::train::Args),
     /// Export SFT samples for LLaMA-Factory or ms-swift.
     Export(cli::export::Args),
+    /// Serve a checkpoint over an OpenAI-compatible HTTP API (Browser Use, any harness).
+    Serve(cli::serve::Args),
 }
 
 fn main() -> ExitCode {
@@ -75,6 +77,7 @@ fn main() -> ExitCode {
         Some(Command::Rl(a)) => cli::rl::run(a),
         Some(Command::Train(a)) => cli::train::run(a),
         Some(Command::Export(a)) => cli::export::run(a),
+        Some(Command::Serve(a)) => cli::serve::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -11,6 +11,7 @@ pub mod mine;
 pub mod miniwob;
 pub mod reward;
 pub mod rl;
+pub mod serve;
 pub mod train;
 pub mod workbench;
 
