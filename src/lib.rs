@@ -18,6 +18,7 @@ pub mod policy;
 pub mod recipe;
 pub mod reward;
 pub mod runs;
+pub mod serve;
 pub mod train;
 pub mod trajectory;
 pub mod tui;

@@ -54,6 +54,8 @@ enum Command {
     Score(cli::score::Args),
     /// Decode a reply from a checkpoint for a prompt or a conversation.
     Generate(cli::generate::Args),
+    /// Serve a checkpoint over an OpenAI-compatible HTTP API (Browser Use, any harness).
+    Serve(cli::serve::Args),
 }
 
 fn main() -> ExitCode {
@@ -91,6 +93,7 @@ fn main() -> ExitCode {
         Some(Command::Recipe(a)) => cli::recipe::run(a),
         Some(Command::Score(a)) => cli::score::run(a),
         Some(Command::Generate(a)) => cli::generate::run(a),
+        Some(Command::Serve(a)) => cli::serve::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -36,6 +36,10 @@ struct FlattenArgs {
     /// (default: one token per 4 characters).
     #[arg(long)]
     tokenizer: Option<PathBuf>,
+    /// Prompt format of the samples: rmsweb's own, or Browser Use 0.13's layout
+    /// (imported steps then take the teacher's own state message verbatim).
+    #[arg(long, value_enum, default_value = "rmsweb")]
+    prompt_format: rmsweb::policy::format::PromptFormat,
     /// Print the counts as one JSON object.
     #[arg(long)]
     json: bool,
@@ -68,6 +72,7 @@ fn flatten(a: FlattenArgs) -> anyhow::Result<()> {
     let (filter, ran) = rmsweb::curate::current_filter(&ds, true)?;
     let mut opts = FlattenOptions::default();
     opts.prompt.token_budget = a.token_budget;
+    opts.prompt.format = a.prompt_format;
     let tokenizer = match &a.tokenizer {
         Some(p) => Some(rmsweb::model::tokenizer::load(p)?),
         None => None,

@@ -47,6 +47,9 @@ pub struct PolicyArgs {
     /// Local model: sampling temperature (0 = greedy).
     #[arg(long, default_value_t = 0.0)]
     pub temperature: f64,
+    /// Chat and local models: the prompt format the model was trained with.
+    #[arg(long, value_enum, default_value = "rmsweb")]
+    pub prompt_format: rmsweb::policy::format::PromptFormat,
     /// Scripted teacher: rate of every mistake mode (0..1).
     #[arg(long, default_value_t = 0.0)]
     pub mistake_rate: f64,
@@ -101,7 +104,9 @@ impl PolicyArgs {
                     vision: self.vision,
                     ..Default::default()
                 })?;
-                Ok(Box::new(ChatPolicy::new(client)))
+                let mut policy = ChatPolicy::new(client);
+                policy.prompt.format = self.prompt_format;
+                Ok(Box::new(policy))
             }
             "local" => {
                 let Some(dir) = &self.checkpoint else {
@@ -113,9 +118,9 @@ impl PolicyArgs {
                 let mut model = rmsweb::model::LocalModelPolicy::from_checkpoint(dir, &device)?;
                 model.sampling.temperature = self.temperature;
                 let name = format!("local:{}", dir.display());
-                Ok(Box::new(rmsweb::policy::local::LocalPolicy::new(
-                    model, name,
-                )))
+                let mut policy = rmsweb::policy::local::LocalPolicy::new(model, name);
+                policy.prompt.format = self.prompt_format;
+                Ok(Box::new(policy))
             }
             other => bail!("unknown --policy {other:?}: use scripted, chat or local"),
         }

@@ -14,6 +14,7 @@ pub mod recipe;
 pub mod reward;
 pub mod rl;
 pub mod score;
+pub mod serve;
 pub mod train;
 pub mod verl;
 pub mod workbench;

@@ -26,6 +26,7 @@ mod rl_groups;
 mod rl_train;
 mod runs_tab;
 mod runs_tail;
+mod serve;
 mod tui;
 mod tui_data;
 mod tui_tmux;

@@ -13,6 +13,9 @@ browser-use 0.13.14 Agent, or runs one Agent against any OpenAI-compatible serve
         --task TEXT --out DIR [--max-steps N] [--page-root DIR]
         one Agent with Browser Use's own ChatOpenAI client against the given
         server (e.g. `rmsweb serve`); DIR gets history.json and screenshots/.
+
+    .../python generate.py --schema-out agent_output_schema.json
+        writes the AgentOutput JSON schema Browser Use sends as response_format.
         With --page-root, that folder is served on loopback and `{pages}` in the
         task text is replaced by its URL.
 
@@ -40,6 +43,7 @@ os.environ.setdefault("ANONYMIZED_TELEMETRY", "false")
 os.environ.setdefault("BROWSER_USE_CLOUD_SYNC", "false")
 os.environ.setdefault("BROWSER_USE_LOGGING_LEVEL", "warning")
 os.environ.setdefault("BROWSER_USE_SETUP_LOGGING", "true")
+os.environ.setdefault("BROWSER_USE_VERSION_CHECK", "false")
 
 HERE = Path(__file__).resolve().parent
 PAGES = HERE / "pages"
@@ -420,6 +424,18 @@ def regenerate(only: list[str]) -> None:
         page_server.shutdown()
 
 
+def write_schema(path: Path) -> None:
+    """Writes the `AgentOutput` JSON schema Browser Use's ChatOpenAI sends as
+    `response_format` (default tools, thinking on), as its schema optimizer makes it."""
+    from browser_use.agent.views import AgentOutput
+    from browser_use.llm.schema import SchemaOptimizer
+    from browser_use.tools.service import Tools
+
+    output = AgentOutput.type_with_custom_actions(Tools().registry.create_action_model())
+    schema = SchemaOptimizer.create_optimized_json_schema(output)
+    path.write_text(json.dumps(schema, indent=1, ensure_ascii=False) + "\n")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--llm-url")
@@ -431,8 +447,13 @@ def main() -> None:
     ap.add_argument("--page-port", type=int, default=0)
     ap.add_argument("--system-prompt-file", type=Path,
                     help="the system message to send instead of Browser Use's own")
+    ap.add_argument("--schema-out", type=Path,
+                    help="write Browser Use's AgentOutput response schema there and exit")
     ap.add_argument("runs", nargs="*", help="regenerate only these runs")
     a = ap.parse_args()
+    if a.schema_out:
+        write_schema(a.schema_out)
+        return
     if not a.llm_url:
         regenerate(a.runs)
         return

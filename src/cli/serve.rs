@@ -1,0 +1,51 @@
+//! `rmsweb serve`.
+
+use rmsweb::policy::format::PromptFormat;
+use rmsweb::serve::{ServeConfig, serve};
+use std::path::PathBuf;
+
+/// Arguments of `rmsweb serve`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// A model folder, a run checkpoint (`runs/ID/checkpoints/step-N`), or a run
+    /// folder (its latest checkpoint).
+    #[arg(long)]
+    pub checkpoint: PathBuf,
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// Port (0: any free port; the address is printed).
+    #[arg(long, default_value_t = 8000)]
+    pub port: u16,
+    /// `cpu` or `cuda:N`.
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
+    /// The model id clients send (default: the checkpoint folder's name).
+    #[arg(long)]
+    pub model_name: Option<String>,
+    /// Most sequences decoded together.
+    #[arg(long, default_value_t = 16)]
+    pub max_batch: usize,
+    /// Append every exchange to DIR/serve/exchanges.jsonl and every finished Browser
+    /// Use session to the dataset DIR as a trajectory.
+    #[arg(long)]
+    pub log_dataset: Option<PathBuf>,
+    /// Replace each request's system message by this prompt format's (the one the
+    /// model was trained with), e.g. `browser-use` for models trained on that format.
+    #[arg(long, value_enum)]
+    pub prompt_format: Option<PromptFormat>,
+}
+
+/// Runs the subcommand.
+pub fn run(a: Args) -> anyhow::Result<()> {
+    serve(ServeConfig {
+        checkpoint: a.checkpoint,
+        host: a.host,
+        port: a.port,
+        device: a.device,
+        model_name: a.model_name,
+        max_batch: a.max_batch,
+        log_dataset: a.log_dataset,
+        prompt_format: a.prompt_format,
+    })
+}

@@ -1,0 +1,372 @@
+//! The OpenAI chat-completions wire format: requests as clients send them, checked
+//! into a [`Checked`] request or refused with an OpenAI-style error body
+//! (`{"error": {"message", "type", "param", "code"}}`).
+
+use super::constrain::Schema;
+use crate::model::Message;
+use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+use std::sync::Arc;
+
+/// Most sequences one request may ask for.
+pub const MAX_N: usize = 16;
+
+/// An error in OpenAI's shape, with its HTTP status.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub message: String,
+    /// `invalid_request_error`, `not_found_error`, `server_error`.
+    pub kind: &'static str,
+    /// The request field at fault (`messages[0].role`).
+    pub param: Option<String>,
+    /// `context_length_exceeded`, `model_not_found`, ...
+    pub code: Option<&'static str>,
+}
+
+impl ApiError {
+    /// A 400 naming the field at fault.
+    pub fn invalid(param: impl Into<String>, message: impl Into<String>) -> Self {
+        ApiError {
+            status: StatusCode::BAD_REQUEST,
+            message: message.into(),
+            kind: "invalid_request_error",
+            param: Some(param.into()),
+            code: None,
+        }
+    }
+
+    /// A 500 (the model failed).
+    pub fn server(message: impl Into<String>) -> Self {
+        ApiError {
+            status: StatusCode::INTERNAL_SERVER_ERROR,
+            message: message.into(),
+            kind: "server_error",
+            param: None,
+            code: None,
+        }
+    }
+
+    /// The JSON body.
+    pub fn body(&self) -> Value {
+        json!({"error": {
+            "message": crate::util::sanitize::clean_line(&self.message),
+            "type": self.kind,
+            "param": self.param,
+            "code": self.code,
+        }})
+    }
+}
+
+impl axum::response::IntoResponse for ApiError {
+    fn into_response(self) -> axum::response::Response {
+        (self.status, axum::Json(self.body())).into_response()
+    }
+}
+
+/// `stop`: one string or a list.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum Stop {
+    One(String),
+    Many(Vec<String>),
+}
+
+/// A message's `content`: text, or a list of parts.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(untagged)]
+pub enum Content {
+    Text(String),
+    Parts(Vec<Value>),
+}
+
+/// One request message.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+pub struct InMessage {
+    pub role: String,
+    #[serde(default)]
+    pub content: Option<Content>,
+}
+
+/// `POST /v1/chat/completions` as sent.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ChatRequest {
+    #[serde(default)]
+    pub model: Option<String>,
+    pub messages: Vec<InMessage>,
+    #[serde(default)]
+    pub temperature: Option<f64>,
+    #[serde(default)]
+    pub top_p: Option<f64>,
+    #[serde(default)]
+    pub max_tokens: Option<u64>,
+    #[serde(default)]
+    pub max_completion_tokens: Option<u64>,
+    #[serde(default)]
+    pub n: Option<u64>,
+    #[serde(default)]
+    pub stop: Option<Stop>,
+    #[serde(default)]
+    pub stream: Option<bool>,
+    #[serde(default)]
+    pub stream_options: Option<Value>,
+    #[serde(default)]
+    pub seed: Option<u64>,
+    #[serde(default)]
+    pub frequency_penalty: Option<f64>,
+    #[serde(default)]
+    pub presence_penalty: Option<f64>,
+    #[serde(default)]
+    pub response_format: Option<Value>,
+    #[serde(default)]
+    pub tools: Option<Value>,
+    /// Other OpenAI fields (`reasoning_effort`, `service_tier`, `user`, ...):
+    /// accepted and ignored.
+    #[serde(flatten)]
+    pub other: Map<String, Value>,
+}
+
+/// A request that passed every check.
+#[derive(Debug, Clone)]
+pub struct Checked {
+    pub messages: Vec<Message>,
+    pub temperature: f64,
+    pub top_p: f64,
+    /// Requested cap, if any (the context decides otherwise).
+    pub max_tokens: Option<usize>,
+    pub n: usize,
+    pub stop: Vec<String>,
+    pub stream: bool,
+    pub include_usage: bool,
+    pub seed: Option<u64>,
+    pub frequency_penalty: f32,
+    pub presence_penalty: f32,
+    pub schema: Option<Arc<Schema>>,
+}
+
+/// Parses and checks a request body. `model` is the served model's id.
+pub fn check(body: &[u8], model: &str) -> Result<Checked, ApiError> {
+    let de = &mut serde_json::Deserializer::from_slice(body);
+    let r: ChatRequest = serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        ApiError::invalid(
+            if path == "." { "(body)".into() } else { path },
+            format!("malformed request: {}", e.inner()),
+        )
+    })?;
+    if let Some(m) = &r.model
+        && m != model
+    {
+        return Err(ApiError {
+            status: StatusCode::NOT_FOUND,
+            message: format!("The model `{m}` does not exist; this server serves `{model}`"),
+            kind: "invalid_request_error",
+            param: Some("model".into()),
+            code: Some("model_not_found"),
+        });
+    }
+    if r.tools.as_ref().is_some_and(|t| !t.is_null()) {
+        return Err(ApiError::invalid(
+            "tools",
+            "tool calling is not supported; ask for JSON with response_format instead",
+        ));
+    }
+    if r.messages.is_empty() {
+        return Err(ApiError::invalid(
+            "messages",
+            "at least one message is required",
+        ));
+    }
+    let mut messages = Vec::with_capacity(r.messages.len());
+    for (i, m) in r.messages.iter().enumerate() {
+        let role = match m.role.as_str() {
+            "system" | "developer" => "system",
+            "user" => "user",
+            "assistant" => "assistant",
+            other => {
+                return Err(ApiError::invalid(
+                    format!("messages[{i}].role"),
+                    format!("role `{other}` is not supported (system, developer, user, assistant)"),
+                ));
+            }
+        };
+        messages.push(Message::new(role, text_of(m, i)?));
+    }
+    let temperature = r.temperature.unwrap_or(1.0);
+    if !(0.0..=2.0).contains(&temperature) {
+        return Err(ApiError::invalid("temperature", "must be between 0 and 2"));
+    }
+    let top_p = r.top_p.unwrap_or(1.0);
+    if !(top_p > 0.0 && top_p <= 1.0) {
+        return Err(ApiError::invalid("top_p", "must be in (0, 1]"));
+    }
+    let n = r.n.unwrap_or(1) as usize;
+    if !(1..=MAX_N).contains(&n) {
+        return Err(ApiError::invalid(
+            "n",
+            format!("must be between 1 and {MAX_N}"),
+        ));
+    }
+    let max_tokens = match (r.max_completion_tokens, r.max_tokens) {
+        (Some(0), _) | (None, Some(0)) => {
+            return Err(ApiError::invalid("max_tokens", "must be at least 1"));
+        }
+        (Some(m), _) | (None, Some(m)) => Some(m as usize),
+        (None, None) => None,
+    };
+    let stop = match r.stop {
+        None => Vec::new(),
+        Some(Stop::One(s)) => vec![s],
+        Some(Stop::Many(v)) => v,
+    };
+    if stop.len() > 4 {
+        return Err(ApiError::invalid("stop", "at most 4 stop sequences"));
+    }
+    let penalty = |v: Option<f64>, name: &str| -> Result<f32, ApiError> {
+        let v = v.unwrap_or(0.0);
+        if (-2.0..=2.0).contains(&v) {
+            Ok(v as f32)
+        } else {
+            Err(ApiError::invalid(name, "must be between -2 and 2"))
+        }
+    };
+    Ok(Checked {
+        messages,
+        temperature,
+        top_p,
+        max_tokens,
+        n,
+        stop,
+        stream: r.stream.unwrap_or(false),
+        include_usage: r
+            .stream_options
+            .as_ref()
+            .and_then(|o| o.get("include_usage"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
+        seed: r.seed,
+        frequency_penalty: penalty(r.frequency_penalty, "frequency_penalty")?,
+        presence_penalty: penalty(r.presence_penalty, "presence_penalty")?,
+        schema: response_schema(r.response_format.as_ref())?,
+    })
+}
+
+/// The text of a message: its string content, or its text parts joined (image
+/// parts are dropped: the served models read text).
+fn text_of(m: &InMessage, i: usize) -> Result<String, ApiError> {
+    match &m.content {
+        None => Ok(String::new()),
+        Some(Content::Text(t)) => Ok(t.clone()),
+        Some(Content::Parts(parts)) => {
+            let mut out = Vec::new();
+            for (j, p) in parts.iter().enumerate() {
+                match p.get("type").and_then(Value::as_str) {
+                    Some("text") => out.push(
+                        p.get("text")
+                            .and_then(Value::as_str)
+                            .ok_or_else(|| {
+                                ApiError::invalid(
+                                    format!("messages[{i}].content[{j}].text"),
+                                    "a text part needs a `text` string",
+                                )
+                            })?
+                            .to_string(),
+                    ),
+                    Some("image_url" | "input_audio" | "file") => {}
+                    _ => {
+                        return Err(ApiError::invalid(
+                            format!("messages[{i}].content[{j}].type"),
+                            "unknown content part type",
+                        ));
+                    }
+                }
+            }
+            Ok(out.join("\n"))
+        }
+    }
+}
+
+/// The schema of `response_format`: `json_schema` (its `schema`), `json_object`
+/// (any object), `text` or absent (none).
+fn response_schema(rf: Option<&Value>) -> Result<Option<Arc<Schema>>, ApiError> {
+    let Some(rf) = rf.filter(|v| !v.is_null()) else {
+        return Ok(None);
+    };
+    match rf.get("type").and_then(Value::as_str) {
+        Some("text") => Ok(None),
+        Some("json_object") => Ok(Some(Schema::any_object())),
+        Some("json_schema") => {
+            let schema = rf
+                .get("json_schema")
+                .and_then(|j| j.get("schema"))
+                .ok_or_else(|| {
+                    ApiError::invalid(
+                        "response_format.json_schema.schema",
+                        "a json_schema response format needs a `schema`",
+                    )
+                })?;
+            Schema::compile(schema).map(Some).map_err(|e| {
+                ApiError::invalid("response_format.json_schema.schema", format!("{e:#}"))
+            })
+        }
+        _ => Err(ApiError::invalid(
+            "response_format.type",
+            "must be text, json_object or json_schema",
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(body: Value) -> ApiError {
+        check(body.to_string().as_bytes(), "m").unwrap_err()
+    }
+
+    #[test]
+    fn bad_requests_name_their_field() {
+        assert_eq!(
+            err(json!({"messages": []})).param.as_deref(),
+            Some("messages")
+        );
+        let e = err(json!({"messages": [{"role": "tool", "content": "x"}]}));
+        assert_eq!(e.param.as_deref(), Some("messages[0].role"));
+        let e = err(json!({"messages": [{"role": "user", "content": 5}]}));
+        assert_eq!(e.status, StatusCode::BAD_REQUEST);
+        assert!(e.param.unwrap().starts_with("messages[0]"));
+        let e = err(json!({"model": "gpt-9", "messages": [{"role": "user", "content": "x"}]}));
+        assert_eq!(
+            (e.status, e.code),
+            (StatusCode::NOT_FOUND, Some("model_not_found"))
+        );
+        let e = err(json!({"messages": [{"role": "user", "content": "x"}], "temperature": 3}));
+        assert_eq!(e.param.as_deref(), Some("temperature"));
+        let e = err(json!({"messages": [{"role": "user", "content": "x"}],
+            "response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "object", "not": {}}}}}));
+        assert!(e.message.contains("`not`"), "{}", e.message);
+        let body = e.body();
+        assert_eq!(body["error"]["type"], "invalid_request_error");
+    }
+
+    #[test]
+    fn a_browser_use_request_is_accepted() {
+        let c = check(
+            json!({"model": "m", "messages": [
+                {"role": "system", "content": "sys"},
+                {"role": "user", "content": [{"type": "text", "text": "state"}, {"type": "image_url", "image_url": {"url": "data:"}}]}
+            ], "temperature": 0.2, "frequency_penalty": 0.3, "max_completion_tokens": 4096,
+            "response_format": {"type": "json_schema", "json_schema": {"name": "agent_output", "strict": true,
+                "schema": {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"], "additionalProperties": false}}},
+            "reasoning_effort": "low"})
+            .to_string()
+            .as_bytes(),
+            "m",
+        )
+        .unwrap();
+        assert_eq!(c.messages[1].content, "state");
+        assert_eq!(c.max_tokens, Some(4096));
+        assert!(c.schema.unwrap().accepts(r#"{"a":"x"}"#));
+    }
+}

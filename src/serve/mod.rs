@@ -1,0 +1,481 @@
+//! `rmsweb serve`: an OpenAI-compatible HTTP server over a local checkpoint, so
+//! Browser Use (its own `ChatOpenAI` client) or any OpenAI-style harness drives a
+//! trained model.
+//!
+//! - `GET /v1/models` lists the one served model; `POST /v1/chat/completions`
+//!   takes `messages`, `temperature`, `top_p`, `max_tokens` /
+//!   `max_completion_tokens`, `stop`, `n`, `seed`, `frequency_penalty`,
+//!   `presence_penalty`, `stream` (server-sent events, `stream_options.
+//!   include_usage`) and `response_format` (`json_schema` — Browser Use sends its
+//!   `AgentOutput` schema — and `json_object` are enforced while decoding, see
+//!   [`constrain`]). Bad requests get OpenAI-style error bodies naming the field
+//!   ([`api`]); a prompt longer than the model's context is refused with
+//!   `context_length_exceeded`, and `max_tokens` is capped by what the context has
+//!   left (`finish_reason: "length"` when that ends the answer).
+//! - Concurrent requests are decoded together ([`engine`]).
+//! - `--prompt-format browser-use` replaces the system message of every request by
+//!   the one the model was trained with ([`crate::policy::browser_use`]), so a
+//!   model trained on that format runs inside Browser Use unchanged (Browser Use's
+//!   own system prompt is far longer than a small model's context).
+//! - `--log-dataset DIR` appends every exchange to `DIR/serve/exchanges.jsonl`, and
+//!   every Browser Use session that ends in `done` to the dataset as a trajectory
+//!   ([`log`]): deployments become trajectories.
+
+pub mod api;
+pub mod constrain;
+pub mod engine;
+pub mod log;
+
+use crate::model::{ChatTemplate, LocalModelPolicy, Message};
+use crate::policy::format::PromptFormat;
+use anyhow::{Context, Result};
+use api::ApiError;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::StatusCode;
+use axum::response::sse::{Event as SseEvent, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use engine::{Engine, Event, Finish, GenRequest};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+/// Largest request body (Browser Use sends screenshots inline).
+pub const MAX_BODY_BYTES: usize = 64 << 20;
+
+/// Settings of `rmsweb serve`.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    /// A model folder, a run checkpoint (`runs/ID/checkpoints/step-N`) or a run
+    /// folder (its latest checkpoint).
+    pub checkpoint: PathBuf,
+    pub host: String,
+    /// 0 = any free port (the bound address is printed).
+    pub port: u16,
+    pub device: String,
+    /// The model id clients name (default: the checkpoint's folder name).
+    pub model_name: Option<String>,
+    /// Most sequences decoded together.
+    pub max_batch: usize,
+    pub log_dataset: Option<PathBuf>,
+    /// Replace each request's system message by this format's.
+    pub prompt_format: Option<PromptFormat>,
+}
+
+/// What the handlers share.
+struct App {
+    engine: Engine,
+    model: String,
+    template: ChatTemplate,
+    tokenizer: tokenizers::Tokenizer,
+    prompt_format: Option<PromptFormat>,
+    log: Option<log::ExchangeLog>,
+    requests: AtomicU64,
+    created: u64,
+}
+
+/// The model folder a `--checkpoint` names: a run folder resolves to its latest
+/// complete checkpoint (`checkpoints/step-N` with `trainer_state.json`).
+pub fn resolve_checkpoint(dir: &Path) -> Result<PathBuf> {
+    let ckpts = dir.join("checkpoints");
+    if !ckpts.is_dir() {
+        return Ok(dir.to_path_buf());
+    }
+    std::fs::read_dir(&ckpts)
+        .with_context(|| format!("reading {}", ckpts.display()))?
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let n: u64 = e
+                .file_name()
+                .to_string_lossy()
+                .strip_prefix("step-")?
+                .parse()
+                .ok()?;
+            e.path()
+                .join("trainer_state.json")
+                .exists()
+                .then(|| (n, e.path()))
+        })
+        .max_by_key(|(n, _)| *n)
+        .map(|(_, p)| p)
+        .with_context(|| format!("{}: the run has no complete checkpoint", dir.display()))
+}
+
+/// Loads the model and serves until Ctrl-C (or SIGTERM).
+pub fn serve(cfg: ServeConfig) -> Result<()> {
+    let dir = resolve_checkpoint(&cfg.checkpoint)?;
+    let device = crate::model::parse_device(&cfg.device)?;
+    let model = LocalModelPolicy::from_checkpoint(&dir, &device)
+        .with_context(|| format!("loading {}", dir.display()))?;
+    let name = cfg.model_name.clone().unwrap_or_else(|| {
+        cfg.checkpoint
+            .canonicalize()
+            .ok()
+            .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .unwrap_or_else(|| "rmsweb".into())
+    });
+    let log = cfg
+        .log_dataset
+        .as_deref()
+        .map(|d| log::ExchangeLog::open(d, &name))
+        .transpose()?;
+    let LocalModelPolicy {
+        model,
+        tokenizer,
+        template,
+        ..
+    } = model;
+    let engine = Engine::start(model, tokenizer.clone(), cfg.max_batch);
+    let app = Arc::new(App {
+        engine,
+        model: name,
+        template,
+        tokenizer,
+        prompt_format: cfg.prompt_format,
+        log,
+        requests: AtomicU64::new(0),
+        created: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+    });
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind((cfg.host.as_str(), cfg.port))
+            .await
+            .with_context(|| format!("binding {}:{}", cfg.host, cfg.port))?;
+        let addr = listener.local_addr()?;
+        println!(
+            "serving {} on http://{addr}/v1 (device {}, batches of up to {} sequences{})",
+            crate::util::sanitize::clean_line(&app.model),
+            cfg.device,
+            cfg.max_batch,
+            match &cfg.log_dataset {
+                Some(d) => format!(", exchanges logged to {}", d.display()),
+                None => String::new(),
+            }
+        );
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+        let router = router(Arc::clone(&app));
+        axum::serve(listener, router)
+            .with_graceful_shutdown(shutdown_signal())
+            .await?;
+        if let Some(l) = &app.log {
+            l.close()?;
+        }
+        anyhow::Ok(())
+    })
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        let term = async {
+            match term.as_mut() {
+                Some(t) => {
+                    t.recv().await;
+                }
+                None => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! { _ = ctrl_c => {}, _ = term => {} }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}
+
+fn router(app: Arc<App>) -> Router {
+    Router::new()
+        .route("/v1/models", get(models))
+        .route("/v1/chat/completions", post(chat))
+        .route("/health", get(|| async { "ok" }))
+        .fallback(|| async {
+            ApiError {
+                status: StatusCode::NOT_FOUND,
+                message: "no such endpoint (GET /v1/models, POST /v1/chat/completions)".into(),
+                kind: "invalid_request_error",
+                param: None,
+                code: Some("unknown_url"),
+            }
+        })
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(app)
+}
+
+async fn models(State(app): State<Arc<App>>) -> Json<Value> {
+    Json(json!({"object": "list", "data": [{
+        "id": app.model,
+        "object": "model",
+        "created": app.created,
+        "owned_by": "rmsweb",
+        "max_model_len": app.engine.info.max_positions,
+    }]}))
+}
+
+/// One finished choice.
+struct Choice {
+    text: String,
+    finish: Finish,
+    tokens: usize,
+}
+
+async fn chat(State(app): State<Arc<App>>, body: axum::body::Bytes) -> Response {
+    match start(&app, &body) {
+        Ok((req, prompt_tokens, events)) => {
+            if req.stream {
+                stream(app, req, prompt_tokens, events).into_response()
+            } else {
+                complete(app, req, prompt_tokens, events)
+                    .await
+                    .map_or_else(IntoResponse::into_response, IntoResponse::into_response)
+            }
+        }
+        Err(e) => e.into_response(),
+    }
+}
+
+type Started = (
+    api::Checked,
+    usize,
+    tokio::sync::mpsc::UnboundedReceiver<Event>,
+);
+
+/// Checks the request, renders and encodes its prompt and queues it.
+fn start(app: &App, body: &[u8]) -> Result<Started, ApiError> {
+    let mut req = api::check(body, &app.model)?;
+    if let Some(f) = app.prompt_format {
+        let system = match f {
+            PromptFormat::BrowserUse => crate::policy::browser_use::system_prompt(),
+            PromptFormat::Rmsweb => crate::policy::prompt::system_prompt(),
+        };
+        match req.messages.iter_mut().find(|m| m.role == "system") {
+            Some(m) => m.content = system,
+            None => req.messages.insert(0, Message::new("system", system)),
+        }
+    }
+    let prompt = app
+        .template
+        .encode_prompt(&app.tokenizer, &req.messages)
+        .map_err(|e| ApiError::invalid("messages", format!("{e:#}")))?;
+    let max_pos = app.engine.info.max_positions;
+    if prompt.len() >= max_pos {
+        return Err(ApiError {
+            code: Some("context_length_exceeded"),
+            ..ApiError::invalid(
+                "messages",
+                format!(
+                    "the prompt is {} tokens; this model's context is {max_pos} tokens",
+                    prompt.len()
+                ),
+            )
+        });
+    }
+    let room = max_pos - prompt.len();
+    let n = app.requests.fetch_add(1, Ordering::Relaxed);
+    let job = GenRequest {
+        n: req.n,
+        temperature: req.temperature,
+        top_p: req.top_p,
+        max_new_tokens: req.max_tokens.unwrap_or(room).min(room),
+        stop: req.stop.clone(),
+        seed: req.seed.unwrap_or(0x5EED ^ n),
+        frequency_penalty: req.frequency_penalty,
+        presence_penalty: req.presence_penalty,
+        schema: req.schema.clone(),
+        prompt,
+    };
+    let prompt_tokens = job.prompt.len();
+    Ok((req, prompt_tokens, app.engine.submit(job)))
+}
+
+fn now_s() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+fn usage(prompt: usize, completion: usize) -> Value {
+    json!({"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion})
+}
+
+async fn complete(
+    app: Arc<App>,
+    req: api::Checked,
+    prompt_tokens: usize,
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<Event>,
+) -> Result<Json<Value>, ApiError> {
+    let started = Instant::now();
+    let mut texts = vec![String::new(); req.n];
+    let mut done: Vec<Option<Choice>> = (0..req.n).map(|_| None).collect();
+    while done.iter().any(Option::is_none) {
+        match rx.recv().await {
+            Some(Event::Delta { choice, text }) => texts[choice].push_str(&text),
+            Some(Event::Finished {
+                choice,
+                finish,
+                tokens,
+            }) => {
+                done[choice] = Some(Choice {
+                    text: std::mem::take(&mut texts[choice]),
+                    finish,
+                    tokens,
+                });
+            }
+            Some(Event::Failed(e)) => return Err(ApiError::server(e)),
+            None => return Err(ApiError::server("the engine stopped")),
+        }
+    }
+    let choices: Vec<Choice> = done.into_iter().flatten().collect();
+    let completion: usize = choices.iter().map(|c| c.tokens).sum();
+    let id = format!("chatcmpl-{}", app.requests.load(Ordering::Relaxed));
+    if let Some(l) = &app.log {
+        l.record(&req.messages, &choices_texts(&choices), started.elapsed());
+    }
+    Ok(Json(json!({
+        "id": id,
+        "object": "chat.completion",
+        "created": now_s(),
+        "model": app.model,
+        "choices": choices.iter().enumerate().map(|(i, c)| json!({
+            "index": i,
+            "message": {"role": "assistant", "content": c.text},
+            "finish_reason": c.finish.reason(),
+            "logprobs": null,
+        })).collect::<Vec<_>>(),
+        "usage": usage(prompt_tokens, completion),
+    })))
+}
+
+fn choices_texts(choices: &[Choice]) -> Vec<(String, &'static str)> {
+    choices
+        .iter()
+        .map(|c| (c.text.clone(), c.finish.reason()))
+        .collect()
+}
+
+fn stream(
+    app: Arc<App>,
+    req: api::Checked,
+    prompt_tokens: usize,
+    rx: tokio::sync::mpsc::UnboundedReceiver<Event>,
+) -> Sse<impl futures_util::Stream<Item = Result<SseEvent, std::convert::Infallible>>> {
+    let id = format!("chatcmpl-{}", app.requests.load(Ordering::Relaxed));
+    let created = now_s();
+    let chunk = move |app: &App, choices: Value, usage: Option<Value>| {
+        let mut c = json!({
+            "id": id, "object": "chat.completion.chunk", "created": created,
+            "model": app.model, "choices": choices,
+        });
+        if let Some(u) = usage {
+            c["usage"] = u;
+        }
+        SseEvent::default().data(c.to_string())
+    };
+    struct St {
+        rx: tokio::sync::mpsc::UnboundedReceiver<Event>,
+        texts: Vec<String>,
+        finished: Vec<Option<&'static str>>,
+        tokens: usize,
+        started: Instant,
+        pending: std::collections::VecDeque<SseEvent>,
+        over: bool,
+    }
+    let n = req.n;
+    let mut pending = std::collections::VecDeque::new();
+    for i in 0..n {
+        pending.push_back(chunk(
+            &app,
+            json!([{"index": i, "delta": {"role": "assistant", "content": ""}, "finish_reason": null}]),
+            None,
+        ));
+    }
+    let st = St {
+        rx,
+        texts: vec![String::new(); n],
+        finished: vec![None; n],
+        tokens: 0,
+        started: Instant::now(),
+        pending,
+        over: false,
+    };
+    let stream = futures_util::stream::unfold(st, move |mut st| {
+        let app = Arc::clone(&app);
+        let req = req.clone();
+        let chunk = chunk.clone();
+        async move {
+            loop {
+                if let Some(e) = st.pending.pop_front() {
+                    return Some((Ok(e), st));
+                }
+                if st.over {
+                    return None;
+                }
+                match st.rx.recv().await {
+                    Some(Event::Delta { choice, text }) => {
+                        st.texts[choice].push_str(&text);
+                        st.pending.push_back(chunk(
+                            &app,
+                            json!([{"index": choice, "delta": {"content": text}, "finish_reason": null}]),
+                            None,
+                        ));
+                    }
+                    Some(Event::Finished {
+                        choice,
+                        finish,
+                        tokens,
+                    }) => {
+                        st.finished[choice] = Some(finish.reason());
+                        st.tokens += tokens;
+                        st.pending.push_back(chunk(
+                            &app,
+                            json!([{"index": choice, "delta": {}, "finish_reason": finish.reason()}]),
+                            None,
+                        ));
+                        if st.finished.iter().all(Option::is_some) {
+                            if req.include_usage {
+                                st.pending.push_back(chunk(
+                                    &app,
+                                    json!([]),
+                                    Some(usage(prompt_tokens, st.tokens)),
+                                ));
+                            }
+                            st.pending.push_back(SseEvent::default().data("[DONE]"));
+                            st.over = true;
+                            if let Some(l) = &app.log {
+                                let texts: Vec<(String, &'static str)> = st
+                                    .texts
+                                    .iter()
+                                    .zip(&st.finished)
+                                    .map(|(t, f)| (t.clone(), f.unwrap_or("stop")))
+                                    .collect();
+                                l.record(&req.messages, &texts, st.started.elapsed());
+                            }
+                        }
+                    }
+                    Some(Event::Failed(e)) => {
+                        st.pending.push_back(
+                            SseEvent::default().data(ApiError::server(e).body().to_string()),
+                        );
+                        st.pending.push_back(SseEvent::default().data("[DONE]"));
+                        st.over = true;
+                    }
+                    None => {
+                        st.over = true;
+                    }
+                }
+            }
+        }
+    });
+    Sse::new(stream)
+}
