@@ -16,7 +16,7 @@ fn tiny_checkpoint(dir: &Path) {
         r#"{"memory":"done","action":[{"done":{"text":"W-132 is red","success":true}}]}"#,
         "Find the colour of part W-132 on the parts page.",
     ];
-    let tok = tokenizer::train_bpe(texts.iter().copied(), 320).unwrap();
+    let tok = tokenizer::train_bpe(texts.iter().copied(), 320, 2).unwrap();
     tokenizer::save(&tok, dir).unwrap();
     let cfg = Qwen3Config {
         vocab_size: tok.get_vocab_size(true),
@@ -31,6 +31,7 @@ fn tiny_checkpoint(dir: &Path) {
         tie_word_embeddings: true,
         max_position_embeddings: 1024,
         eos_token_id: None,
+        rope_scaling: None,
     };
     let w = Qwen3::random_weights(&cfg, 7).unwrap();
     weights::save_file(&w, &dir.join("model.safetensors")).unwrap();
