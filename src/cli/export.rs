@@ -130,8 +130,7 @@ fn sft(a: SftArgs) -> anyhow::Result<()> {
             "{}",
             serde_json::to_string_pretty(&llamafactory_dataset_info(
                 "rmsweb_sft",
-                &file.to_string_lossy(),
-                report.images > 0
+                &file.to_string_lossy()
             ))?
         );
     }
