@@ -581,7 +581,7 @@ fn strip_extraction_wrappers(
         else {
             continue;
         };
-        let raw = std::mem::replace(&mut r.extracted_content, Some(inner));
+        let raw = r.extracted_content.replace(inner);
         let slot = extra
             .entry("result")
             .or_insert_with(|| Value::Array(Vec::new()));
