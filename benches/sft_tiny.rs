@@ -43,6 +43,7 @@ fn main() -> anyhow::Result<()> {
         head_dim: Some(64),
         rms_norm_eps: 1e-6,
         rope_theta: 10_000.0,
+        rope_scaling: None,
         tie_word_embeddings: true,
         max_position_embeddings: seq.max(2048),
         eos_token_id: None,

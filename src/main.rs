@@ -50,6 +50,10 @@ enum Command {
     Verl(cli::verl::Args),
     /// The whole recipe as one resumable pipeline (collect → ... → RL → eval → report).
     Recipe(cli::recipe::Args),
+    /// Per-token log-probabilities of a conversation's assistant turns under a checkpoint.
+    Score(cli::score::Args),
+    /// Decode a reply from a checkpoint for a prompt or a conversation.
+    Generate(cli::generate::Args),
     /// Serve a checkpoint over an OpenAI-compatible HTTP API (Browser Use, any harness).
     Serve(cli::serve::Args),
 }
@@ -87,6 +91,8 @@ fn main() -> ExitCode {
         Some(Command::Export(a)) => cli::export::run(a),
         Some(Command::Verl(a)) => cli::verl::run_cmd(a),
         Some(Command::Recipe(a)) => cli::recipe::run(a),
+        Some(Command::Score(a)) => cli::score::run(a),
+        Some(Command::Generate(a)) => cli::generate::run(a),
         Some(Command::Serve(a)) => cli::serve::run(a),
     };
     match result {

@@ -130,7 +130,8 @@ fn sft(a: SftArgs) -> anyhow::Result<()> {
             "{}",
             serde_json::to_string_pretty(&llamafactory_dataset_info(
                 "rmsweb_sft",
-                &file.to_string_lossy()
+                &file.to_string_lossy(),
+                report.images > 0
             ))?
         );
     }

@@ -134,13 +134,20 @@ pub fn export_sft(
     Ok(report)
 }
 
-/// The `dataset_info.json` entry that makes LLaMA-Factory read an export.
-pub fn llamafactory_dataset_info(name: &str, file_name: &str) -> serde_json::Value {
+/// The `dataset_info.json` entry that makes LLaMA-Factory read an export. The
+/// `images` column is named only when the export holds images: LLaMA-Factory looks
+/// up every column it is given (KeyError 'images' on a text-only export).
+pub fn llamafactory_dataset_info(name: &str, file_name: &str, images: bool) -> serde_json::Value {
+    let columns = if images {
+        serde_json::json!({"messages": "messages", "images": "images"})
+    } else {
+        serde_json::json!({"messages": "messages"})
+    };
     serde_json::json!({
         name: {
             "file_name": file_name,
             "formatting": "sharegpt",
-            "columns": {"messages": "messages", "images": "images"},
+            "columns": columns,
             "tags": {
                 "role_tag": "role",
                 "content_tag": "content",
@@ -188,5 +195,14 @@ mod tests {
         let mut escaping = s.clone();
         escaping.images = vec!["../outside.png".into()];
         assert!(record(&ds, &escaping).is_err());
+    }
+
+    #[test]
+    fn dataset_info_names_the_images_column_only_for_exports_with_images() {
+        let cols =
+            |images| llamafactory_dataset_info("d", "f.json", images)["d"]["columns"].clone();
+        assert_eq!(cols(true)["images"], "images");
+        assert!(cols(false).get("images").is_none());
+        assert_eq!(cols(false)["messages"], "messages");
     }
 }

@@ -255,8 +255,12 @@ pub fn run_episode(
         };
         let mut results: Vec<ActionResult> = Vec::new();
         if let Some(err) = &answer.parse_error {
+            // The raw answer stays in the step, for whoever audits the failure.
             results.push(ActionResult {
-                error: Some(format!("invalid model output: {err}")),
+                error: Some(format!(
+                    "invalid model output: {err}\nraw answer: {}",
+                    answer.raw
+                )),
                 ..Default::default()
             });
         }

@@ -1,13 +1,17 @@
 //! The model configuration, read from (and written as) a Hugging Face `config.json`.
 
+use super::rope::{RopeScaling, RopeSpec};
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 /// Architecture hyper-parameters of a Qwen3 decoder, as named in HF `config.json`.
 ///
-/// Fields that older or smaller configs omit take Qwen3's defaults; `head_dim`
-/// defaults to `hidden_size / num_attention_heads` when absent.
+/// [`Qwen3Config::from_file`] reads what transformers writes (every release's rotary
+/// spelling, see [`super::rope`]) and takes transformers' `Qwen3Config` defaults for
+/// absent keys. Keys that would make transformers compute something this decoder does
+/// not (sliding windows, attention biases, another activation, quantization, another
+/// architecture, or any key it does not know) are refused with the key's name.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Qwen3Config {
     pub vocab_size: usize,
@@ -23,6 +27,9 @@ pub struct Qwen3Config {
     pub rms_norm_eps: f64,
     #[serde(default = "default_theta")]
     pub rope_theta: f64,
+    /// Rotary scaling (`rope_parameters` / `rope_scaling`); `None` is plain RoPE.
+    #[serde(default)]
+    pub rope_scaling: Option<RopeScaling>,
     #[serde(default)]
     pub tie_word_embeddings: bool,
     #[serde(default = "default_max_pos")]
@@ -36,25 +43,268 @@ fn default_eps() -> f64 {
     1e-6
 }
 fn default_theta() -> f64 {
-    1_000_000.0
+    super::rope::DEFAULT_THETA
 }
 fn default_max_pos() -> usize {
-    40_960
+    32_768
+}
+
+/// transformers' `Qwen3Config` defaults for the shape keys a config may leave out.
+const HF_DEFAULT_HEAD_DIM: usize = 128;
+const HF_DEFAULT_KV_HEADS: usize = 32;
+
+/// Keys read into [`Qwen3Config`] or its rotary embedding.
+const READ_KEYS: &[&str] = &[
+    "vocab_size",
+    "hidden_size",
+    "intermediate_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "rms_norm_eps",
+    "rope_theta",
+    "rope_parameters",
+    "rope_scaling",
+    "partial_rotary_factor",
+    "original_max_position_embeddings",
+    "tie_word_embeddings",
+    "max_position_embeddings",
+    "eos_token_id",
+];
+
+/// Keys that do not change what the decoder computes: bookkeeping, token ids,
+/// generation defaults, labels (`PretrainedConfig`'s common attributes).
+const INERT_KEYS: &[&str] = &[
+    "architectures",
+    "model_type",
+    "transformers_version",
+    "torch_dtype",
+    "dtype",
+    "_name_or_path",
+    "name_or_path",
+    "bos_token_id",
+    "pad_token_id",
+    "sep_token_id",
+    "decoder_start_token_id",
+    "use_cache",
+    "initializer_range",
+    "return_dict",
+    "output_hidden_states",
+    "output_attentions",
+    "torchscript",
+    "use_bfloat16",
+    "tf_legacy_loss",
+    "chunk_size_feed_forward",
+    "finetuning_task",
+    "id2label",
+    "label2id",
+    "tokenizer_class",
+    "prefix",
+    "task_specific_params",
+    "problem_type",
+    "is_decoder",
+    "is_encoder_decoder",
+    "add_cross_attention",
+    "cross_attention_hidden_size",
+    "tie_encoder_decoder",
+    "max_length",
+    "min_length",
+    "do_sample",
+    "early_stopping",
+    "num_beams",
+    "num_beam_groups",
+    "diversity_penalty",
+    "temperature",
+    "top_k",
+    "top_p",
+    "typical_p",
+    "repetition_penalty",
+    "length_penalty",
+    "no_repeat_ngram_size",
+    "encoder_no_repeat_ngram_size",
+    "bad_words_ids",
+    "num_return_sequences",
+    "output_scores",
+    "return_dict_in_generate",
+    "forced_bos_token_id",
+    "forced_eos_token_id",
+    "remove_invalid_values",
+    "exponential_decay_length_penalty",
+    "suppress_tokens",
+    "begin_suppress_tokens",
+    "unsloth_version",
+    "unsloth_fixed",
+    "max_window_layers",
+];
+
+/// Keys that change the computation, accepted only at the value this decoder computes
+/// (the value transformers' Qwen3 takes by default).
+fn check_fixed_keys(obj: &serde_json::Map<String, serde_json::Value>) -> Result<()> {
+    use serde_json::Value;
+    let sliding = obj.get("use_sliding_window").unwrap_or(&Value::Null);
+    anyhow::ensure!(
+        matches!(sliding, Value::Null | Value::Bool(false)),
+        "field `use_sliding_window`: {sliding} is not supported (sliding-window attention)"
+    );
+    for (key, ok) in [
+        ("hidden_act", &[Value::from("silu")][..]),
+        ("attention_bias", &[Value::Bool(false)]),
+        ("mlp_bias", &[Value::Bool(false)]),
+        ("use_mrope", &[Value::Bool(false)]),
+    ] {
+        if let Some(v) = obj.get(key).filter(|v| !v.is_null()) {
+            anyhow::ensure!(
+                ok.contains(v),
+                "field `{key}`: {v} is not supported (only {})",
+                ok[0]
+            );
+        }
+    }
+    if let Some(v) = obj.get("attention_dropout").filter(|v| !v.is_null()) {
+        anyhow::ensure!(
+            v.as_f64() == Some(0.0),
+            "field `attention_dropout`: {v} is not supported (only 0)"
+        );
+    }
+    if let Some(v) = obj.get("layer_types").filter(|v| !v.is_null()) {
+        let all_full = v
+            .as_array()
+            .is_some_and(|a| a.iter().all(|t| t == "full_attention"));
+        anyhow::ensure!(
+            all_full,
+            "field `layer_types`: only `full_attention` layers are supported, got {v}"
+        );
+    }
+    if let Some(v) = obj.get("pruned_heads").filter(|v| !v.is_null()) {
+        anyhow::ensure!(
+            v.as_object().is_some_and(|m| m.is_empty()),
+            "field `pruned_heads`: pruned attention heads are not supported"
+        );
+    }
+    Ok(())
+}
+
+/// Why a `config.json` does not describe a Qwen3 decoder this crate runs as is.
+fn check_architecture(obj: &serde_json::Map<String, serde_json::Value>) -> Result<()> {
+    if let Some(t) = obj.get("model_type").filter(|v| !v.is_null()) {
+        anyhow::ensure!(
+            t == "qwen3",
+            "field `model_type`: {t} is not a Qwen3 model (rmsweb runs the Qwen3 decoder)"
+        );
+    }
+    if let Some(a) = obj.get("architectures").filter(|v| !v.is_null()) {
+        let ok = a.as_array().is_some_and(|a| {
+            a.iter()
+                .all(|x| x == "Qwen3ForCausalLM" || x == "Qwen3Model")
+        });
+        anyhow::ensure!(
+            ok,
+            "field `architectures`: {a} is not Qwen3ForCausalLM (another head computes other outputs)"
+        );
+    }
+    for key in ["quantization_config", "auto_map"] {
+        anyhow::ensure!(
+            obj.get(key).is_none_or(|v| v.is_null()),
+            "field `{key}`: {} models are not supported",
+            if key == "auto_map" {
+                "custom-code"
+            } else {
+                "quantized"
+            }
+        );
+    }
+    Ok(())
 }
 
 impl Qwen3Config {
     /// Reads and checks `config.json`.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
-        let text =
-            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        let de = &mut serde_json::Deserializer::from_str(&text);
-        let cfg: Self = serde_path_to_error::deserialize(de).map_err(|e| {
-            anyhow::anyhow!("{}: field `{}`: {}", path.display(), e.path(), e.inner())
-        })?;
+        let v = crate::util::read_json_file(path)?;
+        let cfg =
+            Self::from_hf_json(&v).map_err(|e| anyhow::anyhow!("{}: {e:#}", path.display()))?;
         cfg.validate()
             .with_context(|| format!("{}: invalid model config", path.display()))?;
         Ok(cfg)
+    }
+
+    /// Reads a `config.json` value (see the type's docs for what is refused).
+    pub fn from_hf_json(v: &serde_json::Value) -> Result<Self> {
+        let obj = v
+            .as_object()
+            .ok_or_else(|| anyhow::anyhow!("expected a JSON object"))?;
+        check_architecture(obj)?;
+        check_fixed_keys(obj)?;
+        let fixed = [
+            "use_sliding_window",
+            "sliding_window",
+            "hidden_act",
+            "attention_bias",
+            "mlp_bias",
+            "use_mrope",
+            "attention_dropout",
+            "layer_types",
+            "pruned_heads",
+            "quantization_config",
+            "auto_map",
+        ];
+        for key in obj.keys() {
+            let k = key.as_str();
+            anyhow::ensure!(
+                READ_KEYS.contains(&k) || INERT_KEYS.contains(&k) || fixed.contains(&k),
+                "field `{}`: unknown to rmsweb's Qwen3 decoder; refused rather than ignored, \
+                 since it may change what the model computes",
+                crate::util::sanitize::clean_line(k)
+            );
+        }
+        #[derive(Deserialize)]
+        struct Shape {
+            vocab_size: usize,
+            hidden_size: usize,
+            intermediate_size: usize,
+            num_hidden_layers: usize,
+            num_attention_heads: usize,
+            #[serde(default)]
+            num_key_value_heads: Option<usize>,
+            #[serde(default)]
+            head_dim: Option<usize>,
+            #[serde(default)]
+            rms_norm_eps: Option<f64>,
+            #[serde(default)]
+            tie_word_embeddings: Option<bool>,
+            #[serde(default)]
+            max_position_embeddings: Option<usize>,
+            #[serde(default)]
+            eos_token_id: Option<serde_json::Value>,
+        }
+        let shape: Shape = serde_path_to_error::deserialize(v)
+            .map_err(|e| anyhow::anyhow!("field `{}`: {}", e.path(), e.inner()))?;
+        let max_position_embeddings = shape.max_position_embeddings.unwrap_or(default_max_pos());
+        let rope = RopeSpec::from_hf(obj, max_position_embeddings)?;
+        Ok(Qwen3Config {
+            vocab_size: shape.vocab_size,
+            hidden_size: shape.hidden_size,
+            intermediate_size: shape.intermediate_size,
+            num_hidden_layers: shape.num_hidden_layers,
+            num_attention_heads: shape.num_attention_heads,
+            num_key_value_heads: Some(shape.num_key_value_heads.unwrap_or(HF_DEFAULT_KV_HEADS)),
+            head_dim: Some(shape.head_dim.unwrap_or(HF_DEFAULT_HEAD_DIM)),
+            rms_norm_eps: shape.rms_norm_eps.unwrap_or(default_eps()),
+            rope_theta: rope.theta,
+            rope_scaling: rope.scaling,
+            tie_word_embeddings: shape.tie_word_embeddings.unwrap_or(false),
+            max_position_embeddings,
+            eos_token_id: shape.eos_token_id,
+        })
+    }
+
+    /// The rotary embedding.
+    pub fn rope(&self) -> RopeSpec {
+        RopeSpec {
+            theta: self.rope_theta,
+            scaling: self.rope_scaling.clone(),
+        }
     }
 
     /// Rejects shapes the decoder cannot run (zero sizes, heads not divisible).
@@ -91,7 +341,9 @@ impl Qwen3Config {
     }
 
     /// The `config.json` text, with the fields HF transformers (and candle-transformers)
-    /// need to load the model as `Qwen3ForCausalLM`.
+    /// need to load the model as `Qwen3ForCausalLM`. The rotary embedding is written in
+    /// both spellings: `rope_parameters` (transformers 5) and `rope_theta` +
+    /// `rope_scaling` (earlier releases, candle); they describe the same embedding.
     pub fn to_hf_json(&self) -> serde_json::Value {
         serde_json::json!({
             "architectures": ["Qwen3ForCausalLM"],
@@ -105,6 +357,8 @@ impl Qwen3Config {
             "head_dim": self.head_dim(),
             "rms_norm_eps": self.rms_norm_eps,
             "rope_theta": self.rope_theta,
+            "rope_scaling": self.rope().to_rope_scaling(),
+            "rope_parameters": self.rope().to_rope_parameters(),
             "tie_word_embeddings": self.tie_word_embeddings,
             "max_position_embeddings": self.max_position_embeddings,
             "attention_bias": false,
@@ -139,29 +393,111 @@ impl Qwen3Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    fn minimal() -> serde_json::Value {
+        json!({"vocab_size": 10, "hidden_size": 8, "intermediate_size": 16,
+               "num_hidden_layers": 1, "num_attention_heads": 2})
+    }
+
+    fn with(extra: serde_json::Value) -> serde_json::Value {
+        let mut v = minimal();
+        for (k, x) in extra.as_object().unwrap() {
+            v[k] = x.clone();
+        }
+        v
+    }
 
     #[test]
-    fn reads_minimal_config_with_defaults_and_names_bad_field() {
+    fn reads_minimal_config_with_transformers_defaults_and_names_bad_field() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("config.json");
-        std::fs::write(
-            &p,
-            r#"{"vocab_size": 10, "hidden_size": 8, "intermediate_size": 16,
-                "num_hidden_layers": 1, "num_attention_heads": 2}"#,
-        )
-        .unwrap();
-        let c = Qwen3Config::from_file(&p).unwrap();
-        assert_eq!(c.head_dim(), 4);
-        assert_eq!(c.kv_heads(), 2);
+        std::fs::write(&p, minimal().to_string()).unwrap();
+        let c = Qwen3Config::from_file(&p).unwrap_err();
+        // transformers' Qwen3 defaults: 32 kv heads, head_dim 128; 2 heads cannot share 32.
+        assert!(
+            format!("{c:#}").contains("num_key_value_heads (32)"),
+            "{c:#}"
+        );
+        let v = with(json!({"num_key_value_heads": 1}));
+        let c = Qwen3Config::from_hf_json(&v).unwrap();
+        assert_eq!((c.head_dim(), c.kv_heads()), (128, 1));
+        assert_eq!(c.rope_theta, 10_000.0);
+        assert_eq!(c.max_position_embeddings, 32_768);
         std::fs::write(&p, r#"{"vocab_size": "x"}"#).unwrap();
         let e = format!("{:#}", Qwen3Config::from_file(&p).unwrap_err());
-        assert!(e.contains("vocab_size"), "{e}");
-        std::fs::write(
-            &p,
-            r#"{"vocab_size": 10, "hidden_size": 8, "intermediate_size": 16,
-                "num_hidden_layers": 1, "num_attention_heads": 3, "num_key_value_heads": 2}"#,
-        )
-        .unwrap();
-        assert!(Qwen3Config::from_file(&p).is_err());
+        assert!(e.contains("config.json: field `vocab_size`"), "{e}");
+        std::fs::write(&p, "{\n  \"vocab_size\": 1,,\n}").unwrap();
+        let e = format!("{:#}", Qwen3Config::from_file(&p).unwrap_err());
+        assert!(e.contains("line 2"), "{e}");
+    }
+
+    #[test]
+    fn keys_that_change_the_math_are_refused_by_name() {
+        for (extra, needle) in [
+            (json!({"model_type": "llama"}), "field `model_type`"),
+            (
+                json!({"architectures": ["Qwen3ForSequenceClassification"]}),
+                "field `architectures`",
+            ),
+            (
+                json!({"use_sliding_window": true}),
+                "field `use_sliding_window`",
+            ),
+            (json!({"attention_bias": true}), "field `attention_bias`"),
+            (json!({"hidden_act": "gelu"}), "field `hidden_act`"),
+            (
+                json!({"attention_dropout": 0.1}),
+                "field `attention_dropout`",
+            ),
+            (
+                json!({"layer_types": ["sliding_attention"]}),
+                "field `layer_types`",
+            ),
+            (
+                json!({"quantization_config": {"bits": 4}}),
+                "field `quantization_config`",
+            ),
+            (
+                json!({"auto_map": {"AutoModel": "x.Y"}}),
+                "field `auto_map`",
+            ),
+            (
+                json!({"logit_softcap": 30.0}),
+                "field `logit_softcap`: unknown",
+            ),
+            (
+                json!({"rope_scaling": {"type": "longrope"}}),
+                "field `rope_scaling.rope_type`",
+            ),
+            (
+                json!({"rope_parameters": {"rope_type": "linear"}}),
+                "rope_parameters.factor",
+            ),
+        ] {
+            let e = format!("{:#}", Qwen3Config::from_hf_json(&with(extra)).unwrap_err());
+            assert!(e.contains(needle), "{needle}: {e}");
+        }
+        // What transformers 5 writes for a plain Qwen3 is accepted as is.
+        let written = with(json!({
+            "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3",
+            "attention_bias": false, "attention_dropout": 0.0, "hidden_act": "silu",
+            "layer_types": ["full_attention"], "max_window_layers": 28,
+            "sliding_window": null, "use_sliding_window": false, "use_cache": true,
+            "transformers_version": "5.24.0", "dtype": "float32", "num_key_value_heads": 1,
+            "rope_parameters": {"rope_theta": 5e5, "rope_type": "default"}}));
+        assert_eq!(Qwen3Config::from_hf_json(&written).unwrap().rope_theta, 5e5);
+    }
+
+    #[test]
+    fn written_config_reads_back_equal() {
+        let mut c =
+            Qwen3Config::from_hf_json(&with(json!({"num_key_value_heads": 2, "head_dim": 4})))
+                .unwrap();
+        for scaling in [None, Some(RopeScaling::Linear { factor: 4.0 })] {
+            c.rope_scaling = scaling;
+            let back = Qwen3Config::from_hf_json(&c.to_hf_json()).unwrap();
+            assert_eq!(back, c);
+        }
     }
 }

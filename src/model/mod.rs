@@ -9,7 +9,9 @@ pub mod lora;
 pub mod peft;
 pub mod policy;
 pub mod qwen3;
+pub mod rope;
 pub mod sample;
+pub mod score;
 pub mod tokenizer;
 pub mod weights;
 

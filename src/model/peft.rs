@@ -78,51 +78,173 @@ pub fn base_model_of(text: &str, cpath: &Path) -> Result<String> {
         })
 }
 
+/// Adapter-config keys that change what the adapter computes, with the value this
+/// crate computes (PEFT's default). Any other value is refused by name.
+fn check_math_keys(v: &serde_json::Value, cpath: &Path) -> Result<()> {
+    use serde_json::Value;
+    let empty = |x: &Value| match x {
+        Value::Null => true,
+        Value::Bool(b) => !b,
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
+        Value::String(s) => s.is_empty() || s == "none",
+        Value::Number(_) => false,
+    };
+    if let Some(t) = v.get("peft_type").filter(|t| !t.is_null()) {
+        anyhow::ensure!(
+            t == "LORA",
+            "{}: field `peft_type`: {t} adapters are not supported (only LORA)",
+            cpath.display()
+        );
+    }
+    for key in [
+        "use_dora",
+        "lora_bias",
+        "fan_in_fan_out",
+        "rank_pattern",
+        "alpha_pattern",
+        "modules_to_save",
+        "layer_replication",
+        "trainable_token_indices",
+        "target_parameters",
+        "use_qalora",
+        "alora_invocation_tokens",
+        "bias",
+        "megatron_config",
+    ] {
+        if let Some(x) = v.get(key) {
+            anyhow::ensure!(
+                empty(x),
+                "{}: field `{key}`: {x} is not supported (it changes what the adapter computes)",
+                cpath.display()
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Reads a PEFT adapter folder: its config and tensors keyed by our parameter names
 /// (`<module>.lora_A.weight`).
+///
+/// The adapted modules are those the tensors name (so `target_modules` given as a
+/// regular expression or `all-linear`, `layers_to_transform` and `exclude_modules`
+/// need no interpretation); `target_modules` lists their names. rsLoRA
+/// (`use_rslora`, scale α/√r) is folded into `alpha`. Keys that change the adapter's
+/// math otherwise (DoRA, bias, rank or alpha patterns, modules to save, ...) are
+/// refused by name, as is any tensor that is not a `lora_A`/`lora_B` pair.
 pub fn import(dir: &Path, device: &Device) -> Result<(LoraConfig, HashMap<String, Tensor>)> {
     let cpath = dir.join("adapter_config.json");
     let text =
         std::fs::read_to_string(&cpath).with_context(|| format!("reading {}", cpath.display()))?;
     let v: serde_json::Value = serde_json::from_str(&text)
         .with_context(|| format!("{}: invalid JSON", cpath.display()))?;
+    check_math_keys(&v, &cpath)?;
     let field = |k: &str| {
         v.get(k)
             .ok_or_else(|| anyhow::anyhow!("{}: field `{k}` missing", cpath.display()))
     };
-    let r = field("r")?
-        .as_u64()
-        .ok_or_else(|| anyhow::anyhow!("{}: field `r` must be an integer", cpath.display()))?;
-    let alpha = field("lora_alpha")?.as_f64().ok_or_else(|| {
+    let r = field("r")?.as_u64().filter(|&r| r > 0).ok_or_else(|| {
+        anyhow::anyhow!("{}: field `r` must be a positive integer", cpath.display())
+    })?;
+    let mut alpha = field("lora_alpha")?.as_f64().ok_or_else(|| {
         anyhow::anyhow!("{}: field `lora_alpha` must be a number", cpath.display())
     })?;
+    match v.get("use_rslora") {
+        None | Some(serde_json::Value::Null) | Some(serde_json::Value::Bool(false)) => {}
+        // α/√r = (α·√r)/r.
+        Some(serde_json::Value::Bool(true)) => alpha *= (r as f64).sqrt(),
+        Some(x) => anyhow::bail!(
+            "{}: field `use_rslora` must be true or false, got {x}",
+            cpath.display()
+        ),
+    }
     let dropout = v
         .get("lora_dropout")
         .and_then(|d| d.as_f64())
         .unwrap_or(0.0) as f32;
-    let target_modules = match field("target_modules")? {
-        serde_json::Value::Array(a) => a
-            .iter()
-            .filter_map(|s| s.as_str().map(str::to_string))
-            .collect(),
-        serde_json::Value::String(s) => vec![s.clone()],
-        _ => anyhow::bail!("{}: field `target_modules` must be a list", cpath.display()),
-    };
-    let cfg = LoraConfig {
-        r: r as usize,
-        alpha,
-        dropout,
-        target_modules,
-    };
-    let raw = super::weights::load_file(&dir.join("adapter_model.safetensors"), device)?;
+    let tpath = dir.join("adapter_model.safetensors");
+    let raw = super::weights::load_file(&tpath, device)?;
     let mut out = HashMap::new();
+    let mut modules = std::collections::BTreeMap::<String, [bool; 2]>::new();
     for (k, t) in raw {
         let name = k.strip_prefix(PREFIX).unwrap_or(&k);
         // PEFT sometimes writes `lora_A.default.weight`.
         let name = name
             .replace(".lora_A.default.", ".lora_A.")
             .replace(".lora_B.default.", ".lora_B.");
+        let (module, which) = if let Some(m) = name.strip_suffix(".lora_A.weight") {
+            (m, 0)
+        } else if let Some(m) = name.strip_suffix(".lora_B.weight") {
+            (m, 1)
+        } else {
+            anyhow::bail!(
+                "{}: tensor `{}` is not a LoRA A or B matrix (not supported)",
+                tpath.display(),
+                crate::util::sanitize::clean_line(&k)
+            );
+        };
+        modules.entry(module.to_string()).or_default()[which] = true;
         out.insert(name, t);
     }
+    for (m, [a, b]) in &modules {
+        anyhow::ensure!(
+            *a && *b,
+            "{}: module `{}` has a lora_{} matrix but no lora_{}",
+            tpath.display(),
+            crate::util::sanitize::clean_line(m),
+            if *a { "A" } else { "B" },
+            if *a { "B" } else { "A" }
+        );
+    }
+    anyhow::ensure!(!modules.is_empty(), "{}: no LoRA tensors", tpath.display());
+    // The adapted module names, in the config's order where it lists them.
+    let listed: Vec<String> = match v.get("target_modules") {
+        Some(serde_json::Value::Array(a)) => a
+            .iter()
+            .filter_map(|s| s.as_str().map(str::to_string))
+            .collect(),
+        _ => Vec::new(),
+    };
+    let mut target_modules: Vec<String> = modules
+        .keys()
+        .map(|m| m.rsplit('.').next().unwrap_or(m).to_string())
+        .collect();
+    target_modules.sort_by_key(|m| {
+        let at = listed.iter().position(|l| l == m).unwrap_or(usize::MAX);
+        (at, m.clone())
+    });
+    target_modules.dedup();
+    let cfg = LoraConfig {
+        r: r as usize,
+        alpha,
+        dropout,
+        target_modules,
+    };
     Ok((cfg, out))
+}
+
+/// Reads the PEFT adapter in `dir` and attaches it to `model` exactly where its tensors
+/// say (every tensor used, every attached adapter loaded); returns its config.
+pub fn attach(model: &mut Qwen3, dir: &Path, device: &Device) -> Result<LoraConfig> {
+    let (cfg, tensors) = import(dir, device)?;
+    let modules: std::collections::BTreeSet<String> = tensors
+        .keys()
+        .filter_map(|k| k.strip_suffix(".lora_A.weight"))
+        .map(str::to_string)
+        .collect();
+    let n = model.add_lora_to(&cfg, 0, &modules)?;
+    if n != modules.len() {
+        let known: std::collections::BTreeSet<String> =
+            model.linears().iter().map(|l| l.name.clone()).collect();
+        let unknown: Vec<&String> = modules.difference(&known).collect();
+        anyhow::bail!(
+            "{}: adapter tensors for modules the model does not have: {}",
+            dir.display(),
+            crate::util::sanitize::clean_line(&format!("{unknown:?}"))
+        );
+    }
+    model
+        .load_params(&tensors)
+        .with_context(|| format!("loading adapter {}", dir.display()))?;
+    Ok(cfg)
 }

@@ -19,13 +19,39 @@ pub struct LocalModelPolicy {
     stop: Vec<u32>,
 }
 
+/// The token ids generation stops at: the ChatML end tokens the tokenizer has, the
+/// config's `eos_token_id` (one id or a list) and the template's `eos_token`.
+pub fn stop_tokens(config: &Qwen3Config, tok: &Tokenizer, template: &ChatTemplate) -> Vec<u32> {
+    let mut stop: Vec<u32> = [tokenizer::IM_END, tokenizer::END_OF_TEXT]
+        .iter()
+        .filter_map(|t| tok.token_to_id(t))
+        .collect();
+    let from_config: Vec<u32> = match &config.eos_token_id {
+        Some(serde_json::Value::Number(n)) => n.as_u64().into_iter().collect(),
+        Some(serde_json::Value::Array(a)) => a.iter().filter_map(|v| v.as_u64()).collect(),
+        _ => Vec::new(),
+    }
+    .into_iter()
+    .filter_map(|id| u32::try_from(id).ok())
+    .collect();
+    stop.extend(from_config);
+    if let Some(id) = template
+        .special_tokens()
+        .get("eos_token")
+        .and_then(|t| tok.token_to_id(t))
+    {
+        stop.push(id);
+    }
+    stop.sort_unstable();
+    stop.dedup();
+    stop
+}
+
 impl LocalModelPolicy {
-    /// Wraps a loaded model. Generation stops at `<|im_end|>` / `<|endoftext|>`.
+    /// Wraps a loaded model. Generation stops at `<|im_end|>` / `<|endoftext|>`, the
+    /// config's `eos_token_id`s and the tokenizer config's `eos_token`.
     pub fn new(model: Qwen3, tokenizer: Tokenizer, template: ChatTemplate) -> Self {
-        let stop = [tokenizer::IM_END, tokenizer::END_OF_TEXT]
-            .iter()
-            .filter_map(|t| tokenizer.token_to_id(t))
-            .collect();
+        let stop = stop_tokens(&model.config, &tokenizer, &template);
         LocalModelPolicy {
             model,
             tokenizer,
@@ -48,9 +74,7 @@ impl LocalModelPolicy {
         let mut model = Qwen3::from_weights(&config, w, dtype, device, false)
             .with_context(|| format!("loading model from {}", model_dir.display()))?;
         if let Some(dir) = adapter {
-            let (cfg, tensors) = peft::import(dir, device)?;
-            model.add_lora(&cfg, 0)?;
-            model.load_params(&tensors)?;
+            peft::attach(&mut model, dir, device)?;
             model.merge_lora()?;
         }
         let tok = tokenizer::load(model_dir.join("tokenizer.json"))?;
@@ -75,6 +99,11 @@ impl LocalModelPolicy {
             .with_context(|| format!("{}: neither a model nor an adapter", dir.display()))?;
         let base = super::peft::base_model_of(&text, &cpath)?;
         Self::load(Path::new(&base), Some(&adapter), device)
+    }
+
+    /// The token ids generation stops at (see [`stop_tokens`]).
+    pub fn stop_ids(&self) -> &[u32] {
+        &self.stop
     }
 
     /// Generates the assistant reply to `messages` (greedy when temperature is 0).

@@ -446,10 +446,30 @@ impl Qwen3 {
 
     /// Attaches LoRA adapters to the target modules; returns how many were added.
     pub fn add_lora(&mut self, cfg: &LoraConfig, seed: u64) -> Result<usize> {
+        self.add_lora_where(cfg, seed, |name| cfg.targets(name))
+    }
+
+    /// Attaches LoRA adapters to the linear layers named in `modules` (full paths,
+    /// `model.layers.0.self_attn.q_proj`); returns how many were added.
+    pub fn add_lora_to(
+        &mut self,
+        cfg: &LoraConfig,
+        seed: u64,
+        modules: &std::collections::BTreeSet<String>,
+    ) -> Result<usize> {
+        self.add_lora_where(cfg, seed, |name| modules.contains(name))
+    }
+
+    fn add_lora_where(
+        &mut self,
+        cfg: &LoraConfig,
+        seed: u64,
+        wanted: impl Fn(&str) -> bool,
+    ) -> Result<usize> {
         let key = self.dropout_key.clone();
         let mut n = 0;
         for lin in self.linears_mut() {
-            if cfg.targets(&lin.name) {
+            if wanted(&lin.name) {
                 lin.add_lora(cfg, seed, key.clone())?;
                 n += 1;
             }
@@ -641,9 +661,10 @@ impl Qwen3 {
         let (b, l) = input_ids.dims2()?;
         if start_pos + l > self.cos.dim(0)? {
             candle_core::bail!(
-                "sequence of {} positions exceeds max_position_embeddings {}",
+                "sequence of {} positions exceeds max_position_embeddings {}{}",
                 start_pos + l,
-                self.cos.dim(0)?
+                self.cos.dim(0)?,
+                self.config.rope().length_limit_note()
             );
         }
         let emb = self.embed_tokens.tensor();
@@ -791,18 +812,25 @@ fn causal_mask(l: usize, past: usize, dtype: DType, dev: &Device) -> Result<Opti
         .map(Some)
 }
 
-/// cos/sin tables `(max_positions, head_dim/2)`.
+/// cos/sin tables `(max_positions, head_dim/2)` of the model's rotary embedding
+/// (scaled variants included, see [`super::rope`]).
 fn rope_tables(cfg: &Qwen3Config, dev: &Device, dtype: DType) -> Result<(Tensor, Tensor)> {
     let hd = cfg.head_dim();
-    let inv: Vec<f32> = (0..hd)
-        .step_by(2)
-        .map(|i| 1.0 / cfg.rope_theta.powf(i as f64 / hd as f64) as f32)
-        .collect();
+    let (inv, attention_factor) = cfg.rope().inv_freq(hd);
+    let inv: Vec<f32> = inv.into_iter().map(|f| f as f32).collect();
     let n = cfg.max_position_embeddings;
     let inv = Tensor::from_vec(inv, (1, hd / 2), dev)?;
     let t = Tensor::arange(0u32, n as u32, dev)?
         .to_dtype(DType::F32)?
         .reshape((n, 1))?;
     let f = t.matmul(&inv)?;
-    Ok((f.cos()?.to_dtype(dtype)?, f.sin()?.to_dtype(dtype)?))
+    let (cos, sin) = if attention_factor == 1.0 {
+        (f.cos()?, f.sin()?)
+    } else {
+        (
+            (f.cos()? * attention_factor)?,
+            (f.sin()? * attention_factor)?,
+        )
+    };
+    Ok((cos.to_dtype(dtype)?, sin.to_dtype(dtype)?))
 }

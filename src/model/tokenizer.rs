@@ -74,6 +74,84 @@ pub fn save(tok: &Tokenizer, dir: &Path) -> Result<()> {
         .with_context(|| format!("writing {}", path.display()))
 }
 
+/// The class `AutoTokenizer` builds for [`save_tokenizer_config`]'s file: the one that
+/// loads `tokenizer.json` as written (transformers 4 and 5). Without it transformers
+/// picks the model type's tokenizer class (Qwen2Tokenizer for Qwen3), which rebuilds
+/// the pre-tokenizer its own way and gives other ids.
+pub const HF_TOKENIZER_CLASS: &str = "PreTrainedTokenizerFast";
+
+/// The end-of-turn and padding tokens of a ChatML tokenizer: `<|im_end|>` (else
+/// `<|endoftext|>`) and `<|endoftext|>` (else the end-of-turn token).
+pub fn eos_and_pad(tok: &Tokenizer) -> Result<(&'static str, &'static str)> {
+    let has = |t: &str| tok.token_to_id(t).is_some();
+    let eos = [IM_END, END_OF_TEXT]
+        .into_iter()
+        .find(|t| has(t))
+        .ok_or_else(|| anyhow::anyhow!("tokenizer has neither `{IM_END}` nor `{END_OF_TEXT}`"))?;
+    let pad = if has(END_OF_TEXT) { END_OF_TEXT } else { eos };
+    Ok((eos, pad))
+}
+
+/// The `tokenizer_config.json` that makes transformers' `AutoTokenizer` load `tok`
+/// (saved as `tokenizer.json` next to it) with the same ids, end-of-turn and padding
+/// tokens, and `chat_template`.
+pub fn tokenizer_config(
+    tok: &Tokenizer,
+    chat_template: &str,
+    model_max_length: usize,
+) -> Result<serde_json::Value> {
+    let (eos, pad) = eos_and_pad(tok)?;
+    Ok(serde_json::json!({
+        "tokenizer_class": HF_TOKENIZER_CLASS,
+        "eos_token": eos,
+        "pad_token": pad,
+        "bos_token": null,
+        "unk_token": null,
+        "add_bos_token": false,
+        "add_eos_token": false,
+        "clean_up_tokenization_spaces": false,
+        "split_special_tokens": false,
+        "model_max_length": model_max_length,
+        "chat_template": chat_template,
+    }))
+}
+
+/// Writes [`tokenizer_config`] as `tokenizer_config.json` into `dir`.
+pub fn save_tokenizer_config(
+    tok: &Tokenizer,
+    chat_template: &str,
+    model_max_length: usize,
+    dir: &Path,
+) -> Result<()> {
+    let path = dir.join("tokenizer_config.json");
+    let v = tokenizer_config(tok, chat_template, model_max_length)?;
+    crate::trajectory::jsonl::write_atomic(&path, serde_json::to_string_pretty(&v)?.as_bytes())
+        .with_context(|| format!("writing {}", path.display()))
+}
+
+/// The files of a model folder that describe its tokenizer and chat template.
+pub const TOKENIZER_FILES: [&str; 4] = [
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    super::chat_template::JINJA_FILE,
+];
+
+/// Copies the [`TOKENIZER_FILES`] `from` has into `to` (e.g. a run folder's tokenizer
+/// into a checkpoint).
+pub fn copy_files(from: &Path, to: &Path) -> Result<()> {
+    for name in TOKENIZER_FILES {
+        let src = from.join(name);
+        if src.is_file() {
+            let bytes =
+                std::fs::read(&src).with_context(|| format!("reading {}", src.display()))?;
+            crate::trajectory::jsonl::write_atomic(&to.join(name), &bytes)
+                .with_context(|| format!("writing {}", to.join(name).display()))?;
+        }
+    }
+    Ok(())
+}
+
 /// The id of a token that must exist (e.g. `<|im_end|>`).
 pub fn token_id(tok: &Tokenizer, token: &str) -> Result<u32> {
     tok.token_to_id(token)

@@ -217,6 +217,8 @@ struct Prepared {
 /// Draws a sample with its values renamed ([`super::augment`]).
 struct Augmenter {
     chats: Vec<Vec<crate::model::Message>>,
+    /// Which of its chat's sequences ([`ChatTemplate::encode_turns`]) each sample is.
+    turns: Vec<usize>,
     values: super::augment::ValueWords,
     tok: tokenizers::Tokenizer,
     template: ChatTemplate,
@@ -248,22 +250,17 @@ impl Augmenter {
         let Some(chat) = self.values.rename(&self.chats[i], &mut rng) else {
             return Ok(keep);
         };
-        match encode_within(&self.template, &self.tok, &chat, self.context)?.0 {
+        let seq = self.template.encode_turns(&self.tok, &chat)?.into_iter().nth(self.turns[i]);
+        match seq.and_then(|e| fit_context(e, self.context).0) {
             Some(e) => Ok(std::borrow::Cow::Owned(e)),
             None => Ok(keep),
         }
     }
 }
 
-/// `chat` encoded and left-truncated to `context` tokens; `None` when no assistant
-/// token is left to train on. The bool says whether it was truncated.
-fn encode_within(
-    template: &ChatTemplate,
-    tok: &tokenizers::Tokenizer,
-    chat: &[crate::model::Message],
-    context: usize,
-) -> Result<(Option<Encoded>, bool)> {
-    let mut e = template.encode(tok, chat)?;
+/// `e` left-truncated to `context` tokens; `None` when no assistant token is left to
+/// train on. The bool says whether it was truncated.
+fn fit_context(mut e: Encoded, context: usize) -> (Option<Encoded>, bool) {
     let truncated = e.ids.len() > context;
     if truncated {
         let cut = e.ids.len() - context;
@@ -271,7 +268,7 @@ fn encode_within(
         e.mask.drain(..cut);
     }
     // The first token is never a target.
-    Ok((e.mask.iter().skip(1).any(|&m| m).then_some(e), truncated))
+    (e.mask.iter().skip(1).any(|&m| m).then_some(e), truncated)
 }
 
 fn resolve_dtype(cfg: &SftConfig, device: &Device) -> Result<DType> {
@@ -333,11 +330,18 @@ fn prepare(cfg: &SftConfig, run: &RunDir, device: &Device) -> Result<Prepared> {
                 head_dim: Some(tiny.head_dim),
                 rms_norm_eps: 1e-6,
                 rope_theta: 10_000.0,
+                rope_scaling: None,
                 tie_word_embeddings: true,
                 max_position_embeddings: cfg.context.max(2048),
                 eos_token_id: tok.token_to_id(tokenizer::IM_END).map(Into::into),
             };
             config.save(run.root())?;
+            tokenizer::save_tokenizer_config(
+                &tok,
+                template.source(),
+                config.max_position_embeddings,
+                run.root(),
+            )?;
             let w = Qwen3::random_weights(&config, cfg.seed)?;
             let model = Qwen3::from_weights(&config, w, dtype, device, true)?;
             (tok, template, model)
@@ -365,14 +369,21 @@ fn prepare(cfg: &SftConfig, run: &RunDir, device: &Device) -> Result<Prepared> {
         .or_else(|| tok.token_to_id(tokenizer::IM_END))
         .unwrap_or(0);
     let mut enc = Vec::new();
+    // Per encoded sample: its chat and which of the chat's sequences it is.
     let mut kept_chats = Vec::new();
+    let mut kept_turns = Vec::new();
     let mut truncated = 0;
+    let mut n_sequences = 0;
     for c in chats.iter() {
-        let (e, cut) = encode_within(&template, &tok, c, cfg.context)?;
-        truncated += usize::from(cut);
-        if let Some(e) = e {
-            enc.push(e);
-            kept_chats.push(c.clone());
+        for (turn, e) in template.encode_turns(&tok, c)?.into_iter().enumerate() {
+            n_sequences += 1;
+            let (e, cut) = fit_context(e, cfg.context);
+            truncated += usize::from(cut);
+            if let Some(e) = e {
+                enc.push(e);
+                kept_chats.push(c.clone());
+                kept_turns.push(turn);
+            }
         }
     }
     run.log(&format!(
@@ -380,7 +391,7 @@ fn prepare(cfg: &SftConfig, run: &RunDir, device: &Device) -> Result<Prepared> {
         enc.len(),
         truncated,
         cfg.context,
-        chats.len() - enc.len(),
+        n_sequences - enc.len(),
         model.config.num_params(),
         model.trainable_vars().iter().map(|(_, v)| v.elem_count()).sum::<usize>()
     ))?;
@@ -395,6 +406,7 @@ fn prepare(cfg: &SftConfig, run: &RunDir, device: &Device) -> Result<Prepared> {
         pad,
         augment: Augmenter {
             chats: kept_chats,
+            turns: kept_turns,
             values,
             tok,
             template,
@@ -555,10 +567,7 @@ fn save_checkpoint(
                 // A tiny (fully trained) model: the folder is a loadable HF model.
                 model.config.save(dir)?;
                 weights::save_file(&model.base_weights(), &dir.join("model.safetensors"))?;
-                let tok = run.root().join("tokenizer.json");
-                if tok.exists() {
-                    std::fs::copy(&tok, dir.join("tokenizer.json"))?;
-                }
+                tokenizer::copy_files(run.root(), dir)?;
             }
         }
         let st = TrainerState {

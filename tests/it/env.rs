@@ -355,3 +355,38 @@ fn chat_policy_plays_live_episodes_through_the_rendered_prompt() {
         assert_eq!(traj.steps.len(), 1);
     }
 }
+
+/// A model whose every answer is unparseable.
+struct Garbled;
+
+impl rmsweb::policy::Policy for Garbled {
+    fn name(&self) -> String {
+        "garbled".into()
+    }
+    fn act(
+        &mut self,
+        _: &rmsweb::policy::PolicyInput<'_>,
+    ) -> anyhow::Result<rmsweb::policy::PolicyOutput> {
+        Ok(rmsweb::policy::PolicyOutput {
+            output: Default::default(),
+            raw: "{\"action\": [{\"clik\": 3".into(),
+            parse_error: Some("EOF while parsing".into()),
+        })
+    }
+}
+
+#[test]
+fn an_unparseable_answer_is_kept_raw_in_its_step() {
+    let env = shared_env();
+    let mut env = lock(&env);
+    let mut o = opts("g");
+    o.max_steps = 1;
+    let (_, traj, rec) = run_episode(&mut env, &mut Garbled, "click-button", 1, &o).unwrap();
+    assert!(!rec.success);
+    let err = traj.steps[0].result[0].error.clone().unwrap();
+    assert!(err.contains("EOF while parsing"), "{err}");
+    assert!(
+        err.contains("raw answer: {\"action\": [{\"clik\": 3"),
+        "{err}"
+    );
+}

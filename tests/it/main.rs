@@ -13,6 +13,7 @@ mod fixtures;
 mod fused;
 mod hostile;
 mod hostile_fuzz;
+mod hf;
 mod import;
 mod mine;
 mod mine_balance;

@@ -24,6 +24,7 @@ pub(crate) fn tiny_config(tied: bool) -> Qwen3Config {
         head_dim: Some(8),
         rms_norm_eps: 1e-6,
         rope_theta: 10_000.0,
+        rope_scaling: None,
         tie_word_embeddings: tied,
         max_position_embeddings: 64,
         eos_token_id: None,
@@ -318,8 +319,8 @@ fn small_tokenizer() -> tokenizers::Tokenizer {
     tokenizer::train_bpe(std::iter::repeat_n(text, 20), 400, 2).unwrap()
 }
 
-fn masked_text(tok: &tokenizers::Tokenizer, e: &Encoded) -> Vec<String> {
-    // Contiguous runs of masked tokens, decoded.
+/// Contiguous runs of masked tokens, decoded.
+pub(crate) fn masked_text(tok: &tokenizers::Tokenizer, e: &Encoded) -> Vec<String> {
     let mut runs = Vec::new();
     let mut cur = Vec::new();
     for (id, m) in e.ids.iter().zip(&e.mask) {

@@ -31,6 +31,7 @@ fn tiny_checkpoint(dir: &Path) {
         tie_word_embeddings: true,
         max_position_embeddings: 1024,
         eos_token_id: None,
+        rope_scaling: None,
     };
     let w = Qwen3::random_weights(&cfg, 7).unwrap();
     weights::save_file(&w, &dir.join("model.safetensors")).unwrap();

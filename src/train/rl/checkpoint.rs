@@ -104,14 +104,7 @@ pub fn save_checkpoint(
                 &merged_weights(model, cfg.lora.scale())?,
                 &dir.join("model.safetensors"),
             )?;
-            let tok = policy.init_checkpoint.join("tokenizer.json");
-            if tok.exists() {
-                std::fs::copy(&tok, dir.join("tokenizer.json"))?;
-            }
-            let tc = policy.init_checkpoint.join("tokenizer_config.json");
-            if tc.exists() {
-                std::fs::copy(&tc, dir.join("tokenizer_config.json"))?;
-            }
+            crate::model::tokenizer::copy_files(&policy.init_checkpoint, dir)?;
         }
         crate::trajectory::jsonl::write_atomic(
             &dir.join("trainer_state.json"),

@@ -34,6 +34,7 @@ pub(crate) fn test_model(
         head_dim: Some(8),
         rms_norm_eps: 1e-6,
         rope_theta: 10_000.0,
+        rope_scaling: None,
         tie_word_embeddings: true,
         max_position_embeddings: 64,
         eos_token_id: None,

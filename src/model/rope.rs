@@ -1,0 +1,665 @@
+//! Rotary position embeddings as Hugging Face transformers configures them: the base
+//! (`rope_theta`) and the scaling variants of `rope_parameters` (transformers 5) or
+//! `rope_scaling` (earlier releases): `linear`, `dynamic`, `yarn` and `llama3`.
+//!
+//! [`RopeSpec::from_hf`] reads every form transformers writes and refuses what it
+//! cannot compute exactly (another `rope_type`, a partial rotary dimension, a key it does
+//! not know), naming the field: a rotary embedding silently computed another way gives
+//! wrong logits everywhere. [`RopeSpec::inv_freq`] follows transformers' formulas
+//! (`modeling_rope_utils.py`) term by term.
+
+use anyhow::{Context, Result, bail, ensure};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// transformers' base when a config names none (`RotaryEmbeddingConfigMixin.default_theta`).
+pub const DEFAULT_THETA: f64 = 10_000.0;
+
+/// A scaling variant beyond plain RoPE (`rope_type` other than `default`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "rope_type", rename_all = "lowercase")]
+pub enum RopeScaling {
+    /// Position interpolation: every frequency divided by `factor`.
+    Linear { factor: f64 },
+    /// Dynamic NTK. Up to `max_position_embeddings` it is plain RoPE (transformers only
+    /// rescales the base for longer sequences); longer sequences are refused.
+    Dynamic { factor: f64 },
+    /// YaRN: per-frequency blend of interpolation and extrapolation, and cos/sin
+    /// scaled by an attention factor.
+    Yarn(Yarn),
+    /// Llama 3.1: low frequencies divided by `factor`, high ones kept, smoothed between.
+    Llama3(Llama3),
+}
+
+/// YaRN parameters (absent optional ones take transformers' defaults when computed).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Yarn {
+    pub factor: f64,
+    pub original_max_position_embeddings: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention_factor: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub beta_fast: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub beta_slow: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mscale: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mscale_all_dim: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub truncate: Option<bool>,
+}
+
+/// Llama 3.1 rotary scaling parameters.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Llama3 {
+    pub factor: f64,
+    pub low_freq_factor: f64,
+    pub high_freq_factor: f64,
+    pub original_max_position_embeddings: usize,
+}
+
+/// The rotary embedding of a model: its base and scaling.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RopeSpec {
+    pub theta: f64,
+    pub scaling: Option<RopeScaling>,
+}
+
+/// The keys each `rope_type` may carry besides `rope_type`/`type`, `rope_theta` and
+/// `partial_rotary_factor` (transformers' validators list the same).
+fn allowed_keys(rope_type: &str) -> Option<&'static [&'static str]> {
+    Some(match rope_type {
+        "default" => &[],
+        "linear" | "dynamic" => &["factor"],
+        "yarn" => &[
+            "factor",
+            "original_max_position_embeddings",
+            "attention_factor",
+            "beta_fast",
+            "beta_slow",
+            "mscale",
+            "mscale_all_dim",
+            "truncate",
+        ],
+        "llama3" => &[
+            "factor",
+            "original_max_position_embeddings",
+            "low_freq_factor",
+            "high_freq_factor",
+        ],
+        _ => return None,
+    })
+}
+
+/// The layer types a nested (per layer type) rope dictionary may be keyed by.
+const LAYER_TYPES: [&str; 2] = ["full_attention", "sliding_attention"];
+
+fn number(v: &Value, field: &str) -> Result<f64> {
+    v.as_f64()
+        .filter(|x| x.is_finite())
+        .with_context(|| format!("field `{field}`: expected a finite number, got {v}"))
+}
+
+fn positive(v: &Value, field: &str) -> Result<f64> {
+    let x = number(v, field)?;
+    ensure!(x > 0.0, "field `{field}`: must be positive, got {x}");
+    Ok(x)
+}
+
+fn count(v: &Value, field: &str) -> Result<usize> {
+    v.as_u64()
+        .filter(|&n| n > 0)
+        .map(|n| n as usize)
+        .with_context(|| format!("field `{field}`: expected a positive integer, got {v}"))
+}
+
+/// A value that is present and not `null`.
+fn present<'a>(obj: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
+    obj.get(key).filter(|v| !v.is_null())
+}
+
+impl RopeSpec {
+    /// Plain RoPE with base `theta`.
+    pub fn plain(theta: f64) -> Self {
+        RopeSpec {
+            theta,
+            scaling: None,
+        }
+    }
+
+    /// Reads the rotary embedding of a `config.json` object.
+    ///
+    /// The base is `rope_parameters.rope_theta` (transformers 5) or the top-level
+    /// `rope_theta`, both when they agree, else [`DEFAULT_THETA`] as in transformers.
+    /// The scaling comes from `rope_scaling` or `rope_parameters` (transformers 5 takes
+    /// `rope_scaling` first; when both are given they must agree). The top-level
+    /// `original_max_position_embeddings`, when present, overrides the dictionary's for
+    /// `yarn` and `llama3`, as in transformers.
+    pub fn from_hf(cfg: &Map<String, Value>, max_position_embeddings: usize) -> Result<Self> {
+        let top_theta = present(cfg, "rope_theta")
+            .map(|v| positive(v, "rope_theta"))
+            .transpose()?;
+        if let Some(v) = present(cfg, "partial_rotary_factor") {
+            partial_rotary_factor_is_one(v, "partial_rotary_factor")?;
+        }
+        let top_ompe = present(cfg, "original_max_position_embeddings")
+            .map(|v| count(v, "original_max_position_embeddings"))
+            .transpose()?;
+        let mut found = Vec::new();
+        for name in ["rope_scaling", "rope_parameters"] {
+            if let Some(v) = present(cfg, name) {
+                let dict = flat_dict(v, name)?;
+                found.push((
+                    name,
+                    Self::from_dict(&dict, name, top_theta, top_ompe, max_position_embeddings)?,
+                ));
+            }
+        }
+        match found.as_slice() {
+            [] => Ok(RopeSpec::plain(top_theta.unwrap_or(DEFAULT_THETA))),
+            [(_, spec)] => Ok(spec.clone()),
+            [(a, x), (b, y), ..] => {
+                ensure!(
+                    x == y,
+                    "fields `{a}` and `{b}` describe different rotary embeddings ({x:?} and {y:?}); keep one"
+                );
+                Ok(x.clone())
+            }
+        }
+    }
+
+    fn from_dict(
+        d: &Map<String, Value>,
+        name: &str,
+        top_theta: Option<f64>,
+        top_ompe: Option<usize>,
+        max_pos: usize,
+    ) -> Result<Self> {
+        let field = |k: &str| format!("{name}.{k}");
+        let kind = |k: &str| -> Result<Option<&str>> {
+            present(d, k)
+                .map(|v| {
+                    v.as_str().with_context(|| {
+                        format!("field `{}`: expected a string, got {v}", field(k))
+                    })
+                })
+                .transpose()
+        };
+        let rope_type = match (kind("rope_type")?, kind("type")?) {
+            (Some(a), Some(b)) if a != b => bail!(
+                "fields `{}` ({a:?}) and `{}` ({b:?}) disagree",
+                field("rope_type"),
+                field("type")
+            ),
+            (Some(a), _) | (None, Some(a)) => a,
+            (None, None) => "default",
+        };
+        let Some(allowed) = allowed_keys(rope_type) else {
+            bail!(
+                "field `{}`: rope type {rope_type:?} is not supported (rmsweb computes default, \
+                 linear, dynamic, yarn and llama3)",
+                field("rope_type")
+            );
+        };
+        for key in d.keys() {
+            let known = ["rope_type", "type", "rope_theta", "partial_rotary_factor"]
+                .contains(&key.as_str())
+                || allowed.contains(&key.as_str());
+            ensure!(
+                known,
+                "field `{}`: not a parameter of rope type {rope_type:?}; refused rather than \
+                 ignored, since it may change the rotary embedding",
+                field(key)
+            );
+        }
+        if let Some(v) = present(d, "partial_rotary_factor") {
+            partial_rotary_factor_is_one(v, &field("partial_rotary_factor"))?;
+        }
+        let theta = match (
+            present(d, "rope_theta")
+                .map(|v| positive(v, &field("rope_theta")))
+                .transpose()?,
+            top_theta,
+        ) {
+            (Some(a), Some(b)) if a != b => bail!(
+                "fields `{}` ({a}) and `rope_theta` ({b}) disagree",
+                field("rope_theta")
+            ),
+            (Some(t), _) | (None, Some(t)) => t,
+            (None, None) => DEFAULT_THETA,
+        };
+        let req = |k: &str| -> Result<&Value> {
+            present(d, k).with_context(|| {
+                format!(
+                    "field `{}` missing (rope type {rope_type:?} needs it)",
+                    field(k)
+                )
+            })
+        };
+        let opt = |k: &str| -> Result<Option<f64>> {
+            present(d, k).map(|v| number(v, &field(k))).transpose()
+        };
+        // transformers moves the pre-training length into the dictionary, defaulting
+        // to max_position_embeddings; a top-level value wins.
+        let ompe = || -> Result<usize> {
+            match (top_ompe, present(d, "original_max_position_embeddings")) {
+                (Some(n), _) => Ok(n),
+                (None, Some(v)) => count(v, &field("original_max_position_embeddings")),
+                (None, None) => Ok(max_pos),
+            }
+        };
+        let scaling = match rope_type {
+            "default" => None,
+            "linear" => Some(RopeScaling::Linear {
+                factor: positive(req("factor")?, &field("factor"))?,
+            }),
+            "dynamic" => Some(RopeScaling::Dynamic {
+                factor: positive(req("factor")?, &field("factor"))?,
+            }),
+            "yarn" => {
+                let original = ompe()?;
+                // A `null` factor means the ratio of the two lengths (DeepSeek-V3 style).
+                let factor = match d.get("factor") {
+                    Some(Value::Null) => max_pos as f64 / original as f64,
+                    Some(v) => positive(v, &field("factor"))?,
+                    None => positive(req("factor")?, &field("factor"))?,
+                };
+                // transformers reads `get("truncate", True)`: an explicit null is false.
+                let truncate = match d.get("truncate") {
+                    None => None,
+                    Some(Value::Null) => Some(false),
+                    Some(v) => Some(v.as_bool().with_context(|| {
+                        format!(
+                            "field `{}`: expected true or false, got {v}",
+                            field("truncate")
+                        )
+                    })?),
+                };
+                Some(RopeScaling::Yarn(Yarn {
+                    factor,
+                    original_max_position_embeddings: original,
+                    attention_factor: opt("attention_factor")?,
+                    beta_fast: opt("beta_fast")?,
+                    beta_slow: opt("beta_slow")?,
+                    mscale: opt("mscale")?,
+                    mscale_all_dim: opt("mscale_all_dim")?,
+                    truncate,
+                }))
+            }
+            "llama3" => {
+                let l = Llama3 {
+                    factor: positive(req("factor")?, &field("factor"))?,
+                    low_freq_factor: positive(req("low_freq_factor")?, &field("low_freq_factor"))?,
+                    high_freq_factor: positive(
+                        req("high_freq_factor")?,
+                        &field("high_freq_factor"),
+                    )?,
+                    original_max_position_embeddings: ompe()?,
+                };
+                ensure!(
+                    l.high_freq_factor > l.low_freq_factor,
+                    "field `{}` ({}) must exceed `{}` ({})",
+                    field("high_freq_factor"),
+                    l.high_freq_factor,
+                    field("low_freq_factor"),
+                    l.low_freq_factor
+                );
+                Some(RopeScaling::Llama3(l))
+            }
+            _ => unreachable!("allowed_keys admitted only the types above"),
+        };
+        Ok(RopeSpec { theta, scaling })
+    }
+
+    /// The `rope_parameters` dictionary transformers 5 writes for this embedding.
+    pub fn to_rope_parameters(&self) -> Value {
+        let mut m = match &self.scaling {
+            None => Map::from_iter([("rope_type".to_string(), Value::from("default"))]),
+            Some(s) => match serde_json::to_value(s) {
+                Ok(Value::Object(m)) => m,
+                _ => unreachable!("a rope scaling serializes to an object"),
+            },
+        };
+        m.insert("rope_theta".into(), Value::from(self.theta));
+        Value::Object(m)
+    }
+
+    /// The legacy `rope_scaling` dictionary (transformers 4 and candle read it), or
+    /// `null` for plain RoPE.
+    pub fn to_rope_scaling(&self) -> Value {
+        match &self.scaling {
+            None => Value::Null,
+            Some(s) => match serde_json::to_value(s) {
+                Ok(Value::Object(mut m)) => {
+                    if let Some(t) = m.get("rope_type").cloned() {
+                        m.insert("type".into(), t);
+                    }
+                    Value::Object(m)
+                }
+                _ => unreachable!("a rope scaling serializes to an object"),
+            },
+        }
+    }
+
+    /// Inverse frequencies (`head_dim / 2` of them) and the factor cos and sin are
+    /// multiplied by (1 except for YaRN), as transformers computes them for sequences
+    /// up to `max_position_embeddings` (the only ones the decoder accepts).
+    pub fn inv_freq(&self, head_dim: usize) -> (Vec<f64>, f64) {
+        let dim = head_dim as f64;
+        let base = self.theta;
+        let plain: Vec<f64> = (0..head_dim)
+            .step_by(2)
+            .map(|i| 1.0 / base.powf(i as f64 / dim))
+            .collect();
+        match &self.scaling {
+            None => (plain, 1.0),
+            Some(RopeScaling::Linear { factor }) => {
+                (plain.iter().map(|f| f / factor).collect(), 1.0)
+            }
+            // Within max_position_embeddings transformers' dynamic base equals `theta`:
+            // base · (factor · L / max − (factor − 1))^(d/(d−2)) with L = max.
+            Some(RopeScaling::Dynamic { .. }) => (plain, 1.0),
+            Some(RopeScaling::Llama3(l)) => (llama3(&plain, l), 1.0),
+            Some(RopeScaling::Yarn(y)) => yarn(&plain, y, head_dim, base),
+        }
+    }
+
+    /// Why a sequence of `positions` cannot be computed exactly, if it cannot.
+    pub fn length_limit_note(&self) -> &'static str {
+        match self.scaling {
+            Some(RopeScaling::Dynamic { .. }) => {
+                " (dynamic NTK rescaling beyond it is not implemented)"
+            }
+            _ => "",
+        }
+    }
+}
+
+fn partial_rotary_factor_is_one(v: &Value, field: &str) -> Result<()> {
+    let f = number(v, field)?;
+    ensure!(
+        f == 1.0,
+        "field `{field}`: {f} (a partial rotary dimension) is not supported; only 1.0"
+    );
+    Ok(())
+}
+
+/// A rope dictionary, unnested when it is keyed by layer type (transformers 5 writes
+/// `{"full_attention": {...}}` for models with several attention kinds).
+fn flat_dict(v: &Value, name: &str) -> Result<Map<String, Value>> {
+    let d = v
+        .as_object()
+        .with_context(|| format!("field `{name}`: expected an object, got {v}"))?;
+    if !d.keys().any(|k| LAYER_TYPES.contains(&k.as_str())) {
+        return Ok(d.clone());
+    }
+    for k in d.keys() {
+        ensure!(
+            k == "full_attention",
+            "field `{name}.{k}`: only full-attention layers are supported"
+        );
+    }
+    let inner = &d["full_attention"];
+    inner
+        .as_object()
+        .cloned()
+        .with_context(|| format!("field `{name}.full_attention`: expected an object"))
+}
+
+fn llama3(plain: &[f64], l: &Llama3) -> Vec<f64> {
+    let old = l.original_max_position_embeddings as f64;
+    let low_wavelen = old / l.low_freq_factor;
+    let high_wavelen = old / l.high_freq_factor;
+    plain
+        .iter()
+        .map(|&f| {
+            let wavelen = 2.0 * std::f64::consts::PI / f;
+            if wavelen < high_wavelen {
+                f
+            } else if wavelen > low_wavelen {
+                f / l.factor
+            } else {
+                let smooth =
+                    (old / wavelen - l.low_freq_factor) / (l.high_freq_factor - l.low_freq_factor);
+                (1.0 - smooth) * f / l.factor + smooth * f
+            }
+        })
+        .collect()
+}
+
+fn yarn_mscale(scale: f64, m: f64) -> f64 {
+    if scale <= 1.0 {
+        1.0
+    } else {
+        0.1 * m * scale.ln() + 1.0
+    }
+}
+
+fn yarn(plain: &[f64], y: &Yarn, head_dim: usize, base: f64) -> (Vec<f64>, f64) {
+    let dim = head_dim as f64;
+    let factor = y.factor;
+    // Python's `x or default`: 0 counts as absent.
+    let or = |x: Option<f64>, d: f64| x.filter(|&v| v != 0.0).unwrap_or(d);
+    let attention = match (y.attention_factor, y.mscale, y.mscale_all_dim) {
+        (Some(a), _, _) => a,
+        (None, Some(m), Some(ma)) if m != 0.0 && ma != 0.0 => {
+            yarn_mscale(factor, m) / yarn_mscale(factor, ma)
+        }
+        _ => yarn_mscale(factor, 1.0),
+    };
+    let (beta_fast, beta_slow) = (or(y.beta_fast, 32.0), or(y.beta_slow, 1.0));
+    let original = y.original_max_position_embeddings as f64;
+    let correction_dim = |rotations: f64| {
+        dim * (original / (rotations * 2.0 * std::f64::consts::PI)).ln() / (2.0 * base.ln())
+    };
+    let (mut low, mut high) = (correction_dim(beta_fast), correction_dim(beta_slow));
+    if y.truncate.unwrap_or(true) {
+        low = low.floor();
+        high = high.ceil();
+    }
+    let low = low.max(0.0);
+    let mut high = high.min(dim - 1.0);
+    if low == high {
+        high += 0.001;
+    }
+    let inv = plain
+        .iter()
+        .enumerate()
+        .map(|(i, &extrapolation)| {
+            let interpolation = extrapolation / factor;
+            let ramp = ((i as f64 - low) / (high - low)).clamp(0.0, 1.0);
+            let keep = 1.0 - ramp;
+            interpolation * (1.0 - keep) + extrapolation * keep
+        })
+        .collect();
+    (inv, attention)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn spec(v: Value) -> Result<RopeSpec> {
+        RopeSpec::from_hf(v.as_object().unwrap(), 4096)
+    }
+
+    fn err(v: Value) -> String {
+        format!("{:#}", spec(v).unwrap_err())
+    }
+
+    #[test]
+    fn every_place_transformers_puts_the_base_is_read() {
+        assert_eq!(spec(json!({})).unwrap(), RopeSpec::plain(DEFAULT_THETA));
+        assert_eq!(spec(json!({"rope_theta": 5e5})).unwrap().theta, 5e5);
+        let v5 = json!({"rope_parameters": {"rope_type": "default", "rope_theta": 1e6}});
+        assert_eq!(spec(v5).unwrap(), RopeSpec::plain(1e6));
+        let both = json!({"rope_theta": 1e6, "rope_parameters": {"rope_theta": 1e6}});
+        assert_eq!(spec(both).unwrap().theta, 1e6);
+        let e = err(json!({"rope_theta": 1e4, "rope_parameters": {"rope_theta": 1e6}}));
+        assert!(
+            e.contains("rope_parameters.rope_theta") && e.contains("disagree"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn scaling_forms_parse_in_old_and_new_spelling() {
+        let old =
+            spec(json!({"rope_theta": 1e4, "rope_scaling": {"type": "linear", "factor": 4.0}}));
+        let new = spec(
+            json!({"rope_parameters": {"rope_type": "linear", "factor": 4.0, "rope_theta": 1e4}}),
+        );
+        assert_eq!(old.unwrap(), new.unwrap());
+        let y = spec(json!({"rope_parameters": {"rope_type": "yarn", "factor": 2.0}})).unwrap();
+        let Some(RopeScaling::Yarn(y)) = y.scaling else {
+            panic!("not yarn")
+        };
+        assert_eq!(y.original_max_position_embeddings, 4096);
+        let l = spec(
+            json!({"original_max_position_embeddings": 64, "rope_scaling": {
+            "rope_type": "llama3", "factor": 8, "low_freq_factor": 1, "high_freq_factor": 4,
+            "original_max_position_embeddings": 8192}}),
+        )
+        .unwrap();
+        let Some(RopeScaling::Llama3(l)) = l.scaling else {
+            panic!("not llama3")
+        };
+        assert_eq!(l.original_max_position_embeddings, 64);
+        let nested = spec(
+            json!({"rope_parameters": {"full_attention": {"rope_type": "dynamic", "factor": 2.0}}}),
+        );
+        assert_eq!(
+            nested.unwrap().scaling,
+            Some(RopeScaling::Dynamic { factor: 2.0 })
+        );
+    }
+
+    #[test]
+    fn what_cannot_be_computed_exactly_is_refused_by_name() {
+        for (v, needle) in [
+            (
+                json!({"rope_scaling": {"type": "longrope", "short_factor": [1], "long_factor": [1]}}),
+                "rope_scaling.rope_type",
+            ),
+            (
+                json!({"rope_parameters": {"rope_type": "linear"}}),
+                "rope_parameters.factor` missing",
+            ),
+            (
+                json!({"rope_parameters": {"rope_type": "linear", "factor": 2, "beta_fast": 4}}),
+                "rope_parameters.beta_fast",
+            ),
+            (
+                json!({"rope_parameters": {"rope_type": "default", "partial_rotary_factor": 0.5}}),
+                "partial_rotary_factor",
+            ),
+            (
+                json!({"partial_rotary_factor": 0.25}),
+                "partial_rotary_factor",
+            ),
+            (
+                json!({"rope_parameters": {"rope_type": "linear", "type": "yarn", "factor": 2}}),
+                "disagree",
+            ),
+            (
+                json!({"rope_scaling": {"type": "linear", "factor": 2}, "rope_parameters": {"rope_type": "linear", "factor": 4}}),
+                "different rotary",
+            ),
+            (
+                json!({"rope_parameters": {"sliding_attention": {"rope_type": "default"}}}),
+                "sliding_attention",
+            ),
+            (
+                json!({"rope_parameters": {"rope_type": "linear", "factor": -1}}),
+                "must be positive",
+            ),
+            (
+                json!({"rope_parameters": {"rope_type": "linear", "factor": "x"}}),
+                "rope_parameters.factor",
+            ),
+        ] {
+            let e = err(v);
+            assert!(e.contains(needle), "{needle}: {e}");
+        }
+    }
+
+    #[test]
+    fn serialized_forms_read_back_identically() {
+        for s in [
+            RopeSpec::plain(1e6),
+            RopeSpec {
+                theta: 1e4,
+                scaling: Some(RopeScaling::Linear { factor: 4.0 }),
+            },
+            RopeSpec {
+                theta: 1e4,
+                scaling: Some(RopeScaling::Yarn(Yarn {
+                    factor: 4.0,
+                    original_max_position_embeddings: 32,
+                    attention_factor: None,
+                    beta_fast: Some(16.0),
+                    beta_slow: None,
+                    mscale: None,
+                    mscale_all_dim: None,
+                    truncate: Some(false),
+                })),
+            },
+        ] {
+            let v5 = json!({"rope_parameters": s.to_rope_parameters()});
+            assert_eq!(spec(v5).unwrap(), s);
+            let legacy = json!({"rope_theta": s.theta, "rope_scaling": s.to_rope_scaling()});
+            assert_eq!(spec(legacy).unwrap(), s);
+        }
+    }
+
+    #[test]
+    fn scaled_frequencies_follow_the_formulas() {
+        let plain = RopeSpec::plain(1e4).inv_freq(8).0;
+        assert_eq!(plain.len(), 4);
+        assert!((plain[1] - 1e4f64.powf(-0.25)).abs() < 1e-15);
+        let lin = RopeSpec {
+            theta: 1e4,
+            scaling: Some(RopeScaling::Linear { factor: 4.0 }),
+        };
+        assert!((lin.inv_freq(8).0[1] * 4.0 - plain[1]).abs() < 1e-15);
+        let dynamic = RopeSpec {
+            theta: 1e4,
+            scaling: Some(RopeScaling::Dynamic { factor: 4.0 }),
+        };
+        assert_eq!(dynamic.inv_freq(8).0, plain);
+        // Llama 3: the highest frequency is kept, the lowest divided by the factor.
+        let l = RopeSpec {
+            theta: 1e4,
+            scaling: Some(RopeScaling::Llama3(Llama3 {
+                factor: 8.0,
+                low_freq_factor: 1.0,
+                high_freq_factor: 4.0,
+                original_max_position_embeddings: 64,
+            })),
+        };
+        let f = l.inv_freq(8).0;
+        assert_eq!(f[0], plain[0]);
+        assert!((f[3] * 8.0 - plain[3]).abs() < 1e-15);
+        // YaRN: attention factor 0.1·ln(s) + 1, frequencies between both bounds.
+        let y = RopeSpec {
+            theta: 1e4,
+            scaling: Some(RopeScaling::Yarn(Yarn {
+                factor: 4.0,
+                original_max_position_embeddings: 32,
+                attention_factor: None,
+                beta_fast: None,
+                beta_slow: None,
+                mscale: None,
+                mscale_all_dim: None,
+                truncate: None,
+            })),
+        };
+        let (f, a) = y.inv_freq(8);
+        assert!((a - (0.1 * 4f64.ln() + 1.0)).abs() < 1e-15);
+        for (s, p) in f.iter().zip(&plain) {
+            assert!(*s <= *p && *s >= p / 4.0 - 1e-18);
+        }
+    }
+}
