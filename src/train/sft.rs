@@ -250,7 +250,11 @@ impl Augmenter {
         let Some(chat) = self.values.rename(&self.chats[i], &mut rng) else {
             return Ok(keep);
         };
-        let seq = self.template.encode_turns(&self.tok, &chat)?.into_iter().nth(self.turns[i]);
+        let seq = self
+            .template
+            .encode_turns(&self.tok, &chat)?
+            .into_iter()
+            .nth(self.turns[i]);
         match seq.and_then(|e| fit_context(e, self.context).0) {
             Some(e) => Ok(std::borrow::Cow::Owned(e)),
             None => Ok(keep),
