@@ -8,8 +8,10 @@
 //! hidden 256, 4 layers) with a BPE tokenizer trained on the recorded histories,
 //! served by the built binary on loopback (`--max-batch 16`, the CLI default).
 //!
-//! `cargo bench --bench serve -- [--requests N] [--max-tokens N]` (N requests per
-//! concurrency level, default 64; `RMSWEB_SERVE_BENCH_REQUESTS` also sets it).
+//! `cargo bench --bench serve -- [--requests N] [--max-tokens N] [--clients 1,4,16]
+//! [--free]` (N requests per concurrency level, default 64, also set by
+//! `RMSWEB_SERVE_BENCH_REQUESTS`; `--free` sends no `response_format`, to see what
+//! the constraint costs).
 //! Under `cargo test --all-targets` it runs a smoke: a far smaller model, 4
 //! requests per level.
 
@@ -121,7 +123,7 @@ struct Sample {
 }
 
 /// Sends one streamed request; the time to its first content delta, its latency
-/// and its completion tokens.
+/// and its completion tokens (from the final usage chunk).
 fn stream_one(
     client: &reqwest::blocking::Client,
     base: &str,
@@ -161,9 +163,11 @@ fn stream_one(
             tokens = n;
         }
     }
+    let latency = t0.elapsed().as_secs_f64();
     Ok(Sample {
-        ttft: ttft.ok_or_else(|| anyhow::anyhow!("no content streamed"))?,
-        latency: t0.elapsed().as_secs_f64(),
+        // An answer that is only the end token has its first token at the end.
+        ttft: ttft.unwrap_or(latency),
+        latency,
         tokens,
     })
 }
@@ -189,7 +193,16 @@ fn main() -> anyhow::Result<()> {
         .and_then(|v| v.parse().ok())
         .unwrap_or(if full { 64 } else { 8 })
         .max(1);
-    let levels: &[usize] = if full { &[1, 4, 16] } else { &[1, 4] };
+    let levels: Vec<usize> = match arg(&args, "--clients") {
+        Some(v) => v
+            .split(',')
+            .map(|c| c.trim().parse::<usize>())
+            .collect::<Result<_, _>>()?,
+        None if full => vec![1, 4, 16],
+        None => vec![1, 4],
+    };
+    anyhow::ensure!(levels.iter().all(|&c| c >= 1), "--clients: at least 1 each");
+    let free = args.iter().any(|a| a == "--free");
 
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
     let states = state_messages(repo)?;
@@ -205,7 +218,7 @@ fn main() -> anyhow::Result<()> {
         .timeout(Duration::from_secs(600))
         .build()?;
     let body = |i: usize| {
-        json!({
+        let mut b = json!({
             "model": "bench",
             "messages": [
                 // Replaced by the format's own (`--prompt-format browser-use`).
@@ -220,21 +233,30 @@ fn main() -> anyhow::Result<()> {
             "stream_options": {"include_usage": true},
             "response_format": {"type": "json_schema", "json_schema":
                 {"name": "agent_output", "strict": true, "schema": schema}},
-        })
+        });
+        if free && let Some(o) = b.as_object_mut() {
+            o.remove("response_format");
+        }
+        b
     };
     // Warm-up (page cache, allocator): one request, not counted.
     stream_one(&client, &base, &body(0))?;
 
     println!(
         "serve ({} model, {requests} requests per level, max_completion_tokens {max_tokens}, \
-         Browser Use state messages, AgentOutput schema)",
-        if full { "tiny-preset-sized" } else { "smoke" }
+         Browser Use state messages, {})",
+        if full { "tiny-preset-sized" } else { "smoke" },
+        if free {
+            "no response_format"
+        } else {
+            "AgentOutput schema"
+        }
     );
     println!(
         "{:>7} {:>8} {:>8} {:>9} {:>10} {:>10} {:>12}",
         "clients", "req/s", "tok/s", "tok/req", "TTFT p50", "TTFT p95", "latency p50"
     );
-    for &clients in levels {
+    for &clients in &levels {
         let t0 = Instant::now();
         let handles: Vec<_> = (0..clients)
             .map(|c| {
