@@ -5,12 +5,19 @@
 use rmsweb::model::{Qwen3, Qwen3Config, tokenizer, weights};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 /// A random tiny model with a byte-level tokenizer, saved as a model folder.
 fn tiny_checkpoint(dir: &Path) {
+    write_tiny_checkpoint(dir, 1024, &[]);
+}
+
+/// A random tiny model of `context` positions; each `(token, boost)` gets that much
+/// more weight on one embedding dimension every token shares, so wherever the
+/// token is allowed its logit is ahead of every other token's by about 5.6 × boost.
+fn write_tiny_checkpoint(dir: &Path, context: usize, favoured: &[(&str, f32)]) {
     let texts = [
         r#"{"memory":"the form is open","action":[{"click":{"index":3}}]}"#,
         r#"{"memory":"done","action":[{"done":{"text":"W-132 is red","success":true}}]}"#,
@@ -29,11 +36,34 @@ fn tiny_checkpoint(dir: &Path) {
         rms_norm_eps: 1e-6,
         rope_theta: 10_000.0,
         tie_word_embeddings: true,
-        max_position_embeddings: 1024,
+        max_position_embeddings: context,
         eos_token_id: None,
         rope_scaling: None,
     };
-    let w = Qwen3::random_weights(&cfg, 7).unwrap();
+    let mut w = Qwen3::random_weights(&cfg, 7).unwrap();
+    if !favoured.is_empty() {
+        // With tied embeddings, dimension 0 (1.0 in every row) dominates the final
+        // hidden state, so a row's dimension 0 sets its token's logit.
+        let key = "model.embed_tokens.weight";
+        let mut rows: Vec<Vec<f32>> = w[key].to_vec2().unwrap();
+        for r in &mut rows {
+            r[0] = 1.0;
+        }
+        for (t, boost) in favoured {
+            let id = tok
+                .token_to_id(t)
+                .unwrap_or_else(|| panic!("no token {t:?}"));
+            rows[id as usize][0] += boost;
+        }
+        let flat: Vec<f32> = rows.concat();
+        let e = candle_core::Tensor::from_vec(
+            flat,
+            (cfg.vocab_size, cfg.hidden_size),
+            &candle_core::Device::Cpu,
+        )
+        .unwrap();
+        w.insert(key.into(), e);
+    }
     weights::save_file(&w, &dir.join("model.safetensors")).unwrap();
     cfg.save(dir).unwrap();
 }
@@ -52,6 +82,11 @@ impl Drop for Server {
 }
 
 fn start(checkpoint: &Path, log: &Path) -> Server {
+    start_with(checkpoint, log, &[])
+}
+
+/// `rmsweb serve` on a free loopback port, with `extra` arguments.
+fn start_with(checkpoint: &Path, log: &Path, extra: &[&str]) -> Server {
     let mut child = Command::new(env!("CARGO_BIN_EXE_rmsweb"))
         .arg("serve")
         .arg("--checkpoint")
@@ -59,6 +94,7 @@ fn start(checkpoint: &Path, log: &Path) -> Server {
         .args(["--port", "0", "--model-name", "tiny", "--max-batch", "8"])
         .arg("--log-dataset")
         .arg(log)
+        .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -443,5 +479,210 @@ fn browser_use_agent_output_schema_constrains_decoding() {
     assert!(
         !s.accepts(&partial.to_string()),
         "strict: every field is required"
+    );
+}
+
+/// The Python of the browser-use venv `.ci/install-browser-use.sh` makes
+/// (`$RMSWEB_BROWSER_USE_VENV`, else `~/.cache/rmsweb/venv-browser-use`).
+fn browser_use_python() -> PathBuf {
+    let venv = std::env::var_os("RMSWEB_BROWSER_USE_VENV")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            std::env::var_os("XDG_CACHE_HOME")
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+                .unwrap_or_else(|| {
+                    PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache")
+                })
+                .join("rmsweb/venv-browser-use")
+        });
+    let python = venv.join("bin/python");
+    assert!(
+        python.is_file() && venv.join(".rmsweb-browser-use-version").is_file(),
+        "browser-use is not installed in {}: run `.ci/install-browser-use.sh`",
+        venv.display()
+    );
+    python
+}
+
+/// Runs `cmd` to its end, killed after `limit`; its output, and whether it ended in time.
+fn run_for(cmd: &mut Command, limit: Duration) -> (std::process::Output, bool) {
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    let pid = child.id() as i32;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(out) => (out.unwrap(), true),
+        Err(_) => {
+            // SAFETY: signalling the child this test started (it kills its browser).
+            unsafe { libc::kill(pid, libc::SIGTERM) };
+            (rx.recv().unwrap().unwrap(), false)
+        }
+    }
+}
+
+fn rmsweb(args: &[&std::ffi::OsStr]) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_rmsweb"))
+        .args(args)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+/// The real browser-use 0.13.14 Agent, with its own `ChatOpenAI` client, runs on a
+/// MiniWoB page (served on loopback by `generate.py`) against `rmsweb serve` over a
+/// random tiny model, and what it records imports and validates cleanly — as does
+/// the trajectory serve logged of the same session.
+///
+/// The model is random but for two favoured tokens: `"` (so every string Browser
+/// Use's unbounded `AgentOutput` schema allows ends at once) and `d` (so, of the
+/// actions, it picks `done`): its answers are short and the run ends in one step.
+/// Needs `.ci/install-browser-use.sh` and `.ci/install-env.sh` (Chromium, MiniWoB).
+#[test]
+fn browser_use_agent_runs_on_serve_and_its_history_imports_cleanly() {
+    use std::ffi::OsStr;
+    let python = browser_use_python();
+    let pages = rmsweb::env::miniwob::html_root(&rmsweb::env::miniwob::resolve_dir(None))
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    assert!(pages.join("miniwob/click-button.html").is_file());
+    let dir = tempfile::tempdir().unwrap();
+    let ckpt = dir.path().join("tiny");
+    std::fs::create_dir_all(&ckpt).unwrap();
+    write_tiny_checkpoint(&ckpt, 8192, &[("\"", 40.0), ("d", 10.0)]);
+    let deployed = dir.path().join("deployed");
+    // Browser Use's own system prompt (24 kB) does not fit a small model's context.
+    let mut server = start_with(&ckpt, &deployed, &["--prompt-format", "browser-use"]);
+
+    let run = dir.path().join("run");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/browser_use/generate.py");
+    let started = std::time::Instant::now();
+    let (out, in_time) = run_for(
+        Command::new(&python)
+            .arg(&script)
+            .args(["--llm-url", &server.base, "--model", "tiny"])
+            .args([
+                "--task",
+                "Open {pages}/miniwob/click-button.html and click the button it asks for.",
+            ])
+            .args(["--max-steps", "2", "--max-tokens", "600"])
+            .arg("--page-root")
+            .arg(&pages)
+            .arg("--out")
+            .arg(&run),
+        Duration::from_secs(240),
+    );
+    let agent_log = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(in_time, "the agent ran past 240 s:\n{agent_log}");
+    assert!(out.status.success(), "{:?}\n{agent_log}", out.status);
+    eprintln!(
+        "browser-use agent: {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+
+    // Serve answered the agent, schema-valid, and Browser Use acted on the answer.
+    let exchanges = std::fs::read_to_string(deployed.join("serve/exchanges.jsonl")).unwrap();
+    let answers: Vec<Value> = exchanges
+        .lines()
+        .map(|l| {
+            let e: Value = serde_json::from_str(l).unwrap();
+            assert_eq!(e["choices"][0]["finish_reason"], "stop", "{e}");
+            let text = e["choices"][0]["text"].as_str().unwrap();
+            serde_json::from_str(text).unwrap_or_else(|err| panic!("{err}: {text}"))
+        })
+        .collect();
+    assert!(!answers.is_empty(), "serve answered nothing:\n{agent_log}");
+    // What it was asked holds the page as Browser Use read it from Chromium.
+    assert!(
+        exchanges.contains("click-button.html") && exchanges.contains("id=sync-task-cover"),
+        "{exchanges}"
+    );
+    let history: Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("history.json")).unwrap()).unwrap();
+    let items = history["history"].as_array().unwrap();
+    assert!(!items.is_empty());
+    let model_steps: Vec<&Value> = items
+        .iter()
+        .filter(|i| i["metadata"]["step_number"].as_u64() >= Some(1))
+        .filter(|i| i["model_output"].is_object())
+        .collect();
+    assert!(
+        !model_steps.is_empty(),
+        "no step took a served answer:\n{history:#}\n{agent_log}"
+    );
+    let action_names = |actions: &Value| -> Vec<String> {
+        actions
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|a| a.as_object()?.keys().next().cloned())
+            .collect()
+    };
+    let first = action_names(&model_steps[0]["model_output"]["action"]);
+    let served = action_names(&answers[0]["action"]);
+    assert!(
+        !first.is_empty() && served.starts_with(&first),
+        "{first:?} vs {served:?}"
+    );
+    let results = model_steps[0]["result"].as_array().unwrap();
+    assert_eq!(results.len(), first.len(), "{history:#}");
+
+    // The history imports as one trajectory with every step, and validates.
+    let ds = dir.path().join("ds");
+    let (ok, text) = rmsweb(&[
+        OsStr::new("import"),
+        OsStr::new("browser-use"),
+        run.join("history.json").as_os_str(),
+        OsStr::new("--dataset"),
+        ds.as_os_str(),
+        OsStr::new("--source"),
+        OsStr::new("browser-use@0.13.14"),
+        OsStr::new("--teacher"),
+        OsStr::new("tiny"),
+    ]);
+    assert!(ok, "{text}");
+    assert!(
+        text.contains("imported 1 trajectories and 1 new tasks"),
+        "{text}"
+    );
+    let d = rmsweb::trajectory::Dataset::open(&ds).unwrap();
+    let t = d.trajectory(0).unwrap();
+    assert_eq!(t.steps.len(), items.len(), "{text}");
+    assert!(
+        text.contains(&format!("(attempt 1, {} steps,", t.steps.len())),
+        "{text}"
+    );
+    assert_eq!(t.teacher, "tiny");
+    let imported: Vec<_> = t.steps.iter().filter(|s| s.is_model_step()).collect();
+    assert_eq!(imported.len(), model_steps.len(), "{text}");
+    // Browser Use's screenshot of the page, found in the folder beside the history.
+    assert!(imported[0].state.screenshot.is_some(), "{text}");
+    let (ok, text) = rmsweb(&[OsStr::new("validate"), ds.as_os_str()]);
+    assert!(ok && text.contains(": 0 errors"), "{text}");
+
+    // Stopped, serve has written the session as a trajectory of its own log.
+    // SAFETY: signalling the child this test started.
+    unsafe { libc::kill(server.child.id() as i32, libc::SIGTERM) };
+    assert!(server.child.wait().unwrap().success());
+    let (ok, text) = rmsweb(&[OsStr::new("validate"), deployed.as_os_str()]);
+    assert!(
+        ok && text.contains("1 trajectories") && text.contains(": 0 errors"),
+        "{text}"
     );
 }

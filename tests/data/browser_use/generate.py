@@ -10,7 +10,7 @@ browser-use 0.13.14 Agent, or runs one Agent against any OpenAI-compatible serve
         absolute path the history keeps).
 
     .../python generate.py --llm-url http://127.0.0.1:PORT/v1 --model NAME \
-        --task TEXT --out DIR [--max-steps N] [--page-root DIR]
+        --task TEXT --out DIR [--max-steps N] [--max-tokens N] [--page-root DIR]
         one Agent with Browser Use's own ChatOpenAI client against the given
         server (e.g. `rmsweb serve`); DIR gets history.json and screenshots/.
 
@@ -20,7 +20,7 @@ browser-use 0.13.14 Agent, or runs one Agent against any OpenAI-compatible serve
         task text is replaced by its URL.
 
 Chromium: /usr/bin/chromium (or $RMSWEB_CHROMIUM), headless, fresh user-data-dir,
-no network beyond loopback. Telemetry and cloud sync are off.
+no network beyond loopback (every other host name resolves to nothing). Telemetry and cloud sync are off.
 """
 
 from __future__ import annotations
@@ -378,15 +378,18 @@ def chromium_profile(user_data_dir: str):
             "--disable-component-update",
             "--disable-sync",
             "--no-first-run",
+            "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
         ],
     )
 
 
-async def run_agent(task: str, llm_url: str, model: str, out_dir: Path, max_steps: int, **agent_args) -> None:
+async def run_agent(task: str, llm_url: str, model: str, out_dir: Path, max_steps: int,
+                    max_tokens: int | None = None, **agent_args) -> None:
     from browser_use import Agent, BrowserSession, ChatOpenAI
 
     profile_dir = tempfile.mkdtemp(prefix="rmsweb-bu-profile-")
-    llm = ChatOpenAI(model=model, base_url=llm_url, api_key="local", temperature=0.0, max_retries=0)
+    limit = {} if max_tokens is None else {"max_completion_tokens": max_tokens}
+    llm = ChatOpenAI(model=model, base_url=llm_url, api_key="local", temperature=0.0, max_retries=0, **limit)
     session = BrowserSession(browser_profile=chromium_profile(profile_dir))
     agent = Agent(task=task, llm=llm, browser_session=session, **agent_args)
     try:
@@ -443,6 +446,8 @@ def main() -> None:
     ap.add_argument("--task")
     ap.add_argument("--out", type=Path)
     ap.add_argument("--max-steps", type=int, default=3)
+    ap.add_argument("--max-tokens", type=int,
+                    help="max_completion_tokens of each request (default: Browser Use's, 4096)")
     ap.add_argument("--page-root", type=Path)
     ap.add_argument("--page-port", type=int, default=0)
     ap.add_argument("--system-prompt-file", type=Path,
@@ -468,7 +473,7 @@ def main() -> None:
     if a.system_prompt_file:
         extra["override_system_message"] = a.system_prompt_file.read_text()
     try:
-        asyncio.run(run_agent(task, a.llm_url, a.model, a.out, a.max_steps, max_failures=1,
+        asyncio.run(run_agent(task, a.llm_url, a.model, a.out, a.max_steps, a.max_tokens, max_failures=1,
                               use_judge=False, use_vision=False, enable_planning=False, **extra))
     finally:
         if server:
