@@ -1,4 +1,5 @@
-//! Candle Qwen3-architecture decoder with LoRA, tokenizer, chat template, checkpoints.
+//! Candle Qwen3-architecture decoder with LoRA, tokenizer, chat template, checkpoints,
+//! and Qwen3-VL image preprocessing ([`vl`]).
 //!
 //! Training-safe: the decoder only uses ops with backward passes (see [`qwen3`]).
 
@@ -11,6 +12,7 @@ pub mod policy;
 pub mod qwen3;
 pub mod sample;
 pub mod tokenizer;
+pub mod vl;
 pub mod weights;
 
 pub use chat_template::{ChatTemplate, Message};
