@@ -30,3 +30,4 @@ mod tui;
 mod tui_data;
 mod tui_tmux;
 mod verl;
+mod vl;
