@@ -199,12 +199,14 @@ impl VlImageConfig {
 
     /// `patch_size * merge_size`: resized sides are multiples of it.
     pub fn factor(&self) -> usize {
-        self.patch_size * self.merge_size
+        self.patch_size.saturating_mul(self.merge_size)
     }
 
     /// Values per row of `pixel_values`: `3 * temporal_patch_size * patch_size²`.
     pub fn patch_dim(&self) -> usize {
-        3 * self.temporal_patch_size * self.patch_size * self.patch_size
+        (3 * self.temporal_patch_size)
+            .saturating_mul(self.patch_size)
+            .saturating_mul(self.patch_size)
     }
 
     /// Parses the text of a `preprocessor_config.json`.
@@ -352,9 +354,10 @@ impl VlPixels {
         self.pixel_values.len() / self.rows().max(1)
     }
 
-    /// How many image placeholder tokens stand for this image in the prompt.
-    pub fn num_image_tokens(&self) -> usize {
-        self.rows() / (self.merge_size * self.merge_size)
+    /// How many image placeholder tokens stand for this image in the prompt
+    /// (see [`num_image_tokens`]).
+    pub fn num_image_tokens(&self) -> Result<usize> {
+        num_image_tokens(self.grid_thw, self.merge_size)
     }
 
     /// `pixel_values` as a `[rows, row_len]` f32 tensor.
@@ -684,7 +687,7 @@ mod tests {
         let (h, w) = px.resized_hw;
         assert!(h * w <= 262_144 && h % 32 == 0 && w % 32 == 0, "{h}x{w}");
         assert_eq!(px.grid_thw, [1, h / 16, w / 16]);
-        assert_eq!(px.num_image_tokens(), h * w / (32 * 32));
+        assert_eq!(px.num_image_tokens().unwrap(), h * w / (32 * 32));
         assert_eq!(px.pixel_values.len(), px.rows() * 1536);
     }
 
