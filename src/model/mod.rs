@@ -1,4 +1,5 @@
-//! Candle Qwen3-architecture decoder with LoRA, tokenizer, chat template, checkpoints.
+//! Candle Qwen3-architecture decoder with LoRA, tokenizer, chat template, checkpoints,
+//! and Qwen3-VL image preprocessing ([`vl`]).
 //!
 //! Training-safe: the decoder only uses ops with backward passes (see [`qwen3`]).
 
@@ -13,6 +14,7 @@ pub mod rope;
 pub mod sample;
 pub mod score;
 pub mod tokenizer;
+pub mod vl;
 pub mod weights;
 
 pub use chat_template::{ChatTemplate, Message};

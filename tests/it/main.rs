@@ -31,3 +31,4 @@ mod tui;
 mod tui_data;
 mod tui_tmux;
 mod verl;
+mod vl;
