@@ -70,6 +70,7 @@ fn checkpoint(dir: &Path, texts: &[String], full: bool) -> anyhow::Result<()> {
         head_dim: Some(head_dim),
         rms_norm_eps: 1e-6,
         rope_theta: 10_000.0,
+        rope_scaling: None,
         tie_word_embeddings: true,
         max_position_embeddings: 4096,
         eos_token_id: None,
