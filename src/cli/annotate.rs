@@ -1,5 +1,6 @@
 //! `rmsweb annotate`: export the corrected corpus, per-annotator counts.
 
+use super::dataset_arg::DatasetArg;
 use rmsweb::annotate::{self, AnnotationLog};
 use std::path::PathBuf;
 
@@ -14,16 +15,16 @@ pub struct Args {
 enum Command {
     /// Write the corrected corpus (accepted and edited pairs, corrections applied).
     Export {
-        /// Dataset folder.
-        dataset: PathBuf,
+        #[command(flatten)]
+        dataset: DatasetArg,
         /// Output file (default: DATASET/mined/pairs.corrected.jsonl).
         #[arg(long)]
         out: Option<PathBuf>,
     },
     /// Events per annotator and op.
     Counts {
-        /// Dataset folder.
-        dataset: PathBuf,
+        #[command(flatten)]
+        dataset: DatasetArg,
         /// Print one JSON object `{annotator: {op: n}}`.
         #[arg(long)]
         json: bool,

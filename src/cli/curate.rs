@@ -1,5 +1,6 @@
 //! `rmsweb curate`: the quality filter and flattening into SFT samples.
 
+use super::dataset_arg::DatasetArg;
 use anyhow::Context;
 use rmsweb::curate::filter::FilterConfig;
 use rmsweb::trajectory::Dataset;
@@ -27,8 +28,8 @@ enum Command {
 
 #[derive(clap::Args)]
 struct FlattenArgs {
-    /// Dataset folder.
-    dataset: PathBuf,
+    #[command(flatten)]
+    dataset: DatasetArg,
     /// Token budget of each prompt (system + user).
     #[arg(long, default_value_t = rmsweb::policy::prompt::DEFAULT_TOKEN_BUDGET)]
     token_budget: usize,
@@ -47,8 +48,8 @@ struct FlattenArgs {
 
 #[derive(clap::Args)]
 struct FilterArgs {
-    /// Dataset folder.
-    dataset: PathBuf,
+    #[command(flatten)]
+    dataset: DatasetArg,
     /// Thresholds in TOML (`min_effective_steps`, `max_effective_steps`, `repeat_limit`).
     #[arg(long)]
     config: Option<PathBuf>,

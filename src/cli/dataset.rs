@@ -1,5 +1,6 @@
 //! `rmsweb validate`, `rmsweb stats`, `rmsweb show`.
 
+use super::dataset_arg::{DatasetArg, dataset_and_item};
 use anyhow::{Context, bail};
 use rmsweb::trajectory::validate::{ValidateOptions, validate as run_validate};
 use rmsweb::trajectory::{Dataset, stats};
@@ -9,8 +10,8 @@ use std::path::{Path, PathBuf};
 /// Arguments of `rmsweb validate`.
 #[derive(clap::Args)]
 pub struct ValidateArgs {
-    /// Dataset folder.
-    pub dataset: PathBuf,
+    #[command(flatten)]
+    pub dataset: DatasetArg,
     /// Also decode every screenshot's header to check it is a real image.
     #[arg(long)]
     pub images: bool,
@@ -22,8 +23,8 @@ pub struct ValidateArgs {
 /// Arguments of `rmsweb stats`.
 #[derive(clap::Args)]
 pub struct StatsArgs {
-    /// Dataset folder.
-    pub dataset: PathBuf,
+    #[command(flatten)]
+    pub dataset: DatasetArg,
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
@@ -33,9 +34,12 @@ pub struct StatsArgs {
 #[derive(clap::Args)]
 pub struct ShowArgs {
     /// Dataset folder.
-    pub dataset: PathBuf,
-    /// Trajectory id.
-    pub trajectory: String,
+    #[arg(long = "dataset", value_name = "DIR")]
+    pub dataset: Option<PathBuf>,
+    /// `TRAJECTORY` (the trajectory id) with --dataset, or `DATASET TRAJECTORY` (the
+    /// older spelling, still accepted).
+    #[arg(value_name = "TRAJECTORY", num_args = 1..=2, required = true)]
+    pub args: Vec<String>,
     /// Step number (0-based).
     #[arg(long, default_value_t = 0)]
     pub step: usize,
@@ -98,12 +102,13 @@ pub fn print_stats(dataset: &Path, json: bool) -> anyhow::Result<()> {
 
 /// Runs `show`: prints the step and draws its screenshot with viuer.
 pub fn show(a: ShowArgs) -> anyhow::Result<()> {
-    let ds = Dataset::open(&a.dataset)?;
-    let Some(t) = ds.trajectory_by_id(&a.trajectory)? else {
+    let (dataset, trajectory) = dataset_and_item(a.dataset, a.args, "trajectory id")?;
+    let ds = Dataset::open(&dataset)?;
+    let Some(t) = ds.trajectory_by_id(&trajectory)? else {
         bail!(
             "{}: no trajectory with id `{}`",
-            a.dataset.display(),
-            a.trajectory
+            dataset.display(),
+            trajectory
         );
     };
     let task = ds.tasks()?.into_iter().find(|x| x.task_id == t.task_id);

@@ -1,6 +1,7 @@
 //! `rmsweb export`: SFT samples in the formats of common trainers; RL prompts,
 //! config and launch script for verl.
 
+use super::dataset_arg::DatasetArg;
 use rmsweb::curate::export::{ExportFormat, export_sft, llamafactory_dataset_info};
 use rmsweb::export::verl::{VerlOptions, export_verl};
 use rmsweb::train::rl::config::PromptSource;
@@ -30,8 +31,8 @@ enum Command {
 
 #[derive(clap::Args)]
 struct VerlArgs {
-    /// Dataset folder.
-    dataset: PathBuf,
+    #[command(flatten)]
+    dataset: DatasetArg,
     /// Output folder (created).
     #[arg(long)]
     out: PathBuf,
@@ -50,8 +51,8 @@ struct VerlArgs {
 
 #[derive(clap::Args)]
 struct SftArgs {
-    /// Dataset folder.
-    dataset: PathBuf,
+    #[command(flatten)]
+    dataset: DatasetArg,
     /// Target trainer.
     #[arg(long, value_enum)]
     format: ExportFormat,

@@ -76,10 +76,12 @@ pub struct EvalLabelsArgs {
 #[derive(clap::Args)]
 pub struct ExplainArgs {
     /// Dataset folder.
-    pub dataset: PathBuf,
-    /// A mined pair id (`SUCCESS@i~LOC@j`); or give --success and --loc.
-    #[arg(required_unless_present_all = ["success", "loc"], conflicts_with_all = ["success", "loc"])]
-    pub pair_id: Option<String>,
+    #[arg(long = "dataset", value_name = "DIR")]
+    pub dataset: Option<PathBuf>,
+    /// `PAIR_ID` (a mined pair id, `SUCCESS@i~LOC@j`; or give --success and --loc) with
+    /// --dataset; the older spelling `DATASET [PAIR_ID]` is still accepted.
+    #[arg(value_name = "PAIR_ID", num_args = 0..=2)]
+    pub args: Vec<String>,
     /// Success trajectory id.
     #[arg(long, requires = "loc")]
     pub success: Option<String>,
@@ -182,8 +184,24 @@ pub fn run(args: Args) -> Result<()> {
 fn explain(a: ExplainArgs) -> Result<()> {
     let cfg = config(&a.common)?;
     let judge = judge(&a.common)?;
-    let ds = Dataset::open(&a.dataset)?;
-    let e = match (&a.pair_id, &a.success, &a.loc) {
+    let mut args = a.args.into_iter();
+    let (dataset, pair_id) = match a.dataset {
+        Some(d) => (d, args.next()),
+        None => match args.next() {
+            Some(d) => (PathBuf::from(d), args.next()),
+            None => bail!(
+                "missing arguments: pass --dataset DIR and a PAIR_ID (or --success and --loc)"
+            ),
+        },
+    };
+    if args.next().is_some() {
+        bail!("too many arguments: expected --dataset DIR and one PAIR_ID");
+    }
+    let ds = Dataset::open(&dataset)?;
+    let e = match (&pair_id, &a.success, &a.loc) {
+        (Some(_), Some(_), _) | (Some(_), _, Some(_)) => {
+            bail!("give a PAIR_ID or --success and --loc, not both")
+        }
         (Some(id), _, _) => explain_pair_id(&ds, id, &cfg, judge.as_ref())?,
         (None, Some(s), Some(l)) => explain_trajectories(&ds, s, l, &cfg, judge.as_ref())?,
         _ => bail!("give a PAIR_ID, or --success and --loc"),

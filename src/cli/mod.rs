@@ -4,6 +4,7 @@ pub mod annotate;
 pub mod collect;
 pub mod curate;
 pub mod dataset;
+pub mod dataset_arg;
 pub mod eval;
 pub mod export;
 pub mod generate;

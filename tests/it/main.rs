@@ -3,6 +3,7 @@
 mod annotate;
 mod browser_use;
 mod chat;
+mod cli_dataset;
 mod collect;
 mod cuda;
 mod curate;
