@@ -173,3 +173,424 @@ fn preprocess_refuses_unusable_images() {
         .to_string();
     assert!(e.contains("merge_size"), "{e}");
 }
+
+// ---------------------------------------------------------------------------------
+// Vision tower (`model::vl::vision`) against an independent reference.
+//
+// candle-transformers 0.11.1's `Qwen3VLVisionModel` cannot be built from outside the
+// crate (`qwen3_vl::vision` is a private module; only `Qwen3VLModel`, whose forward
+// returns text logits, is public), so the reference below is written here from
+// transformers' formulas: plain f64 loops over the weights by HF name, with the
+// Conv3d indexed as a 5-D kernel, per-frame attention, and erf GELU in the mergers.
+
+mod vision_ref {
+    use candle_core::Tensor;
+    use std::cell::RefCell;
+    use std::collections::{HashMap, HashSet};
+
+    /// Weights by HF name (under `model.visual.`), as f64 vectors.
+    pub struct Weights {
+        pub map: HashMap<String, Vec<f64>>,
+        pub used: RefCell<HashSet<String>>,
+    }
+
+    impl Weights {
+        pub fn new(ts: &HashMap<String, Tensor>) -> Self {
+            let map = ts
+                .iter()
+                .map(|(k, t)| {
+                    let v = t
+                        .flatten_all()
+                        .unwrap()
+                        .to_dtype(candle_core::DType::F64)
+                        .unwrap()
+                        .to_vec1::<f64>()
+                        .unwrap();
+                    (k.clone(), v)
+                })
+                .collect();
+            Weights {
+                map,
+                used: RefCell::new(HashSet::new()),
+            }
+        }
+
+        pub fn get(&self, name: &str) -> &[f64] {
+            let full = format!("model.visual.{name}");
+            self.used.borrow_mut().insert(full.clone());
+            self.map
+                .get(&full)
+                .unwrap_or_else(|| panic!("no weight {full}"))
+        }
+    }
+
+    /// Tiny tower sizes the reference reads.
+    pub struct Dims {
+        pub depth: usize,
+        pub hidden: usize,
+        pub inter: usize,
+        pub heads: usize,
+        pub patch: usize,
+        pub temporal: usize,
+        pub merge: usize,
+        pub channels: usize,
+        pub out: usize,
+        pub side: usize,
+        pub deepstack: Vec<usize>,
+    }
+
+    fn linear(w: &Weights, name: &str, x: &[f64], inp: usize, out: usize) -> Vec<f64> {
+        let (wt, b) = (
+            w.get(&format!("{name}.weight")),
+            w.get(&format!("{name}.bias")),
+        );
+        assert_eq!(wt.len(), out * inp, "{name}");
+        let n = x.len() / inp;
+        let mut y = vec![0.0; n * out];
+        for r in 0..n {
+            for o in 0..out {
+                let mut s = b[o];
+                for i in 0..inp {
+                    s += wt[o * inp + i] * x[r * inp + i];
+                }
+                y[r * out + o] = s;
+            }
+        }
+        y
+    }
+
+    fn layer_norm(w: &Weights, name: &str, x: &[f64], d: usize) -> Vec<f64> {
+        let (g, b) = (
+            w.get(&format!("{name}.weight")),
+            w.get(&format!("{name}.bias")),
+        );
+        assert_eq!(g.len(), d, "{name}");
+        let mut y = vec![0.0; x.len()];
+        for (row, out) in x.chunks(d).zip(y.chunks_mut(d)) {
+            let mean = row.iter().sum::<f64>() / d as f64;
+            let var = row.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / d as f64;
+            for i in 0..d {
+                out[i] = (row[i] - mean) / (var + 1e-6).sqrt() * g[i] + b[i];
+            }
+        }
+        y
+    }
+
+    fn gelu_tanh(x: f64) -> f64 {
+        0.5 * x * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x.powi(3))).tanh())
+    }
+
+    fn gelu_erf(x: f64) -> f64 {
+        0.5 * x * (1.0 + candle_core::cpu::erf::erf_f64(x / std::f64::consts::SQRT_2))
+    }
+
+    fn merger(w: &Weights, name: &str, x: &[f64], d: &Dims, post: bool) -> Vec<f64> {
+        let unit = d.merge * d.merge;
+        let merged = d.hidden * unit;
+        // Tokens are already in merge-block order: each `unit` consecutive rows concatenate.
+        let normed = if post {
+            layer_norm(w, &format!("{name}.norm"), x, merged)
+        } else {
+            layer_norm(w, &format!("{name}.norm"), x, d.hidden)
+        };
+        let mut h = linear(w, &format!("{name}.linear_fc1"), &normed, merged, merged);
+        h.iter_mut().for_each(|v| *v = gelu_erf(*v));
+        linear(w, &format!("{name}.linear_fc2"), &h, merged, d.out)
+    }
+
+    /// `(image tokens, deepstack features)` of `pixels` (rows of C·T·P·P) for `grids`.
+    pub fn forward(
+        w: &Weights,
+        d: &Dims,
+        pixels: &[f64],
+        grids: &[[usize; 3]],
+    ) -> (Vec<f64>, Vec<Vec<f64>>) {
+        let (hid, p, t_p, c_n) = (d.hidden, d.patch, d.temporal, d.channels);
+        let pd = c_n * t_p * p * p;
+        let n = pixels.len() / pd;
+        // Patch embedding: Conv3d with kernel = stride, weight (hidden, C, T, P, P).
+        let cw = w.get("patch_embed.proj.weight");
+        let cb = w.get("patch_embed.proj.bias");
+        assert_eq!(cw.len(), hid * pd);
+        let mut x = vec![0.0; n * hid];
+        for r in 0..n {
+            for o in 0..hid {
+                let mut s = cb[o];
+                for c in 0..c_n {
+                    for t in 0..t_p {
+                        for i in 0..p {
+                            for j in 0..p {
+                                let k = ((c * t_p + t) * p + i) * p + j;
+                                s += cw[o * pd + k] * pixels[r * pd + k];
+                            }
+                        }
+                    }
+                }
+                x[r * hid + o] = s;
+            }
+        }
+        // Token positions and frames, merge-block order.
+        let mut rc = Vec::new();
+        let mut frame = Vec::new();
+        let mut dims_of = Vec::new();
+        let mut f_id = 0;
+        for &[t, h, wd] in grids {
+            for _ in 0..t {
+                for br in 0..h / d.merge {
+                    for bc in 0..wd / d.merge {
+                        for ir in 0..d.merge {
+                            for ic in 0..d.merge {
+                                rc.push((br * d.merge + ir, bc * d.merge + ic));
+                                frame.push(f_id);
+                                dims_of.push((h, wd));
+                            }
+                        }
+                    }
+                }
+                f_id += 1;
+            }
+        }
+        assert_eq!(rc.len(), n);
+        // Bilinear position embeddings.
+        let pe = w.get("pos_embed.weight");
+        let g = d.side;
+        let sample = |i: usize, steps: usize| -> f64 {
+            if steps == 1 {
+                0.0
+            } else {
+                i as f64 * (g - 1) as f64 / (steps - 1) as f64
+            }
+        };
+        for tok in 0..n {
+            let ((r, c), (h, wd)) = (rc[tok], dims_of[tok]);
+            let (hv, wv) = (sample(r, h), sample(c, wd));
+            let (r0, c0) = (hv.floor() as usize, wv.floor() as usize);
+            let (r1, c1) = ((r0 + 1).min(g - 1), (c0 + 1).min(g - 1));
+            let (dh, dw) = (hv - r0 as f64, wv - c0 as f64);
+            for k in 0..hid {
+                let e = |rr: usize, cc: usize| pe[(rr * g + cc) * hid + k];
+                x[tok * hid + k] += (1.0 - dh) * (1.0 - dw) * e(r0, c0)
+                    + (1.0 - dh) * dw * e(r0, c1)
+                    + dh * (1.0 - dw) * e(r1, c0)
+                    + dh * dw * e(r1, c1);
+            }
+        }
+        // Blocks.
+        let hd = hid / d.heads;
+        let half = hd / 2;
+        let quarter = hd / 4;
+        let angle = |tok: usize, i: usize| -> f64 {
+            let (r, c) = rc[tok];
+            let (coord, j) = if i < quarter {
+                (r, i)
+            } else {
+                (c, i - quarter)
+            };
+            coord as f64 / 10_000f64.powf(2.0 * j as f64 / half as f64)
+        };
+        let rotate = |v: &mut [f64], tok: usize| {
+            for i in 0..half {
+                let (a, b) = (v[i], v[i + half]);
+                let (s, co) = angle(tok, i).sin_cos();
+                v[i] = a * co - b * s;
+                v[i + half] = b * co + a * s;
+            }
+        };
+        let mut deep = Vec::new();
+        for l in 0..d.depth {
+            let b = format!("blocks.{l}");
+            let y = layer_norm(w, &format!("{b}.norm1"), &x, hid);
+            let qkv = linear(w, &format!("{b}.attn.qkv"), &y, hid, 3 * hid);
+            let mut ctx = vec![0.0; n * hid];
+            for h in 0..d.heads {
+                let head = |tok: usize, which: usize| -> Vec<f64> {
+                    let o = tok * 3 * hid + which * hid + h * hd;
+                    qkv[o..o + hd].to_vec()
+                };
+                let mut qs: Vec<Vec<f64>> = (0..n).map(|i| head(i, 0)).collect();
+                let mut ks: Vec<Vec<f64>> = (0..n).map(|i| head(i, 1)).collect();
+                let vs: Vec<Vec<f64>> = (0..n).map(|i| head(i, 2)).collect();
+                for tok in 0..n {
+                    rotate(&mut qs[tok], tok);
+                    rotate(&mut ks[tok], tok);
+                }
+                for qi in 0..n {
+                    let keys: Vec<usize> = (0..n).filter(|&k| frame[k] == frame[qi]).collect();
+                    let scores: Vec<f64> = keys
+                        .iter()
+                        .map(|&k| {
+                            qs[qi].iter().zip(&ks[k]).map(|(a, b)| a * b).sum::<f64>()
+                                / (hd as f64).sqrt()
+                        })
+                        .collect();
+                    let mx = scores.iter().cloned().fold(f64::MIN, f64::max);
+                    let ex: Vec<f64> = scores.iter().map(|s| (s - mx).exp()).collect();
+                    let z: f64 = ex.iter().sum();
+                    for (e, &k) in ex.iter().zip(&keys) {
+                        for i in 0..hd {
+                            ctx[qi * hid + h * hd + i] += e / z * vs[k][i];
+                        }
+                    }
+                }
+            }
+            let a = linear(w, &format!("{b}.attn.proj"), &ctx, hid, hid);
+            x.iter_mut().zip(&a).for_each(|(v, a)| *v += a);
+            let y = layer_norm(w, &format!("{b}.norm2"), &x, hid);
+            let mut m = linear(w, &format!("{b}.mlp.linear_fc1"), &y, hid, d.inter);
+            m.iter_mut().for_each(|v| *v = gelu_tanh(*v));
+            let m = linear(w, &format!("{b}.mlp.linear_fc2"), &m, d.inter, hid);
+            x.iter_mut().zip(&m).for_each(|(v, m)| *v += m);
+            if let Some(j) = d.deepstack.iter().position(|&i| i == l) {
+                deep.push(merger(
+                    w,
+                    &format!("deepstack_merger_list.{j}"),
+                    &x,
+                    d,
+                    true,
+                ));
+            }
+        }
+        (merger(w, "merger", &x, d, false), deep)
+    }
+}
+
+fn tiny_vision() -> (rmsweb::model::vl::VisionConfig, vision_ref::Dims) {
+    let cfg: rmsweb::model::vl::VisionConfig = serde_json::from_value(serde_json::json!({
+        "depth": 2, "hidden_size": 32, "intermediate_size": 64, "num_heads": 4,
+        "patch_size": 4, "temporal_patch_size": 2, "spatial_merge_size": 2,
+        "in_channels": 3, "out_hidden_size": 24, "num_position_embeddings": 36,
+        "deepstack_visual_indexes": [1, 0], "hidden_act": "gelu_pytorch_tanh",
+        "model_type": "qwen3_vl", "initializer_range": 0.02
+    }))
+    .unwrap();
+    let dims = vision_ref::Dims {
+        depth: 2,
+        hidden: 32,
+        inter: 64,
+        heads: 4,
+        patch: 4,
+        temporal: 2,
+        merge: 2,
+        channels: 3,
+        out: 24,
+        side: 6,
+        deepstack: vec![1, 0],
+    };
+    (cfg, dims)
+}
+
+/// Weights of every tower tensor at test scale (matrices std 1/sqrt(fan-in), norms
+/// around 1, biases and embeddings nonzero), so a wrong index or formula shows far
+/// above the tolerance.
+fn vision_test_weights(
+    cfg: &rmsweb::model::vl::VisionConfig,
+    seed: u64,
+) -> std::collections::HashMap<String, candle_core::Tensor> {
+    use rand::SeedableRng;
+    use rand_distr::{Distribution, Normal};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let normal = Normal::new(0.0f32, 1.0).unwrap();
+    let mut out = std::collections::HashMap::new();
+    for (name, shape) in cfg.weight_shapes() {
+        let n: usize = shape.iter().product();
+        let fan_in = n / shape[0];
+        let (mean, std) = if name.contains("pos_embed") {
+            (0.0, 1.0)
+        } else if shape.len() == 1 && name.contains("norm") && name.ends_with("weight") {
+            (1.0, 0.2)
+        } else if shape.len() == 1 {
+            (0.0, 0.1)
+        } else {
+            (0.0, 1.0 / (fan_in as f32).sqrt())
+        };
+        let v: Vec<f32> = (0..n)
+            .map(|_| mean + std * normal.sample(&mut rng))
+            .collect();
+        out.insert(
+            format!("model.visual.{name}"),
+            candle_core::Tensor::from_vec(v, shape, &candle_core::Device::Cpu).unwrap(),
+        );
+    }
+    out
+}
+
+fn seeded_normal(shape: &[usize], seed: u64) -> candle_core::Tensor {
+    use rand::SeedableRng;
+    use rand_distr::{Distribution, Normal};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let normal = Normal::new(0.0f32, 1.0).unwrap();
+    let n: usize = shape.iter().product();
+    let v: Vec<f32> = (0..n).map(|_| normal.sample(&mut rng)).collect();
+    candle_core::Tensor::from_vec(v, shape, &candle_core::Device::Cpu).unwrap()
+}
+
+fn max_abs_diff(a: &[f64], b: &[f64]) -> f64 {
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f64::max)
+}
+
+fn to_f64(t: &candle_core::Tensor) -> Vec<f64> {
+    t.flatten_all()
+        .unwrap()
+        .to_dtype(candle_core::DType::F64)
+        .unwrap()
+        .to_vec1::<f64>()
+        .unwrap()
+}
+
+/// Two images (one of two frames), weights through a safetensors file: the tower in
+/// f32 (fused CPU kernels) and f64 (composite ops) equals the f64 reference.
+#[test]
+fn vision_tower_matches_reference() {
+    use candle_core::{DType, Device};
+    use rmsweb::model::vl::{Gelu, VisionModel};
+    let (cfg, dims) = tiny_vision();
+    let weights = vision_test_weights(&cfg, 7);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("vision.safetensors");
+    candle_core::safetensors::save(&weights, &path).unwrap();
+    let loaded = candle_core::safetensors::load(&path, &Device::Cpu).unwrap();
+    // [1, 4, 6]: 6x6 table interpolated down in rows; [2, 8, 4]: two frames, up in rows.
+    let grids = [[1usize, 4, 6], [2, 8, 4]];
+    let rows: usize = grids.iter().map(|g| g.iter().product::<usize>()).sum();
+    let pd = cfg.patch_dim();
+    let pixels = seeded_normal(&[rows, pd], 11);
+    let reference = vision_ref::Weights::new(&loaded);
+    let (want, want_deep) = vision_ref::forward(&reference, &dims, &to_f64(&pixels), &grids);
+    assert_eq!(
+        reference.used.borrow().len(),
+        loaded.len(),
+        "the reference reads every weight"
+    );
+    let scale = want.iter().map(|v| v.abs()).fold(0.0, f64::max);
+    eprintln!("reference image embeds max |x| {scale:.3}");
+    assert!(scale > 0.5, "outputs of unit scale (max |x| = {scale})");
+    assert_eq!(want_deep.len(), 2);
+    for (dtype, tol) in [(DType::F32, 1e-4), (DType::F64, 1e-6)] {
+        let model = VisionModel::from_weights(&cfg, loaded.clone(), dtype, &Device::Cpu).unwrap();
+        let (embeds, deep) = model.forward(&pixels, &grids).unwrap();
+        assert_eq!(embeds.dims(), [rows / 4, 24]);
+        assert_eq!(embeds.dtype(), dtype);
+        let d = max_abs_diff(&to_f64(&embeds), &want);
+        eprintln!("{dtype:?}: image embeds max |diff| {d:.3e}");
+        assert!(d < tol, "{dtype:?} image embeds differ by {d}");
+        assert_eq!(deep.len(), 2);
+        for (j, (got, want)) in deep.iter().zip(&want_deep).enumerate() {
+            assert_eq!(got.dims(), [rows / 4, 24]);
+            let d = max_abs_diff(&to_f64(got), want);
+            eprintln!("{dtype:?}: deepstack {j} max |diff| {d:.3e}");
+            assert!(d < tol, "{dtype:?} deepstack feature {j} differs by {d}");
+        }
+    }
+    // The tolerance separates the mergers' exact GELU from the tanh approximation.
+    let tanh = VisionModel::from_weights(&cfg, loaded, DType::F64, &Device::Cpu)
+        .unwrap()
+        .with_merger_act(Gelu::Tanh);
+    let (embeds, _) = tanh.forward(&pixels, &grids).unwrap();
+    let d = max_abs_diff(&to_f64(&embeds), &want);
+    eprintln!("tanh-GELU mergers: image embeds max |diff| {d:.3e}");
+    assert!(d > 1e-4, "tanh mergers within {d} of the erf reference");
+}

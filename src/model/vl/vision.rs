@@ -1,0 +1,709 @@
+//! The Qwen3-VL vision tower: patch pixels in, language-model-sized image tokens out.
+//!
+//! Follows Hugging Face transformers' `Qwen3VLVisionModel` (`modeling_qwen3_vl.py`):
+//!
+//! 1. **patch embedding**: the `Conv3d` whose kernel equals its stride
+//!    `(temporal_patch, patch, patch)` sees each patch once, so it is a linear map of
+//!    the flattened patch row (`(channel, temporal, patch_h, patch_w)`, the order
+//!    [`super::preprocess`] writes) — computed here as one matrix product plus bias;
+//! 2. **learned position embeddings** on a `sqrt(num_position_embeddings)` square grid,
+//!    bilinearly interpolated to each image's `grid_h x grid_w`
+//!    (`fast_pos_embed_interpolate`: `linspace` sample points, floor / floor+1 corners),
+//!    repeated over frames, in merge-block order;
+//! 3. `depth` pre-norm **blocks**: LayerNorm (eps 1e-6), attention with a fused `qkv`
+//!    projection and 2-D rotary embeddings (the first half of each head's rotary
+//!    angles from the patch's row, the second half from its column; rotate-half
+//!    layout, base 10000), full (non-causal) attention within each frame, and an MLP
+//!    `fc2(act(fc1(x)))` with `hidden_act` (`gelu_pytorch_tanh`);
+//! 4. the **patch merger**: LayerNorm per patch, then each `spatial_merge_size²`
+//!    consecutive patches (one merge block) concatenated and mapped by
+//!    `fc2(gelu(fc1(x)))` to `out_hidden_size`; the **DeepStack mergers** do the same to
+//!    the outputs of the blocks named in `deepstack_visual_indexes`, with the LayerNorm
+//!    after concatenation.
+//!
+//! The mergers' GELU is the exact (erf) one, as transformers' `nn.GELU()`;
+//! candle-transformers 0.11's port uses the tanh approximation there
+//! ([`VisionModel::with_merger_act`] selects it, for comparisons).
+//!
+//! Every op carries gradients: f32 on the CPU takes [`crate::model::fused`]'s
+//! attention and linear kernels, everything else candle's composite ops (LayerNorm and
+//! softmax are written out rather than candle's fused versions, which drop gradients).
+
+use crate::model::fused::{self, AttentionMask, RopeTables};
+use candle_core::{D, DType, Device, Result, Tensor};
+use candle_nn::VarBuilder;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use rand_distr::{Distribution, Normal};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+
+/// Where the vision tower's weights live in a Qwen3-VL checkpoint.
+pub const VISUAL_PREFIX: &str = "model.visual";
+
+/// LayerNorm epsilon of every vision norm (fixed in transformers, not in the config).
+const NORM_EPS: f64 = 1e-6;
+
+/// Base of the vision rotary embedding (fixed in transformers).
+const ROPE_THETA: f32 = 10_000.0;
+
+/// The `vision_config` of an HF Qwen3-VL `config.json`; missing fields take
+/// transformers' `Qwen3VLVisionConfig` defaults.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct VisionConfig {
+    /// Number of transformer blocks.
+    pub depth: usize,
+    /// Width of the blocks.
+    pub hidden_size: usize,
+    /// Width of the blocks' MLP.
+    pub intermediate_size: usize,
+    /// Attention heads per block.
+    pub num_heads: usize,
+    /// Side of a square patch in pixels.
+    pub patch_size: usize,
+    /// Frames per temporal patch.
+    pub temporal_patch_size: usize,
+    /// Side of the block of patches merged into one output token.
+    pub spatial_merge_size: usize,
+    /// Image channels (`in_chans` in candle-transformers' spelling).
+    #[serde(alias = "in_chans")]
+    pub in_channels: usize,
+    /// Width of the output tokens (the language model's hidden size).
+    pub out_hidden_size: usize,
+    /// Learned position embeddings, a square number (their grid's side squared).
+    pub num_position_embeddings: usize,
+    /// Blocks whose outputs feed a DeepStack merger, in merger order.
+    pub deepstack_visual_indexes: Vec<usize>,
+    /// Activation of the blocks' MLP: `gelu_pytorch_tanh` (Qwen3-VL) or `gelu`.
+    pub hidden_act: String,
+}
+
+impl Default for VisionConfig {
+    fn default() -> Self {
+        VisionConfig {
+            depth: 27,
+            hidden_size: 1152,
+            intermediate_size: 4304,
+            num_heads: 16,
+            patch_size: 16,
+            temporal_patch_size: 2,
+            spatial_merge_size: 2,
+            in_channels: 3,
+            out_hidden_size: 3584,
+            num_position_embeddings: 2304,
+            deepstack_visual_indexes: vec![8, 16, 24],
+            hidden_act: "gelu_pytorch_tanh".into(),
+        }
+    }
+}
+
+impl VisionConfig {
+    /// The `vision_config` object of a whole HF Qwen3-VL `config.json`.
+    pub fn from_hf_config(text: &str) -> anyhow::Result<Self> {
+        let v: serde_json::Value = serde_json::from_str(text)?;
+        let vc = v
+            .get("vision_config")
+            .ok_or_else(|| anyhow::anyhow!("config has no `vision_config`"))?;
+        let cfg: VisionConfig = serde_json::from_value(vc.clone())
+            .map_err(|e| anyhow::anyhow!("`vision_config`: {e}"))?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Per-head width.
+    pub fn head_dim(&self) -> usize {
+        self.hidden_size / self.num_heads.max(1)
+    }
+
+    /// Values per patch row of `pixel_values`: `in_channels * temporal * patch²`.
+    pub fn patch_dim(&self) -> usize {
+        self.in_channels * self.temporal_patch_size * self.patch_size * self.patch_size
+    }
+
+    /// Patches merged into one output token, `spatial_merge_size²`.
+    pub fn merge_unit(&self) -> usize {
+        self.spatial_merge_size * self.spatial_merge_size
+    }
+
+    /// Side of the learned position-embedding grid.
+    fn grid_side(&self) -> usize {
+        (self.num_position_embeddings as f64).sqrt().round() as usize
+    }
+
+    /// The MLP activation named by `hidden_act`.
+    pub fn mlp_act(&self) -> Result<Gelu> {
+        match self.hidden_act.as_str() {
+            "gelu_pytorch_tanh" | "gelu_new" => Ok(Gelu::Tanh),
+            "gelu" => Ok(Gelu::Erf),
+            other => candle_core::bail!(
+                "vision_config.hidden_act `{other}` is not supported (gelu_pytorch_tanh, gelu_new, gelu)"
+            ),
+        }
+    }
+
+    /// Refuses sizes the tower cannot be built with, naming the field.
+    pub fn validate(&self) -> Result<()> {
+        let positive = [
+            ("depth", self.depth),
+            ("hidden_size", self.hidden_size),
+            ("intermediate_size", self.intermediate_size),
+            ("num_heads", self.num_heads),
+            ("patch_size", self.patch_size),
+            ("temporal_patch_size", self.temporal_patch_size),
+            ("spatial_merge_size", self.spatial_merge_size),
+            ("in_channels", self.in_channels),
+            ("out_hidden_size", self.out_hidden_size),
+            ("num_position_embeddings", self.num_position_embeddings),
+        ];
+        for (name, v) in positive {
+            if v == 0 {
+                candle_core::bail!("vision_config.{name} must be positive");
+            }
+        }
+        if self.hidden_size % self.num_heads != 0 {
+            candle_core::bail!(
+                "vision_config.hidden_size {} is not divisible by num_heads {}",
+                self.hidden_size,
+                self.num_heads
+            );
+        }
+        if self.head_dim() % 4 != 0 {
+            candle_core::bail!(
+                "vision head width {} must be a multiple of 4 (2-D rotary embedding)",
+                self.head_dim()
+            );
+        }
+        let side = self.grid_side();
+        if side * side != self.num_position_embeddings {
+            candle_core::bail!(
+                "vision_config.num_position_embeddings {} is not a square number",
+                self.num_position_embeddings
+            );
+        }
+        if let Some(&i) = self
+            .deepstack_visual_indexes
+            .iter()
+            .find(|&&i| i >= self.depth)
+        {
+            candle_core::bail!(
+                "vision_config.deepstack_visual_indexes names block {i}, but depth is {}",
+                self.depth
+            );
+        }
+        let mut seen = self.deepstack_visual_indexes.clone();
+        seen.sort_unstable();
+        if seen.windows(2).any(|w| w[0] == w[1]) {
+            candle_core::bail!(
+                "vision_config.deepstack_visual_indexes {:?} names a block twice",
+                self.deepstack_visual_indexes
+            );
+        }
+        self.mlp_act()?;
+        Ok(())
+    }
+
+    /// Every weight of the tower with its shape, HF names relative to [`VISUAL_PREFIX`].
+    pub fn weight_shapes(&self) -> Vec<(String, Vec<usize>)> {
+        let (h, inter) = (self.hidden_size, self.intermediate_size);
+        let merged = h * self.merge_unit();
+        let (t, p) = (self.temporal_patch_size, self.patch_size);
+        let mut v: Vec<(String, Vec<usize>)> = vec![
+            (
+                "patch_embed.proj.weight".into(),
+                vec![h, self.in_channels, t, p, p],
+            ),
+            ("patch_embed.proj.bias".into(), vec![h]),
+            (
+                "pos_embed.weight".into(),
+                vec![self.num_position_embeddings, h],
+            ),
+        ];
+        let lin = |v: &mut Vec<_>, name: String, out: usize, inp: usize| {
+            v.push((format!("{name}.weight"), vec![out, inp]));
+            v.push((format!("{name}.bias"), vec![out]));
+        };
+        let norm = |v: &mut Vec<_>, name: String, dim: usize| {
+            v.push((format!("{name}.weight"), vec![dim]));
+            v.push((format!("{name}.bias"), vec![dim]));
+        };
+        for i in 0..self.depth {
+            let b = format!("blocks.{i}");
+            norm(&mut v, format!("{b}.norm1"), h);
+            norm(&mut v, format!("{b}.norm2"), h);
+            lin(&mut v, format!("{b}.attn.qkv"), 3 * h, h);
+            lin(&mut v, format!("{b}.attn.proj"), h, h);
+            lin(&mut v, format!("{b}.mlp.linear_fc1"), inter, h);
+            lin(&mut v, format!("{b}.mlp.linear_fc2"), h, inter);
+        }
+        let mergers = std::iter::once(("merger".to_string(), h)).chain(
+            (0..self.deepstack_visual_indexes.len())
+                .map(|j| (format!("deepstack_merger_list.{j}"), merged)),
+        );
+        for (m, norm_dim) in mergers {
+            norm(&mut v, format!("{m}.norm"), norm_dim);
+            lin(&mut v, format!("{m}.linear_fc1"), merged, merged);
+            lin(
+                &mut v,
+                format!("{m}.linear_fc2"),
+                self.out_hidden_size,
+                merged,
+            );
+        }
+        v
+    }
+}
+
+/// GELU variants: the tanh approximation (`gelu_pytorch_tanh`) or the exact erf form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gelu {
+    /// `0.5 x (1 + tanh(sqrt(2/π) (x + 0.044715 x³)))`.
+    Tanh,
+    /// `0.5 x (1 + erf(x / sqrt 2))`.
+    Erf,
+}
+
+impl Gelu {
+    fn apply(self, x: &Tensor) -> Result<Tensor> {
+        match self {
+            Gelu::Tanh => x.gelu(),
+            Gelu::Erf => x.gelu_erf(),
+        }
+    }
+}
+
+/// `x Wᵀ + b`.
+#[derive(Debug, Clone)]
+struct Lin {
+    w: Tensor,
+    b: Tensor,
+}
+
+impl Lin {
+    fn load(vb: &VarBuilder, name: &str, out: usize, inp: usize) -> Result<Self> {
+        let vb = vb.pp(name);
+        Ok(Lin {
+            w: vb.get((out, inp), "weight")?,
+            b: vb.get(out, "bias")?,
+        })
+    }
+
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        fused::linear(x, &self.w)?.broadcast_add(&self.b)
+    }
+}
+
+/// LayerNorm over the last dimension, from differentiable ops.
+#[derive(Debug, Clone)]
+struct LayerNorm {
+    w: Tensor,
+    b: Tensor,
+}
+
+impl LayerNorm {
+    fn load(vb: &VarBuilder, name: &str, dim: usize) -> Result<Self> {
+        let vb = vb.pp(name);
+        Ok(LayerNorm {
+            w: vb.get(dim, "weight")?,
+            b: vb.get(dim, "bias")?,
+        })
+    }
+
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let centered = x.broadcast_sub(&x.mean_keepdim(D::Minus1)?)?;
+        let var = centered.sqr()?.mean_keepdim(D::Minus1)?;
+        let normed = centered.broadcast_div(&(var + NORM_EPS)?.sqrt()?)?;
+        normed.broadcast_mul(&self.w)?.broadcast_add(&self.b)
+    }
+}
+
+/// One pre-norm transformer block.
+#[derive(Debug, Clone)]
+struct Block {
+    norm1: LayerNorm,
+    norm2: LayerNorm,
+    qkv: Lin,
+    proj: Lin,
+    fc1: Lin,
+    fc2: Lin,
+}
+
+/// Where each frame's tokens lie and their rotary tables.
+struct Frames {
+    /// `(first token, tokens)` of each frame (attention stays within one).
+    spans: Vec<(usize, usize)>,
+    /// Rotary cos/sin `(tokens, head_dim / 2)` of each frame.
+    rope: Vec<RopeTables>,
+}
+
+impl Block {
+    fn load(cfg: &VisionConfig, vb: &VarBuilder) -> Result<Self> {
+        let (h, inter) = (cfg.hidden_size, cfg.intermediate_size);
+        Ok(Block {
+            norm1: LayerNorm::load(vb, "norm1", h)?,
+            norm2: LayerNorm::load(vb, "norm2", h)?,
+            qkv: Lin::load(vb, "attn.qkv", 3 * h, h)?,
+            proj: Lin::load(vb, "attn.proj", h, h)?,
+            fc1: Lin::load(vb, "mlp.linear_fc1", inter, h)?,
+            fc2: Lin::load(vb, "mlp.linear_fc2", h, inter)?,
+        })
+    }
+
+    fn forward(&self, x: &Tensor, frames: &Frames, heads: usize, act: Gelu) -> Result<Tensor> {
+        let a = self.attention(&self.norm1.forward(x)?, frames, heads)?;
+        let x = (x + a)?;
+        let m = self
+            .fc2
+            .forward(&act.apply(&self.fc1.forward(&self.norm2.forward(&x)?)?)?)?;
+        x + m
+    }
+
+    fn attention(&self, x: &Tensor, frames: &Frames, heads: usize) -> Result<Tensor> {
+        let (n, hidden) = x.dims2()?;
+        let hd = hidden / heads;
+        let scale = 1.0 / (hd as f64).sqrt();
+        let qkv = self.qkv.forward(x)?.reshape((n, 3, heads, hd))?;
+        let part = |i: usize| qkv.narrow(1, i, 1)?.squeeze(1);
+        let (q, k, v) = (part(0)?, part(1)?, part(2)?);
+        let mask = AttentionMask {
+            causal_past: None,
+            key_bias: None,
+        };
+        let mut outs = Vec::with_capacity(frames.spans.len());
+        for (&(start, len), rope) in frames.spans.iter().zip(&frames.rope) {
+            // (1, len, heads, hd)
+            let chunk = |t: &Tensor| t.narrow(0, start, len)?.unsqueeze(0);
+            let (qc, kc, vc) = (chunk(&q)?, chunk(&k)?, chunk(&v)?);
+            if let Some(ctx) = fused::attention(&qc, &kc, &vc, rope, &mask, scale)? {
+                outs.push(ctx.squeeze(0)?);
+                continue;
+            }
+            let heads_first = |t: &Tensor| t.transpose(1, 2)?.contiguous();
+            let qh = fused::rope(&heads_first(&qc)?, rope)?;
+            let kh = fused::rope(&heads_first(&kc)?, rope)?;
+            let vh = heads_first(&vc)?;
+            let scores = qh.matmul(&kh.t()?.contiguous()?)?;
+            let probs = fused::attention_softmax(&scores, scale, &mask, None)?;
+            let ctx = probs.matmul(&vh)?.transpose(1, 2)?;
+            outs.push(ctx.reshape((len, hidden))?);
+        }
+        self.proj.forward(&Tensor::cat(&outs, 0)?)
+    }
+}
+
+/// A patch merger: LayerNorm, `merge_unit` patches concatenated, `fc2(gelu(fc1))`.
+#[derive(Debug, Clone)]
+struct Merger {
+    norm: LayerNorm,
+    fc1: Lin,
+    fc2: Lin,
+    /// LayerNorm over the concatenated patches (DeepStack) rather than each patch.
+    postshuffle: bool,
+}
+
+impl Merger {
+    fn load(cfg: &VisionConfig, vb: &VarBuilder, postshuffle: bool) -> Result<Self> {
+        let merged = cfg.hidden_size * cfg.merge_unit();
+        let norm_dim = if postshuffle { merged } else { cfg.hidden_size };
+        Ok(Merger {
+            norm: LayerNorm::load(vb, "norm", norm_dim)?,
+            fc1: Lin::load(vb, "linear_fc1", merged, merged)?,
+            fc2: Lin::load(vb, "linear_fc2", cfg.out_hidden_size, merged)?,
+            postshuffle,
+        })
+    }
+
+    fn forward(&self, x: &Tensor, unit: usize, act: Gelu) -> Result<Tensor> {
+        let (n, h) = x.dims2()?;
+        if n % unit != 0 {
+            candle_core::bail!("patch merger: {n} patches are not whole blocks of {unit}");
+        }
+        let merged = if self.postshuffle {
+            self.norm.forward(&x.reshape((n / unit, unit * h))?)?
+        } else {
+            self.norm.forward(x)?.reshape((n / unit, unit * h))?
+        };
+        self.fc2.forward(&act.apply(&self.fc1.forward(&merged)?)?)
+    }
+}
+
+/// The Qwen3-VL vision tower (see the module documentation).
+#[derive(Debug, Clone)]
+pub struct VisionModel {
+    cfg: VisionConfig,
+    /// The patch `Conv3d` as a matrix `(hidden, patch_dim)`.
+    patch_embed: Lin,
+    pos_embed: Tensor,
+    blocks: Vec<Block>,
+    merger: Merger,
+    deepstack: Vec<Merger>,
+    mlp_act: Gelu,
+    merger_act: Gelu,
+}
+
+impl VisionModel {
+    /// Builds the tower from `vb` positioned at the tower's weights (for a whole
+    /// checkpoint `vb.pp(VISUAL_PREFIX)`), HF names. Weights that are variables (a
+    /// `VarMap`) receive gradients.
+    pub fn new(cfg: &VisionConfig, vb: VarBuilder) -> Result<Self> {
+        cfg.validate()?;
+        let h = cfg.hidden_size;
+        let (t, p) = (cfg.temporal_patch_size, cfg.patch_size);
+        let pe = vb.pp("patch_embed.proj");
+        let patch_embed = Lin {
+            w: pe
+                .get((h, cfg.in_channels, t, p, p), "weight")?
+                .reshape((h, cfg.patch_dim()))?,
+            b: pe.get(h, "bias")?,
+        };
+        let pos_embed = vb.get((cfg.num_position_embeddings, h), "pos_embed.weight")?;
+        let blocks = (0..cfg.depth)
+            .map(|i| Block::load(cfg, &vb.pp(format!("blocks.{i}"))))
+            .collect::<Result<Vec<_>>>()?;
+        let merger = Merger::load(cfg, &vb.pp("merger"), false)?;
+        let deepstack = (0..cfg.deepstack_visual_indexes.len())
+            .map(|j| Merger::load(cfg, &vb.pp(format!("deepstack_merger_list.{j}")), true))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(VisionModel {
+            mlp_act: cfg.mlp_act()?,
+            cfg: cfg.clone(),
+            patch_embed,
+            pos_embed,
+            blocks,
+            merger,
+            deepstack,
+            merger_act: Gelu::Erf,
+        })
+    }
+
+    /// Builds the tower from weights named as in a checkpoint (`model.visual.…`,
+    /// [`VISUAL_PREFIX`]), cast to `dtype` on `device`.
+    pub fn from_weights(
+        cfg: &VisionConfig,
+        weights: HashMap<String, Tensor>,
+        dtype: DType,
+        device: &Device,
+    ) -> Result<Self> {
+        let vb = VarBuilder::from_tensors(weights, dtype, device);
+        Self::new(cfg, vb.pp(VISUAL_PREFIX))
+    }
+
+    /// Seeded random weights, HF names under [`VISUAL_PREFIX`], f32 on the CPU: matrices
+    /// and embeddings normal with std 0.02 (transformers' `initializer_range`), biases
+    /// zero, LayerNorm weights one.
+    pub fn random_weights(cfg: &VisionConfig, seed: u64) -> Result<HashMap<String, Tensor>> {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let normal = Normal::new(0.0f32, 0.02).map_err(candle_core::Error::wrap)?;
+        let dev = Device::Cpu;
+        let mut out = HashMap::new();
+        for (name, shape) in cfg.weight_shapes() {
+            let t = if name.ends_with(".bias") {
+                Tensor::zeros(shape, DType::F32, &dev)?
+            } else if shape.len() == 1 {
+                Tensor::ones(shape, DType::F32, &dev)?
+            } else {
+                let n: usize = shape.iter().product();
+                let v: Vec<f32> = (0..n).map(|_| normal.sample(&mut rng)).collect();
+                Tensor::from_vec(v, shape, &dev)?
+            };
+            out.insert(format!("{VISUAL_PREFIX}.{name}"), t);
+        }
+        Ok(out)
+    }
+
+    /// The same tower with the mergers' GELU set to `act` (default [`Gelu::Erf`], as
+    /// transformers; candle-transformers 0.11 uses [`Gelu::Tanh`]).
+    pub fn with_merger_act(mut self, act: Gelu) -> Self {
+        self.merger_act = act;
+        self
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &VisionConfig {
+        &self.cfg
+    }
+
+    /// Image tokens and DeepStack features of the images (or videos) described by
+    /// `grid_thw` (`[t, h, w]` patches each, in order), whose patch rows
+    /// `pixel_values` `(Σ t·h·w, patch_dim)` are concatenated in that order.
+    ///
+    /// Returns the merged tokens `(Σ t·h·w / merge_unit, out_hidden_size)` and one
+    /// tensor of that shape per `deepstack_visual_indexes` entry, in block order (as
+    /// transformers).
+    pub fn forward(
+        &self,
+        pixel_values: &Tensor,
+        grid_thw: &[[usize; 3]],
+    ) -> Result<(Tensor, Vec<Tensor>)> {
+        let cfg = &self.cfg;
+        let dtype = self.pos_embed.dtype();
+        let (rows, width) = pixel_values.dims2().map_err(|_| {
+            candle_core::Error::Msg(format!(
+                "pixel_values must be (patches, {}), got {:?}",
+                cfg.patch_dim(),
+                pixel_values.dims()
+            ))
+        })?;
+        if width != cfg.patch_dim() {
+            candle_core::bail!(
+                "pixel_values rows hold {width} values, the vision config wants {} (channels x temporal x patch²)",
+                cfg.patch_dim()
+            );
+        }
+        if grid_thw.is_empty() {
+            candle_core::bail!("grid_thw names no image");
+        }
+        let m = cfg.spatial_merge_size;
+        let mut total = 0usize;
+        for (i, &[t, h, w]) in grid_thw.iter().enumerate() {
+            if t == 0 || h == 0 || w == 0 || h % m != 0 || w % m != 0 {
+                candle_core::bail!(
+                    "grid_thw[{i}] = [{t}, {h}, {w}]: sides must be positive multiples of spatial_merge_size {m}"
+                );
+            }
+            total = t
+                .checked_mul(h)
+                .and_then(|x| x.checked_mul(w))
+                .and_then(|x| x.checked_add(total))
+                .ok_or_else(|| candle_core::Error::Msg("grid_thw overflows".into()))?;
+        }
+        if total != rows {
+            candle_core::bail!("grid_thw covers {total} patches, pixel_values has {rows} rows");
+        }
+        let device = self.pos_embed.device();
+        let x = self
+            .patch_embed
+            .forward(&pixel_values.to_dtype(dtype)?.to_device(device)?)?;
+        let mut x = (x + self.position_embeddings(grid_thw)?)?;
+        let frames = self.frames(grid_thw)?;
+        let mut deepstack = Vec::with_capacity(self.deepstack.len());
+        let unit = cfg.merge_unit();
+        for (i, block) in self.blocks.iter().enumerate() {
+            x = block.forward(&x, &frames, cfg.num_heads, self.mlp_act)?;
+            if let Some(j) = cfg.deepstack_visual_indexes.iter().position(|&l| l == i) {
+                deepstack.push(self.deepstack[j].forward(&x, unit, self.merger_act)?);
+            }
+        }
+        let embeds = self.merger.forward(&x, unit, self.merger_act)?;
+        Ok((embeds, deepstack))
+    }
+
+    /// Patch `(row, column)` positions of one frame in merge-block order.
+    fn frame_positions(&self, h: usize, w: usize) -> Vec<(usize, usize)> {
+        let m = self.cfg.spatial_merge_size;
+        let mut pos = Vec::with_capacity(h * w);
+        for br in 0..h / m {
+            for bc in 0..w / m {
+                for ir in 0..m {
+                    for ic in 0..m {
+                        pos.push((br * m + ir, bc * m + ic));
+                    }
+                }
+            }
+        }
+        pos
+    }
+
+    /// Learned position embeddings bilinearly interpolated to each grid, in the
+    /// patches' (merge-block) order, `(Σ t·h·w, hidden)`.
+    fn position_embeddings(&self, grid_thw: &[[usize; 3]]) -> Result<Tensor> {
+        let side = self.cfg.grid_side();
+        let mut idx: [Vec<u32>; 4] = Default::default();
+        let mut wts: [Vec<f32>; 4] = Default::default();
+        for &[t, h, w] in grid_thw {
+            let (hs, ws) = (linspace(side, h), linspace(side, w));
+            let corner = |v: f32| {
+                let lo = v as usize; // v >= 0: truncation is floor, as `.int()`
+                (lo, (lo + 1).min(side - 1), v - lo as f32)
+            };
+            let pos = self.frame_positions(h, w);
+            for _ in 0..t {
+                for &(r, c) in &pos {
+                    let (r0, r1, dh) = corner(hs[r]);
+                    let (c0, c1, dw) = corner(ws[c]);
+                    let cells = [(r0, c0), (r0, c1), (r1, c0), (r1, c1)];
+                    let weights = [
+                        (1.0 - dh) * (1.0 - dw),
+                        (1.0 - dh) * dw,
+                        dh * (1.0 - dw),
+                        dh * dw,
+                    ];
+                    for k in 0..4 {
+                        idx[k].push((cells[k].0 * side + cells[k].1) as u32);
+                        wts[k].push(weights[k]);
+                    }
+                }
+            }
+        }
+        let n = idx[0].len();
+        let device = self.pos_embed.device();
+        let idx = Tensor::from_vec(idx.concat(), 4 * n, device)?;
+        let wts =
+            Tensor::from_vec(wts.concat(), (4, n, 1), device)?.to_dtype(self.pos_embed.dtype())?;
+        let hidden = self.cfg.hidden_size;
+        let gathered = self
+            .pos_embed
+            .index_select(&idx, 0)?
+            .reshape((4, n, hidden))?;
+        gathered.broadcast_mul(&wts)?.sum(0)
+    }
+
+    /// Frame spans and their 2-D rotary tables.
+    fn frames(&self, grid_thw: &[[usize; 3]]) -> Result<Frames> {
+        let hd = self.cfg.head_dim();
+        let quarter = hd / 4;
+        // transformers: 1 / theta^(arange(0, dim, 2) / dim) for dim = hd / 2, in f32.
+        let inv_freq: Vec<f32> = (0..quarter)
+            .map(|j| 1.0 / ROPE_THETA.powf((2 * j) as f32 / (hd / 2) as f32))
+            .collect();
+        let device = self.pos_embed.device();
+        let dtype = self.pos_embed.dtype();
+        let mut frames = Frames {
+            spans: Vec::new(),
+            rope: Vec::new(),
+        };
+        let mut start = 0;
+        for &[t, h, w] in grid_thw {
+            let pos = self.frame_positions(h, w);
+            let mut cos = Vec::with_capacity(pos.len() * hd / 2);
+            let mut sin = Vec::with_capacity(pos.len() * hd / 2);
+            for &(r, c) in &pos {
+                for coord in [r, c] {
+                    for &f in &inv_freq {
+                        let angle = (coord as f32 * f) as f64;
+                        cos.push(angle.cos());
+                        sin.push(angle.sin());
+                    }
+                }
+            }
+            let table =
+                |v: Vec<f64>| Tensor::from_vec(v, (pos.len(), hd / 2), device)?.to_dtype(dtype);
+            let rope = RopeTables::new(table(cos)?, table(sin)?)?;
+            for _ in 0..t {
+                frames.spans.push((start, h * w));
+                frames.rope.push(rope.clone());
+                start += h * w;
+            }
+        }
+        Ok(frames)
+    }
+}
+
+/// `torch.linspace(0, side - 1, steps)` in f32 (the first half counted up from the
+/// start, the second down from the end, as torch does).
+fn linspace(side: usize, steps: usize) -> Vec<f32> {
+    if steps == 1 {
+        return vec![0.0];
+    }
+    let end = (side - 1) as f32;
+    let step = end / (steps - 1) as f32;
+    (0..steps)
+        .map(|i| {
+            if i < steps / 2 {
+                step * i as f32
+            } else {
+                end - step * (steps - 1 - i) as f32
+            }
+        })
+        .collect()
+}
