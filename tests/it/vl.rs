@@ -175,11 +175,14 @@ fn preprocess_refuses_unusable_images() {
 }
 
 // ---------------------------------------------------------------------------------
-// Vision tower (`model::vl::vision`) against an independent reference.
+// Vision tower (`model::vl::vision`) against an independent reference and against
+// candle-transformers.
 //
 // candle-transformers 0.11.1's `Qwen3VLVisionModel` cannot be built from outside the
 // crate (`qwen3_vl::vision` is a private module; only `Qwen3VLModel`, whose forward
-// returns text logits, is public), so the reference below is written here from
+// returns text logits, is public): `vision_tower_matches_candle_transformers` reaches
+// it through `Qwen3VLModel` with a pass-through text model, which shows each token only
+// up to its scale. The full check is against the reference below, written here from
 // transformers' formulas: plain f64 loops over the weights by HF name, with the
 // Conv3d indexed as a 5-D kernel, per-frame attention, and erf GELU in the mergers.
 
@@ -785,4 +788,172 @@ fn vision_tower_reads_preprocessed_pixels() {
     assert_eq!(deep[0].dims(), [tokens, 48]);
     let v = to_f64(&embeds);
     assert!(v.iter().all(|x| x.is_finite()) && v.iter().any(|x| *x != 0.0));
+}
+
+/// candle-transformers' `Qwen3VLModel` over `vision` weights with a pass-through text
+/// model of `layers` decoder layers (`o_proj`, `down_proj` zero), final norm weights
+/// one (epsilon `eps`) and an identity `lm_head`, `out_hidden_size` wide.
+fn candle_transformers_vl(
+    cfg: &rmsweb::model::vl::VisionConfig,
+    vision: &std::collections::HashMap<String, candle_core::Tensor>,
+    layers: usize,
+    eps: f64,
+) -> candle_transformers::models::qwen3_vl::Qwen3VLModel {
+    use candle_core::{DType, Device, Tensor};
+    use candle_transformers::models::qwen3_vl::{Config, Qwen3VLModel};
+    let dev = Device::Cpu;
+    let hidden = cfg.out_hidden_size;
+    let (heads, head_dim, inter) = (2, 12, 16);
+    let mut all = vision.clone();
+    let mut put = |name: String, t: Tensor| {
+        all.insert(name, t);
+    };
+    let zeros = |shape: &[usize]| Tensor::zeros(shape, DType::F32, &dev).unwrap();
+    let ones = |d: usize| Tensor::ones(d, DType::F32, &dev).unwrap();
+    let lm = "model.language_model";
+    put(
+        format!("{lm}.embed_tokens.weight"),
+        seeded_normal(&[hidden, hidden], 21),
+    );
+    for i in 0..layers {
+        let p = format!("{lm}.layers.{i}");
+        for (n, shape) in [
+            ("self_attn.q_proj", [heads * head_dim, hidden]),
+            ("self_attn.k_proj", [heads * head_dim, hidden]),
+            ("self_attn.v_proj", [heads * head_dim, hidden]),
+            ("mlp.gate_proj", [inter, hidden]),
+            ("mlp.up_proj", [inter, hidden]),
+        ] {
+            put(
+                format!("{p}.{n}.weight"),
+                seeded_normal(&shape, 30 + i as u64),
+            );
+        }
+        put(
+            format!("{p}.self_attn.o_proj.weight"),
+            zeros(&[hidden, heads * head_dim]),
+        );
+        put(format!("{p}.mlp.down_proj.weight"), zeros(&[hidden, inter]));
+        for (n, d) in [
+            ("self_attn.q_norm", head_dim),
+            ("self_attn.k_norm", head_dim),
+            ("input_layernorm", hidden),
+            ("post_attention_layernorm", hidden),
+        ] {
+            put(format!("{p}.{n}.weight"), ones(d));
+        }
+    }
+    put(format!("{lm}.norm.weight"), ones(hidden));
+    put(
+        "lm_head.weight".into(),
+        Tensor::eye(hidden, DType::F32, &dev).unwrap(),
+    );
+    put("lm_head.bias".into(), zeros(&[hidden]));
+    let ct_cfg: Config = serde_json::from_value(serde_json::json!({
+        "text_config": {
+            "head_dim": head_dim, "vocab_size": hidden, "hidden_size": hidden,
+            "intermediate_size": inter, "num_hidden_layers": layers,
+            "num_attention_heads": heads, "num_key_value_heads": heads,
+            "hidden_act": "silu", "max_position_embeddings": 16, "rms_norm_eps": eps,
+            "tie_word_embeddings": false, "rope_theta": 10000.0, "sliding_window": null
+        },
+        "vision_config": {
+            "depth": cfg.depth, "hidden_size": cfg.hidden_size,
+            "out_hidden_size": hidden, "hidden_act": cfg.hidden_act,
+            "intermediate_size": cfg.intermediate_size, "num_heads": cfg.num_heads,
+            "in_chans": cfg.in_channels, "patch_size": cfg.patch_size,
+            "spatial_merge_size": cfg.spatial_merge_size,
+            "temporal_patch_size": cfg.temporal_patch_size,
+            "num_position_embeddings": cfg.num_position_embeddings,
+            "deepstack_visual_indexes": cfg.deepstack_visual_indexes
+        },
+        "image_token_id": 1, "video_token_id": 2,
+        "vision_start_token_id": 3, "vision_end_token_id": 4
+    }))
+    .unwrap();
+    Qwen3VLModel::new(
+        &ct_cfg,
+        candle_nn::VarBuilder::from_tensors(all, DType::F32, &dev),
+    )
+    .unwrap()
+}
+
+/// Against candle-transformers 0.11.1's Qwen3-VL. Its vision tower cannot be built
+/// from outside (`qwen3_vl::vision` is private), so it runs inside the public
+/// `Qwen3VLModel` with a pass-through text model ([`candle_transformers_vl`]), one
+/// image token per batch row (the model returns the last position's logits). With
+/// `k` decoder layers the logits are `rms_norm(embeds + deepstack_0 + … +
+/// deepstack_{k-1})` per token (DeepStack feature `i` is added after layer `i`), so
+/// k = 0, 1, 2 check the image tokens and each feature (up to each token's scale,
+/// which `vision_tower_matches_reference` checks). This tower runs with its mergers'
+/// GELU set to tanh, as candle-transformers has it. Same weights and pixels as
+/// `vision_tower_matches_reference`.
+#[test]
+fn vision_tower_matches_candle_transformers() {
+    use candle_core::{DType, Device, Tensor};
+    use rmsweb::model::vl::{Gelu, VisionModel};
+    let (cfg, _) = tiny_vision();
+    let dev = Device::Cpu;
+    let weights = vision_test_weights(&cfg, 7);
+    let hidden = cfg.out_hidden_size;
+    let eps = 1e-6;
+    let grids = [[1usize, 4, 6], [2, 8, 4]];
+    let rows: usize = grids.iter().map(|g| g.iter().product::<usize>()).sum();
+    let n = rows / cfg.merge_unit();
+    let pixels = seeded_normal(&[rows, cfg.patch_dim()], 11);
+    let ours = |act: Gelu| {
+        let model = VisionModel::from_weights(&cfg, weights.clone(), DType::F32, &dev)
+            .unwrap()
+            .with_merger_act(act);
+        model.forward(&pixels, &grids).unwrap()
+    };
+    let rms_normed = |t: &Tensor| -> Vec<f64> {
+        to_f64(t)
+            .chunks(hidden)
+            .flat_map(|r| {
+                let rms = (r.iter().map(|v| v * v).sum::<f64>() / hidden as f64 + eps).sqrt();
+                r.iter().map(move |v| v / rms).collect::<Vec<_>>()
+            })
+            .collect()
+    };
+    let (tanh_e, tanh_d) = ours(Gelu::Tanh);
+    let (erf_e, erf_d) = ours(Gelu::Erf);
+    assert_eq!(tanh_d.len(), 2);
+    for layers in 0..=2 {
+        let ct = candle_transformers_vl(&cfg, &weights, layers, eps);
+        let got = ct
+            .forward(
+                &Tensor::ones((n, 1), DType::U32, &dev).unwrap(),
+                Some(pixels.clone()),
+                None,
+                Some(Tensor::new(&[[1u32, 4, 6], [2, 8, 4]], &dev).unwrap()),
+                None,
+                vec![1; n],
+                vec![vec![(0, 1)]; n],
+                vec![],
+                &vec![0; n],
+            )
+            .unwrap();
+        assert_eq!(got.dims(), [n, hidden]);
+        let got = to_f64(&got);
+        let sum = |e: &Tensor, d: &[Tensor]| {
+            d[..layers]
+                .iter()
+                .fold(e.clone(), |acc, f| (acc + f).unwrap())
+        };
+        let d = max_abs_diff(&rms_normed(&sum(&tanh_e, &tanh_d)), &got);
+        let d_erf = max_abs_diff(&rms_normed(&sum(&erf_e, &erf_d)), &got);
+        eprintln!(
+            "candle-transformers, {layers} deepstack feature(s) added: max |diff| {d:.3e} \
+             (erf-GELU mergers: {d_erf:.3e})"
+        );
+        assert!(
+            d < 1e-4,
+            "{layers}: differs from candle-transformers by {d}"
+        );
+        assert!(
+            d_erf > 1e-4,
+            "{layers}: the merger GELU is not seen ({d_erf})"
+        );
+    }
 }
