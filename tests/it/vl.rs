@@ -618,20 +618,11 @@ fn vision_tower_gradients_match_finite_differences() {
         "deepstack_visual_indexes": [0]
     }))
     .unwrap();
-    let vars: std::collections::HashMap<String, Var> = vision_test_weights(&cfg, 3)
-        .into_iter()
-        .map(|(k, t)| {
-            (
-                k,
-                Var::from_tensor(&t.to_dtype(DType::F64).unwrap()).unwrap(),
-            )
-        })
-        .collect();
-    let tensors = vars
-        .iter()
-        .map(|(k, v)| (k.clone(), v.as_tensor().clone()))
-        .collect();
-    let model = VisionModel::from_weights(&cfg, tensors, DType::F64, &Device::Cpu).unwrap();
+    let weights = vision_test_weights(&cfg, 3);
+    let (model, vars) =
+        VisionModel::from_weights_trainable(&cfg, &weights, DType::F64, &Device::Cpu).unwrap();
+    assert_eq!(vars.len(), weights.len(), "every weight trains");
+    let vars: std::collections::HashMap<String, Var> = vars.into_iter().collect();
     let grids = [[1usize, 2, 4], [1, 4, 2]];
     let rows = 16;
     let pixels = Var::from_tensor(
@@ -714,18 +705,9 @@ fn vision_tower_gradients_match_finite_differences() {
     );
 
     // The same weights in f32: the fused kernels' backward passes.
-    let vars32: std::collections::HashMap<String, Var> = vars
-        .iter()
-        .map(|(k, v)| {
-            let t = v.as_tensor().to_dtype(DType::F32).unwrap();
-            (k.clone(), Var::from_tensor(&t).unwrap())
-        })
-        .collect();
-    let tensors32 = vars32
-        .iter()
-        .map(|(k, v)| (k.clone(), v.as_tensor().clone()))
-        .collect();
-    let model32 = VisionModel::from_weights(&cfg, tensors32, DType::F32, &Device::Cpu).unwrap();
+    let (model32, vars32) =
+        VisionModel::from_weights_trainable(&cfg, &weights, DType::F32, &Device::Cpu).unwrap();
+    let vars32: std::collections::HashMap<String, Var> = vars32.into_iter().collect();
     let pixels32 = Var::from_tensor(&pixels.as_tensor().to_dtype(DType::F32).unwrap()).unwrap();
     let (e, d) = model32.forward(pixels32.as_tensor(), &grids).unwrap();
     let f32_of = |t: &Tensor| t.to_dtype(DType::F32).unwrap();

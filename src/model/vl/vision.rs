@@ -30,7 +30,7 @@
 //! softmax are written out rather than candle's fused versions, which drop gradients).
 
 use crate::model::fused::{self, AttentionMask, RopeTables};
-use candle_core::{D, DType, Device, Result, Tensor};
+use candle_core::{D, DType, Device, Result, Tensor, Var};
 use candle_nn::VarBuilder;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -175,9 +175,9 @@ impl VisionConfig {
             );
         }
         let side = self.grid_side();
-        if side * side != self.num_position_embeddings {
+        if side * side != self.num_position_embeddings || u32::try_from(side * side).is_err() {
             candle_core::bail!(
-                "vision_config.num_position_embeddings {} is not a square number",
+                "vision_config.num_position_embeddings {} is not a square number below 2^32",
                 self.num_position_embeddings
             );
         }
@@ -486,6 +486,31 @@ impl VisionModel {
     ) -> Result<Self> {
         let vb = VarBuilder::from_tensors(weights, dtype, device);
         Self::new(cfg, vb.pp(VISUAL_PREFIX))
+    }
+
+    /// [`Self::from_weights`] with every tower weight a training variable; returns the
+    /// variables by checkpoint name (for an optimizer or a checkpoint).
+    pub fn from_weights_trainable(
+        cfg: &VisionConfig,
+        weights: &HashMap<String, Tensor>,
+        dtype: DType,
+        device: &Device,
+    ) -> Result<(Self, Vec<(String, Var)>)> {
+        cfg.validate()?;
+        let mut vars = Vec::new();
+        for (name, _) in cfg.weight_shapes() {
+            let full = format!("{VISUAL_PREFIX}.{name}");
+            let t = weights
+                .get(&full)
+                .ok_or_else(|| candle_core::Error::Msg(format!("weight `{full}` is missing")))?;
+            let v = Var::from_tensor(&t.to_dtype(dtype)?.to_device(device)?)?;
+            vars.push((full, v));
+        }
+        let tensors = vars
+            .iter()
+            .map(|(n, v)| (n.clone(), v.as_tensor().clone()))
+            .collect();
+        Ok((Self::from_weights(cfg, tensors, dtype, device)?, vars))
     }
 
     /// Seeded random weights, HF names under [`VISUAL_PREFIX`], f32 on the CPU: matrices
