@@ -281,6 +281,15 @@ impl Gelu {
     }
 }
 
+/// The dtype norms and rotary embeddings compute in: f32 for half precision (as
+/// transformers does), the dtype itself otherwise.
+fn internal_dtype(dtype: DType) -> DType {
+    match dtype {
+        DType::F16 | DType::BF16 => DType::F32,
+        d => d,
+    }
+}
+
 /// `x Wᵀ + b`.
 #[derive(Debug, Clone)]
 struct Lin {
@@ -318,11 +327,18 @@ impl LayerNorm {
         })
     }
 
+    /// Normalizes in f32 for half-precision inputs (as torch's LayerNorm), then scales
+    /// in the input's dtype.
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let dtype = x.dtype();
+        let x = x.to_dtype(internal_dtype(dtype))?;
         let centered = x.broadcast_sub(&x.mean_keepdim(D::Minus1)?)?;
         let var = centered.sqr()?.mean_keepdim(D::Minus1)?;
         let normed = centered.broadcast_div(&(var + NORM_EPS)?.sqrt()?)?;
-        normed.broadcast_mul(&self.w)?.broadcast_add(&self.b)
+        normed
+            .to_dtype(dtype)?
+            .broadcast_mul(&self.w)?
+            .broadcast_add(&self.b)
     }
 }
 
@@ -343,6 +359,8 @@ struct Frames {
     spans: Vec<(usize, usize)>,
     /// Rotary cos/sin `(tokens, head_dim / 2)` of each frame.
     rope: Vec<RopeTables>,
+    /// The tables' dtype.
+    dtype: DType,
 }
 
 impl Block {
@@ -388,8 +406,11 @@ impl Block {
                 continue;
             }
             let heads_first = |t: &Tensor| t.transpose(1, 2)?.contiguous();
-            let qh = fused::rope(&heads_first(&qc)?, rope)?;
-            let kh = fused::rope(&heads_first(&kc)?, rope)?;
+            // Rotated in the tables' dtype (f32 for half precision), as transformers.
+            let rotated = |t: &Tensor| {
+                fused::rope(&heads_first(t)?.to_dtype(frames.dtype)?, rope)?.to_dtype(t.dtype())
+            };
+            let (qh, kh) = (rotated(&qc)?, rotated(&kc)?);
             let vh = heads_first(&vc)?;
             let scores = qh.matmul(&kh.t()?.contiguous()?)?;
             let probs = fused::attention_softmax(&scores, scale, &mask, None)?;
@@ -691,10 +712,11 @@ impl VisionModel {
             .map(|j| 1.0 / ROPE_THETA.powf((2 * j) as f32 / (hd / 2) as f32))
             .collect();
         let device = self.pos_embed.device();
-        let dtype = self.pos_embed.dtype();
+        let dtype = internal_dtype(self.pos_embed.dtype());
         let mut frames = Frames {
             spans: Vec::new(),
             rope: Vec::new(),
+            dtype,
         };
         let mut start = 0;
         for &[t, h, w] in grid_thw {
@@ -852,6 +874,56 @@ mod tests {
         assert_eq!(e.dims(), [3, 8]);
         assert_eq!(d.len(), 1);
         assert_eq!(d[0].dims(), [3, 8]);
+    }
+
+    #[test]
+    fn half_precision_follows_f32() {
+        let cfg = tiny();
+        let w = VisionModel::random_weights(&cfg, 2)
+            .unwrap()
+            .into_iter()
+            .map(|(k, t)| (k, (t * 25.0).unwrap()))
+            .collect::<HashMap<_, _>>();
+        let pd = cfg.patch_dim();
+        let px = Tensor::arange(0u32, (8 * pd) as u32, &Device::Cpu)
+            .unwrap()
+            .to_dtype(DType::F32)
+            .unwrap()
+            .affine(0.11, 0.0)
+            .unwrap()
+            .sin()
+            .unwrap()
+            .reshape((8, pd))
+            .unwrap();
+        let run = |dtype: DType| {
+            let m = VisionModel::from_weights(&cfg, w.clone(), dtype, &Device::Cpu).unwrap();
+            let (e, d) = m.forward(&px, &[[1, 2, 4]]).unwrap();
+            assert_eq!(e.dtype(), dtype);
+            assert_eq!(d[0].dtype(), dtype);
+            e.to_dtype(DType::F32).unwrap()
+        };
+        let full = run(DType::F32);
+        let half = run(DType::BF16);
+        let scale = full
+            .abs()
+            .unwrap()
+            .max_all()
+            .unwrap()
+            .to_scalar::<f32>()
+            .unwrap();
+        let diff = (half - &full)
+            .unwrap()
+            .abs()
+            .unwrap()
+            .max_all()
+            .unwrap()
+            .to_scalar::<f32>()
+            .unwrap();
+        // bf16 keeps 8 bits of mantissa: a few percent of the output scale after two
+        // blocks and a merger.
+        eprintln!("bf16 vs f32: max |diff| {diff:.3e} at output scale {scale:.3}");
+        assert!(scale > 1.0, "{scale}");
+        assert!(diff < 0.05 * scale, "bf16 off by {diff} at scale {scale}");
     }
 
     #[test]
