@@ -21,11 +21,11 @@ pub struct ScanBudget {
 pub const CANDIDATE_COST: usize = 16;
 
 impl ScanBudget {
-    /// The budget for a text of `len` bytes: eight scans of the whole text, plus slack
+    /// The budget for a text of `len` bytes: three scans of the whole text, plus slack
     /// for short texts.
     pub fn for_len(len: usize) -> Self {
         ScanBudget {
-            left: len.saturating_mul(8).saturating_add(64 << 10),
+            left: len.saturating_mul(3).saturating_add(64 << 10),
             spent: 0,
         }
     }
