@@ -876,14 +876,29 @@ mod tests {
         assert_eq!(d[0].dims(), [3, 8]);
     }
 
-    #[test]
-    fn half_precision_follows_f32() {
-        let cfg = tiny();
-        let w = VisionModel::random_weights(&cfg, 2)
+    /// The largest absolute value of `t`.
+    fn max_abs(t: &Tensor) -> f32 {
+        t.abs()
+            .unwrap()
+            .max_all()
+            .unwrap()
+            .to_scalar::<f32>()
+            .unwrap()
+    }
+
+    /// Random weights scaled to unit size (x25), so small numeric leaks show.
+    fn unit_scale_weights(cfg: &VisionConfig, seed: u64) -> HashMap<String, Tensor> {
+        VisionModel::random_weights(cfg, seed)
             .unwrap()
             .into_iter()
             .map(|(k, t)| (k, (t * 25.0).unwrap()))
-            .collect::<HashMap<_, _>>();
+            .collect()
+    }
+
+    #[test]
+    fn half_precision_follows_f32() {
+        let cfg = tiny();
+        let w = unit_scale_weights(&cfg, 2);
         let pd = cfg.patch_dim();
         let px = Tensor::arange(0u32, (8 * pd) as u32, &Device::Cpu)
             .unwrap()
@@ -904,21 +919,8 @@ mod tests {
         };
         let full = run(DType::F32);
         let half = run(DType::BF16);
-        let scale = full
-            .abs()
-            .unwrap()
-            .max_all()
-            .unwrap()
-            .to_scalar::<f32>()
-            .unwrap();
-        let diff = (half - &full)
-            .unwrap()
-            .abs()
-            .unwrap()
-            .max_all()
-            .unwrap()
-            .to_scalar::<f32>()
-            .unwrap();
+        let scale = max_abs(&full);
+        let diff = max_abs(&(half - &full).unwrap());
         // bf16 keeps 8 bits of mantissa: a few percent of the output scale after two
         // blocks and a merger.
         eprintln!("bf16 vs f32: max |diff| {diff:.3e} at output scale {scale:.3}");
@@ -942,11 +944,7 @@ mod tests {
         // A second frame changes none of the first frame's tokens. Weights at unit
         // scale (x25), so leaking attention would move them well above the tolerance.
         let cfg = tiny();
-        let w = VisionModel::random_weights(&cfg, 0)
-            .unwrap()
-            .into_iter()
-            .map(|(k, t)| (k, (t * 25.0).unwrap()))
-            .collect();
+        let w = unit_scale_weights(&cfg, 0);
         let m = VisionModel::from_weights(&cfg, w, DType::F32, &Device::Cpu).unwrap();
         let pd = cfg.patch_dim();
         let wave = |phase: f64| {
@@ -959,23 +957,9 @@ mod tests {
         let ab = Tensor::cat(&[&a, &b], 0).unwrap();
         let (two, _) = m.forward(&ab, &[[2, 2, 4]]).unwrap();
         assert_eq!(two.dims(), [4, 8]);
-        let diff = (two.narrow(0, 0, 2).unwrap() - &one)
-            .unwrap()
-            .abs()
-            .unwrap()
-            .max_all()
-            .unwrap()
-            .to_scalar::<f32>()
-            .unwrap();
+        let diff = max_abs(&(two.narrow(0, 0, 2).unwrap() - &one).unwrap());
         assert!(diff < 1e-6, "{diff}");
-        let other = (two.narrow(0, 2, 2).unwrap() - &one)
-            .unwrap()
-            .abs()
-            .unwrap()
-            .max_all()
-            .unwrap()
-            .to_scalar::<f32>()
-            .unwrap();
+        let other = max_abs(&(two.narrow(0, 2, 2).unwrap() - &one).unwrap());
         assert!(
             other > 1e-4,
             "the second frame's tokens are its own ({other})"
