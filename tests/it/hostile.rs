@@ -88,6 +88,19 @@ fn run_for(args: &[&str], limit: Duration) -> Output {
     }
 }
 
+/// `rmsweb import browser-use --dataset DS HISTORY --task TASK`.
+fn import_history(ds: &Path, history: &Path, task: &str) -> Output {
+    run(&[
+        "import",
+        "browser-use",
+        "--dataset",
+        s(ds),
+        s(history),
+        "--task",
+        task,
+    ])
+}
+
 fn run(args: &[&str]) -> Output {
     run_for(args, Duration::from_secs(60))
 }
@@ -360,15 +373,11 @@ fn no_error_path_prints_control_bytes() {
         checked += 1;
     }
     // Raw bytes in a task file given to `import tasks`... and a history full of them.
-    let o = run(&[
-        "import",
-        "browser-use",
-        "--dataset",
-        s(&dir.path().join("bu")),
-        s(&corpus("browser_use/bad_not_json.json")),
-        "--task",
+    let o = import_history(
+        &dir.path().join("bu"),
+        &corpus("browser_use/bad_not_json.json"),
         "t",
-    ]);
+    );
     assert_clean("bad_not_json", &o);
     assert!(checked > 40, "{checked}");
 }
@@ -378,15 +387,7 @@ fn payloads_inside_imported_fields_never_reach_the_terminal() {
     let dir = tempfile::tempdir().unwrap();
     let ds = dir.path().join("ds");
     let h = corpus("browser_use/ok_payloads_in_fields.json");
-    let o = run(&[
-        "import",
-        "browser-use",
-        "--dataset",
-        s(&ds),
-        s(&h),
-        "--task",
-        "t",
-    ]);
+    let o = import_history(&ds, &h, "t");
     assert_clean("import", &o);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let id = JsonlFile::open(&ds.join("trajectories.jsonl"))
@@ -638,15 +639,7 @@ fn staging_folders_of_a_dead_import_are_removed_by_the_next() {
         out.contains(".import-Xk3f9a") && out.contains("interrupted import"),
         "{out}"
     );
-    let o = run(&[
-        "import",
-        "browser-use",
-        "--dataset",
-        s(&ds),
-        s(&corpus("browser_use/ok_base.json")),
-        "--task",
-        "buy it",
-    ]);
+    let o = import_history(&ds, &corpus("browser_use/ok_base.json"), "buy it");
     let err = assert_clean("import", &o);
     assert!(o.status.success(), "{err}");
     assert!(err.contains("removed the staging folder"), "{err}");
@@ -669,15 +662,7 @@ fn a_complete_last_record_without_newline_survives_the_next_append() {
     std::fs::write(&traj, text.trim_end()).unwrap();
     let o = run(&["validate", s(&ds)]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
-    let o = run(&[
-        "import",
-        "browser-use",
-        "--dataset",
-        s(&ds),
-        s(&corpus("browser_use/ok_base.json")),
-        "--task",
-        "buy it",
-    ]);
+    let o = import_history(&ds, &corpus("browser_use/ok_base.json"), "buy it");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let after = std::fs::read_to_string(&traj).unwrap();
     assert!(after.starts_with(&text), "the old last record was changed");
@@ -718,15 +703,7 @@ fn import_never_writes_a_record_the_reader_refuses() {
     // 34 MiB of done text is stored twice (the action and the final answer): 68 MiB.
     let h = dir.path().join("big-done.json");
     std::fs::write(&h, history_with_done_text(34 << 20)).unwrap();
-    let o = run(&[
-        "import",
-        "browser-use",
-        "--dataset",
-        s(&ds),
-        s(&h),
-        "--task",
-        "buy it",
-    ]);
+    let o = import_history(&ds, &h, "buy it");
     let err = assert_clean("big done", &o);
     assert!(!o.status.success());
     assert!(
@@ -759,15 +736,7 @@ fn import_never_writes_a_record_the_reader_refuses() {
     )
     .unwrap();
     drop(msg);
-    let o = run(&[
-        "import",
-        "browser-use",
-        "--dataset",
-        s(&ds),
-        s(&h),
-        "--task",
-        "buy it",
-    ]);
+    let o = import_history(&ds, &h, "buy it");
     let err = assert_clean("big state", &o);
     assert!(!o.status.success());
     assert!(err.contains("state_message"), "{err}");
@@ -817,15 +786,7 @@ fn wrong_parameters_are_refused_by_import_and_validate() {
     ] {
         let ds = dir.path().join(name);
         let h = corpus(&format!("browser_use/bad_{name}.json"));
-        let o = run(&[
-            "import",
-            "browser-use",
-            "--dataset",
-            s(&ds),
-            s(&h),
-            "--task",
-            "t",
-        ]);
+        let o = import_history(&ds, &h, "t");
         let err = assert_clean(name, &o);
         assert!(!o.status.success(), "{name} was imported");
         assert!(
@@ -837,15 +798,7 @@ fn wrong_parameters_are_refused_by_import_and_validate() {
     for name in ["base", "index_string", "coordinates", "inline_png"] {
         let ds = dir.path().join(name);
         let h = corpus(&format!("browser_use/ok_{name}.json"));
-        let o = run(&[
-            "import",
-            "browser-use",
-            "--dataset",
-            s(&ds),
-            s(&h),
-            "--task",
-            "t",
-        ]);
+        let o = import_history(&ds, &h, "t");
         assert!(
             o.status.success(),
             "{name}: {}",
