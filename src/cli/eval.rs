@@ -47,6 +47,10 @@ pub struct PolicyArgs {
     /// Local model: sampling temperature (0 = greedy).
     #[arg(long, default_value_t = 0.0)]
     pub temperature: f64,
+    /// Local model: decode each answer under the step's observation-grounded schema
+    /// (element indices the prompt shows, typed values spanning the instruction).
+    #[arg(long)]
+    pub grounded: bool,
     /// Chat and local models: the prompt format the model was trained with.
     #[arg(long, value_enum, default_value = "rmsweb")]
     pub prompt_format: rmsweb::policy::format::PromptFormat,
@@ -120,6 +124,7 @@ impl PolicyArgs {
                 let name = format!("local:{}", dir.display());
                 let mut policy = rmsweb::policy::local::LocalPolicy::new(model, name);
                 policy.prompt.format = self.prompt_format;
+                policy.grounded = self.grounded;
                 Ok(Box::new(policy))
             }
             other => bail!("unknown --policy {other:?}: use scripted, chat or local"),

@@ -5,6 +5,7 @@
 
 pub mod chat_template;
 pub mod config;
+pub mod constrain;
 pub mod fused;
 pub mod lora;
 pub mod peft;

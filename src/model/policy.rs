@@ -2,8 +2,9 @@
 
 use super::chat_template::{ChatTemplate, Message};
 use super::config::Qwen3Config;
+use super::constrain::{QuoteGuard, Schema};
 use super::qwen3::Qwen3;
-use super::sample::{SampleConfig, generate};
+use super::sample::{Constraint, SampleConfig, generate_with};
 use super::{peft, tokenizer, weights};
 use anyhow::{Context, Result};
 use candle_core::{DType, Device};
@@ -17,6 +18,8 @@ pub struct LocalModelPolicy {
     pub template: ChatTemplate,
     pub sampling: SampleConfig,
     stop: Vec<u32>,
+    /// The vocabulary's raw bytes, computed on the first constrained generation.
+    token_bytes: std::sync::OnceLock<Vec<Option<Vec<u8>>>>,
 }
 
 /// The token ids generation stops at: the ChatML end tokens the tokenizer has, the
@@ -58,6 +61,7 @@ impl LocalModelPolicy {
             template,
             sampling: SampleConfig::default(),
             stop,
+            token_bytes: std::sync::OnceLock::new(),
         }
     }
 
@@ -108,8 +112,34 @@ impl LocalModelPolicy {
 
     /// Generates the assistant reply to `messages` (greedy when temperature is 0).
     pub fn generate(&self, messages: &[Message]) -> Result<String> {
+        self.generate_as(messages, None)
+    }
+
+    /// Generates a reply that is a JSON value `schema` accepts (or a prefix of one, when
+    /// `max_new_tokens` runs out first), its quoted spans held by `quotes` if given.
+    pub fn generate_constrained(
+        &self,
+        messages: &[Message],
+        schema: &std::sync::Arc<Schema>,
+        quotes: Option<&QuoteGuard>,
+    ) -> Result<String> {
+        self.generate_as(messages, Some((schema, quotes)))
+    }
+
+    fn generate_as(
+        &self,
+        messages: &[Message],
+        constrained: Option<(&std::sync::Arc<Schema>, Option<&QuoteGuard>)>,
+    ) -> Result<String> {
         let prompt = self.template.encode_prompt(&self.tokenizer, messages)?;
-        let ids = generate(&self.model, &prompt, &self.stop, &self.sampling)?;
+        let constraint = constrained.map(|(s, quotes)| Constraint {
+            matcher: s.matcher(),
+            quotes: quotes.cloned(),
+            token_bytes: self
+                .token_bytes
+                .get_or_init(|| super::constrain::token_bytes(&self.tokenizer)),
+        });
+        let ids = generate_with(&self.model, &prompt, &self.stop, &self.sampling, constraint)?;
         self.tokenizer
             .decode(&ids, true)
             .map_err(|e| anyhow::anyhow!("decoding: {e}"))

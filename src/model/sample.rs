@@ -1,5 +1,6 @@
 //! Decoding with the KV cache: greedy or temperature / top-p sampling, seeded.
 
+use super::constrain::{Matcher, QuoteGuard};
 use super::qwen3::{KvCache, Qwen3};
 use anyhow::Result;
 use candle_core::{D, DType, Tensor};
@@ -35,6 +36,56 @@ pub fn generate(
     stop: &[u32],
     cfg: &SampleConfig,
 ) -> Result<Vec<u32>> {
+    generate_with(model, prompt, stop, cfg, None)
+}
+
+/// What constrained decoding needs: the matcher at the start of the output, an
+/// optional quoted-span rule, and the raw bytes of every token
+/// ([`crate::model::constrain::token_bytes`]).
+pub struct Constraint<'a> {
+    pub matcher: Matcher,
+    /// Quoted spans inside strings must be these values; where no token satisfies
+    /// both rules, the schema alone decides and the open span is forgotten.
+    pub quotes: Option<QuoteGuard>,
+    pub token_bytes: &'a [Option<Vec<u8>>],
+}
+
+impl Constraint<'_> {
+    /// Whether token `t` may come next (`both`: under the quoted-span rule too).
+    fn allows(&self, t: u32, stop: &[u32], both: bool) -> bool {
+        if stop.contains(&t) {
+            return self.matcher.can_finish();
+        }
+        let Some(Some(b)) = self.token_bytes.get(t as usize) else {
+            return false;
+        };
+        self.matcher.after(b).is_some()
+            && (!both || self.quotes.as_ref().is_none_or(|q| q.after(b).is_some()))
+    }
+
+    /// Feeds the chosen token's bytes to both rules.
+    fn accept(&mut self, t: u32) {
+        if let Some(Some(b)) = self.token_bytes.get(t as usize) {
+            self.matcher.advance(b);
+            if let Some(q) = &mut self.quotes
+                && !q.advance(b)
+            {
+                q.reset();
+            }
+        }
+    }
+}
+
+/// Like [`generate`], but with `constraint` only tokens that keep the output a prefix
+/// of a value its schema accepts are chosen, and a stop token only once the value
+/// is whole; generation also ends as soon as nothing but whitespace may follow.
+pub fn generate_with(
+    model: &Qwen3,
+    prompt: &[u32],
+    stop: &[u32],
+    cfg: &SampleConfig,
+    mut constraint: Option<Constraint<'_>>,
+) -> Result<Vec<u32>> {
     anyhow::ensure!(!prompt.is_empty(), "empty prompt");
     let max_pos = model.config.max_position_embeddings;
     anyhow::ensure!(
@@ -59,11 +110,26 @@ pub fn generate(
             .narrow(1, l - 1, 1)?
             .flatten_all()?
             .to_dtype(DType::F32)?;
-        let next = pick(&last, cfg, &mut rng)?;
+        let next = match &mut constraint {
+            None => pick(&last, cfg, &mut rng)?,
+            Some(c) => {
+                let logits: Vec<f32> = last.to_vec1()?;
+                let picked = pick_allowed(&logits, cfg, &mut rng, |t| c.allows(t, stop, true))
+                    .or_else(|| pick_allowed(&logits, cfg, &mut rng, |t| c.allows(t, stop, false)));
+                let Some(t) = picked else {
+                    break;
+                };
+                c.accept(t);
+                t
+            }
+        };
         if stop.contains(&next) {
             break;
         }
         out.push(next);
+        if constraint.as_ref().is_some_and(|c| c.matcher.is_done()) {
+            break;
+        }
         input = Tensor::new(&[next], dev)?.unsqueeze(0)?;
     }
     Ok(out)
@@ -77,6 +143,46 @@ pub fn pick(logits: &Tensor, cfg: &SampleConfig, rng: &mut impl Rng) -> Result<u
     let probs = candle_nn::ops::softmax(&(logits / cfg.temperature)?, D::Minus1)?;
     let probs: Vec<f32> = probs.to_vec1()?;
     Ok(nucleus(&probs, cfg.top_p, rng))
+}
+
+/// Most tokens looked at, best first, before the whole vocabulary is searched for
+/// one the constraint allows.
+pub const CANDIDATES: usize = 64;
+
+/// Chooses a token that `allowed` accepts: the most likely one when greedy, else a
+/// draw with temperature and top-p among the allowed of the [`CANDIDATES`] most
+/// likely (all allowed tokens when none of those is). `None` when nothing is allowed.
+pub fn pick_allowed(
+    logits: &[f32],
+    cfg: &SampleConfig,
+    rng: &mut impl Rng,
+    allowed: impl Fn(u32) -> bool,
+) -> Option<u32> {
+    let by_logit = |a: &u32, b: &u32| logits[*b as usize].total_cmp(&logits[*a as usize]);
+    let mut order: Vec<u32> = (0..logits.len() as u32).collect();
+    let k = CANDIDATES.min(order.len());
+    if k < order.len() {
+        order.select_nth_unstable_by(k, by_logit);
+    }
+    order[..k].sort_by(by_logit);
+    let mut cands: Vec<u32> = order[..k].iter().copied().filter(|&t| allowed(t)).collect();
+    if cands.is_empty() {
+        let mut rest = order[k..].to_vec();
+        rest.sort_by(by_logit);
+        cands = rest.into_iter().filter(|&t| allowed(t)).collect();
+    }
+    let &best = cands.first()?;
+    if cfg.temperature <= 0.0 {
+        return Some(best);
+    }
+    let top = logits[best as usize];
+    let w: Vec<f32> = cands
+        .iter()
+        .map(|&t| ((logits[t as usize] - top) / cfg.temperature as f32).exp())
+        .collect();
+    let sum: f32 = w.iter().sum();
+    let probs: Vec<f32> = w.iter().map(|x| x / sum).collect();
+    Some(cands[nucleus(&probs, cfg.top_p, rng) as usize])
 }
 
 /// Draws a token from a probability row restricted to its nucleus: the most likely
@@ -125,5 +231,32 @@ mod tests {
         }
         assert!(seen[1] > 0 && seen[2] > 0, "{seen:?}");
         assert_eq!(seen[0] + seen[3], 0, "{seen:?}");
+    }
+
+    #[test]
+    fn pick_allowed_takes_the_best_allowed_token_and_samples_only_allowed_ones() {
+        let logits = [0.0f32, 5.0, 4.9, -3.0];
+        let greedy = SampleConfig::default();
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        assert_eq!(
+            pick_allowed(&logits, &greedy, &mut rng, |t| t != 1),
+            Some(2)
+        );
+        assert_eq!(
+            pick_allowed(&logits, &greedy, &mut rng, |t| t == 3),
+            Some(3)
+        );
+        assert_eq!(pick_allowed(&logits, &greedy, &mut rng, |_| false), None);
+        let hot = SampleConfig {
+            temperature: 1.0,
+            ..Default::default()
+        };
+        let mut seen = [0usize; 4];
+        for _ in 0..300 {
+            let t = pick_allowed(&logits, &hot, &mut rng, |t| t == 0 || t == 3).unwrap();
+            seen[t as usize] += 1;
+        }
+        assert_eq!(seen[1] + seen[2], 0, "{seen:?}");
+        assert!(seen[0] > seen[3] && seen[3] > 0, "{seen:?}");
     }
 }

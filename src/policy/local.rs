@@ -7,6 +7,7 @@ use super::prompt::{PromptInput, PromptOptions, TokenCounter, render};
 use super::{Policy, PolicyInput, PolicyOutput};
 use crate::model::LocalModelPolicy;
 use crate::model::chat_template::Message;
+use crate::model::constrain::{QuoteGuard, Schema};
 use anyhow::Result;
 
 /// Counts tokens with the model's tokenizer.
@@ -27,6 +28,10 @@ pub struct LocalPolicy {
     pub prompt: PromptOptions,
     /// The name recorded as the trajectories' teacher.
     pub name: String,
+    /// Decode every answer under the step's observation-grounded schema
+    /// ([`super::grounding`]): shown indices only, typed values from the instruction,
+    /// and quoted spans of its text only the instruction's quoted values.
+    pub grounded: bool,
 }
 
 impl LocalPolicy {
@@ -36,6 +41,7 @@ impl LocalPolicy {
             model,
             prompt: PromptOptions::default(),
             name: name.into(),
+            grounded: false,
         }
     }
 }
@@ -57,13 +63,28 @@ impl Policy for LocalPolicy {
             &self.prompt,
             &TokenizerCounter(&self.model.tokenizer),
         );
+        let schema = if self.grounded {
+            let value = super::grounding::answer_schema(
+                &input.task.instruction,
+                &rendered.shown,
+                &input.state.elements,
+            );
+            let quoted = super::grounding::quoted_values(&input.task.instruction);
+            let quotes = QuoteGuard::new(&quoted);
+            Some((Schema::compile(&value)?, quotes))
+        } else {
+            None
+        };
         let model = &self.model;
         ask_with_feedback(rendered.messages, |msgs| {
             let msgs: Vec<Message> = msgs
                 .iter()
                 .map(|m| Message::new(&m.role, m.content.clone()))
                 .collect();
-            model.generate(&msgs)
+            match &schema {
+                Some((s, quotes)) => model.generate_constrained(&msgs, s, quotes.as_ref()),
+                None => model.generate(&msgs),
+            }
         })
     }
 }

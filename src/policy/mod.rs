@@ -15,6 +15,7 @@
 pub mod browser_use;
 pub mod chat;
 pub mod format;
+pub mod grounding;
 pub mod local;
 pub mod observation;
 pub mod prompt;

@@ -207,6 +207,9 @@ pub struct EvalSection {
     /// Save every episode (with screenshots) as a dataset under `eval/<policy>/`,
     /// to browse failures in the workbench.
     pub save_episodes: bool,
+    /// Decode under the observation-grounded schema (`rmsweb eval --grounded`):
+    /// element indices the prompt shows, typed values spanning the instruction.
+    pub grounded: bool,
 }
 
 impl Default for EvalSection {
@@ -219,6 +222,7 @@ impl Default for EvalSection {
             max_new_tokens: 512,
             device: "cpu".into(),
             save_episodes: true,
+            grounded: false,
         }
     }
 }
@@ -241,6 +245,8 @@ pub struct SftCollectSection {
     pub max_steps: usize,
     /// Training seeds per task type to run (from `collect.seed_start`); none: all.
     pub seeds: Option<usize>,
+    /// Decode under the observation-grounded schema, as `eval.grounded`.
+    pub grounded: bool,
 }
 
 impl Default for SftCollectSection {
@@ -252,6 +258,7 @@ impl Default for SftCollectSection {
             max_new_tokens: 512,
             max_steps: 10,
             seeds: None,
+            grounded: false,
         }
     }
 }

@@ -2,8 +2,8 @@
 //! into a [`Checked`] request or refused with an OpenAI-style error body
 //! (`{"error": {"message", "type", "param", "code"}}`).
 
-use super::constrain::Schema;
 use crate::model::Message;
+use crate::model::constrain::Schema;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};

@@ -13,19 +13,19 @@
 //! them fits. Text is streamed back as it is decoded (never splitting a UTF-8
 //! character); stop strings cut it where they begin.
 
-use super::constrain::{Matcher, Schema};
+use crate::model::constrain::{Matcher, Schema};
+use crate::model::sample::{SampleConfig, pick_allowed};
 use crate::model::{KvCache, Qwen3, tokenizer};
 use anyhow::Result;
 use candle_core::{DType, Tensor};
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::mpsc;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
-/// Tokens checked against the schema before the whole vocabulary is.
-pub const CANDIDATES: usize = 64;
+pub use crate::model::sample::CANDIDATES;
 
 /// Additive key mask on left padding (finite: see `Qwen3::forward_hidden_masked`).
 const PAD_MASK: f32 = -1e9;
@@ -176,7 +176,7 @@ impl Core {
             .iter()
             .filter_map(|t| tok.token_to_id(t))
             .collect();
-        let token_bytes = super::constrain::token_bytes(&tok);
+        let token_bytes = crate::model::constrain::token_bytes(&tok);
         Core {
             model,
             tok,
@@ -299,12 +299,6 @@ impl Core {
                 *x -= req.frequency_penalty * c as f32 + req.presence_penalty;
             }
         }
-        let temp = req.temperature.max(0.0) as f32;
-        if temp > 0.0 {
-            for x in &mut l {
-                *x /= temp;
-            }
-        }
         let allowed = |t: u32| -> bool {
             let Some(m) = &row.matcher else {
                 return true;
@@ -317,50 +311,15 @@ impl Core {
                 None => false,
             }
         };
-        // Candidates in descending logit order: the top ones first.
-        let mut order: Vec<u32> = (0..l.len() as u32).collect();
-        let k = CANDIDATES.min(order.len());
-        if k < order.len() {
-            order.select_nth_unstable_by(k, |&a, &b| l[b as usize].total_cmp(&l[a as usize]));
-        }
-        order[..k].sort_by(|&a, &b| l[b as usize].total_cmp(&l[a as usize]));
-        let mut cands: Vec<u32> = order[..k].iter().copied().filter(|&t| allowed(t)).collect();
-        if cands.is_empty() && row.matcher.is_some() {
-            let mut rest: Vec<u32> = order[k..].to_vec();
-            rest.sort_by(|&a, &b| l[b as usize].total_cmp(&l[a as usize]));
-            cands = rest.into_iter().filter(|&t| allowed(t)).collect();
-        }
-        if cands.is_empty() {
-            // Nothing the schema allows (cannot happen for a satisfiable schema
-            // with a byte-complete vocabulary): end the sequence.
-            return self.stop_ids.first().copied().unwrap_or(0);
-        }
-        if temp <= 0.0 {
-            return cands[0];
-        }
-        let top = l[cands[0] as usize];
-        let w: Vec<f64> = cands
-            .iter()
-            .map(|&t| f64::from(l[t as usize] - top).exp())
-            .collect();
-        let total: f64 = w.iter().sum();
-        let mut kept = 0;
-        let mut mass = 0.0;
-        for x in &w {
-            kept += 1;
-            mass += x / total;
-            if mass >= req.top_p {
-                break;
-            }
-        }
-        let mut u = row.rng.random::<f64>() * w[..kept].iter().sum::<f64>();
-        for (i, x) in w[..kept].iter().enumerate() {
-            u -= x;
-            if u <= 0.0 {
-                return cands[i];
-            }
-        }
-        cands[kept - 1]
+        let cfg = SampleConfig {
+            temperature: req.temperature.max(0.0),
+            top_p: req.top_p,
+            ..SampleConfig::default()
+        };
+        // Nothing the schema allows cannot happen for a satisfiable schema with a
+        // byte-complete vocabulary; should it, the sequence ends.
+        pick_allowed(&l, &cfg, &mut row.rng, allowed)
+            .unwrap_or_else(|| self.stop_ids.first().copied().unwrap_or(0))
     }
 
     /// Appends a chosen token, streams the new text, and ends the row if due.

@@ -8,7 +8,7 @@
 //!   `presence_penalty`, `stream` (server-sent events, `stream_options.
 //!   include_usage`) and `response_format` (`json_schema` — Browser Use sends its
 //!   `AgentOutput` schema — and `json_object` are enforced while decoding, see
-//!   [`constrain`]). Bad requests get OpenAI-style error bodies naming the field
+//!   [`crate::model::constrain`]). Bad requests get OpenAI-style error bodies naming the field
 //!   ([`api`]); a prompt longer than the model's context is refused with
 //!   `context_length_exceeded`, and `max_tokens` is capped by what the context has
 //!   left (`finish_reason: "length"` when that ends the answer).
@@ -22,7 +22,6 @@
 //!   ([`log`]): deployments become trajectories.
 
 pub mod api;
-pub mod constrain;
 pub mod engine;
 pub mod log;
 

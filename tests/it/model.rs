@@ -802,12 +802,30 @@ fn qwen3_lora_sft_trains_only_adapters_and_exports_a_loadable_peft_checkpoint() 
     p.generate(&chat()[..2]).unwrap();
 }
 
+/// The policy's answer to the first step of `task` on `state` (five steps allowed).
+fn first_step(
+    policy: &mut dyn rmsweb::policy::Policy,
+    task: &Task,
+    state: &State,
+) -> rmsweb::policy::PolicyOutput {
+    policy
+        .act(&rmsweb::policy::PolicyInput {
+            task,
+            state,
+            history: &[],
+            reflection: None,
+            max_steps: 5,
+            screenshot: None,
+        })
+        .unwrap()
+}
+
 /// The local model plays through the project's prompt renderer and parse contract:
 /// a random tiny model answers (unparseable text, fed back once) without crashing.
 #[test]
 fn local_model_acts_as_a_policy_through_the_prompt_renderer() {
+    use rmsweb::policy::Policy;
     use rmsweb::policy::local::LocalPolicy;
-    use rmsweb::policy::{Policy, PolicyInput};
     let dir = tempfile::tempdir().unwrap();
     let texts = ["click the login button", "input the username"];
     let tok = tokenizer::train_bpe(texts.iter().copied(), 300, 2).unwrap();
@@ -837,16 +855,7 @@ fn local_model_acts_as_a_policy_through_the_prompt_renderer() {
         }],
         ..Default::default()
     };
-    let out = policy
-        .act(&PolicyInput {
-            task: &task,
-            state: &state,
-            history: &[],
-            reflection: None,
-            max_steps: 5,
-            screenshot: None,
-        })
-        .unwrap();
+    let out = first_step(&mut policy, &task, &state);
     assert_eq!(policy.name(), "tiny");
     // A random model does not speak the action contract: the step records why.
     assert!(out.output.actions.is_empty());
@@ -855,4 +864,66 @@ fn local_model_acts_as_a_policy_through_the_prompt_renderer() {
             .unwrap()
             .contains("unparseable answer twice")
     );
+}
+
+/// Grounded decoding makes even a random tiny model answer in the action contract:
+/// every element index it names is one the prompt shows, and every value it types
+/// stands in the instruction.
+#[test]
+fn grounded_decoding_keeps_a_random_model_to_shown_elements_and_instruction_values() {
+    use rmsweb::policy::local::LocalPolicy;
+    let dir = tempfile::tempdir().unwrap();
+    let texts = [
+        "enter \"Jerald\" into the text field",
+        "click the submit button",
+    ];
+    let tok = tokenizer::train_bpe(texts.iter().copied(), 300, 2).unwrap();
+    tokenizer::save(&tok, dir.path()).unwrap();
+    let mut cfg = tiny_config(true);
+    cfg.vocab_size = tok.get_vocab_size(true);
+    cfg.max_position_embeddings = 8192;
+    let task = Task {
+        task_id: "t".into(),
+        website: String::new(),
+        domain: String::new(),
+        category: String::new(),
+        instruction: "Enter \"Jerald\" into the text field and press Submit.".into(),
+        source: "test".into(),
+    };
+    let element = |index: u32, tag: &str, text: &str| rmsweb::trajectory::Element {
+        index,
+        tag: tag.into(),
+        text: text.into(),
+        ..Default::default()
+    };
+    let state = State {
+        url: "http://127.0.0.1/enter-text".into(),
+        elements: vec![element(4, "input", ""), element(9, "button", "Submit")],
+        ..Default::default()
+    };
+    let typed = rmsweb::policy::grounding::typed_values(&task.instruction);
+    assert_eq!(typed, ["Jerald"]);
+    for seed in [3, 4, 5] {
+        saved_model(dir.path(), &cfg, seed);
+        let mut model = LocalModelPolicy::load(dir.path(), None, &Device::Cpu).unwrap();
+        model.sampling.max_new_tokens = 4000;
+        let mut policy = LocalPolicy::new(model, "tiny");
+        policy.grounded = true;
+        let out = first_step(&mut policy, &task, &state);
+        assert!(
+            out.parse_error.is_none(),
+            "seed {seed}: {:?}",
+            out.parse_error
+        );
+        assert!(!out.output.actions.is_empty(), "seed {seed}");
+        for a in &out.output.actions {
+            if let Some(i) = a.target_index() {
+                assert!([4, 9].contains(&i), "seed {seed}: {a:?}");
+            }
+            if a.name == "input" {
+                let text = a.params["text"].as_str().unwrap();
+                assert_eq!(text, "Jerald", "seed {seed}: {a:?}");
+            }
+        }
+    }
 }

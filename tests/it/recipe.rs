@@ -248,6 +248,7 @@ fn check_report(out: &Path) {
     for want in [
         "Table 2 analog",
         "95% interval",
+        "Decoding: greedy, grounded",
         "Table 3 analog",
         "steps saved",
         "REFLECTION_MISTAKE_FACTOR",

@@ -386,7 +386,7 @@ fn serve_answers_browser_use_requests_over_loopback() {
 /// output the recorded histories hold, and refuses what Browser Use would reject.
 #[test]
 fn browser_use_agent_output_schema_constrains_decoding() {
-    use rmsweb::serve::constrain::Schema;
+    use rmsweb::model::constrain::Schema;
     let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/browser_use");
     let schema: Value = serde_json::from_str(
         &std::fs::read_to_string(data.join("agent_output_schema.json")).unwrap(),

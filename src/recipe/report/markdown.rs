@@ -59,6 +59,23 @@ fn table2(out: &mut String, a: &Analysis, inputs: &Inputs) {
             .collect::<Vec<_>>()
             .join(", ")
     );
+    let e = &inputs.cfg.eval;
+    let _ = writeln!(
+        out,
+        "Decoding: {}, {}.\n",
+        if e.temperature > 0.0 {
+            format!("sampled at temperature {}", e.temperature)
+        } else {
+            "greedy".into()
+        },
+        if e.grounded {
+            "grounded (`eval.grounded`: every answer is decoded under a schema that allows \
+             only the element indices the prompt shows and typed values that stand in the \
+             instruction)"
+        } else {
+            "free (the model's own tokens; `eval.grounded` is off)"
+        }
+    );
     let _ = writeln!(
         out,
         "| policy | pass@1 | 95% interval | episodes | vs SFT | steps on solved |\n|---|---|---|---|---|---|"

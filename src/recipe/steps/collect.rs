@@ -187,6 +187,7 @@ pub fn sft_policy(ctx: &mut Ctx<'_>, unit: &str) -> Result<Done> {
         s.temperature,
         s.max_new_tokens,
         recipe.flatten.token_budget,
+        s.grounded,
         &sft_run_name(Arm::Reflection),
     )?;
     let c = &recipe.collect;

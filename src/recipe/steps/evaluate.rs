@@ -23,6 +23,7 @@ pub fn run(ctx: &mut Ctx<'_>, unit: &str, name: &str) -> Result<Done> {
         e.temperature,
         e.max_new_tokens,
         recipe.flatten.token_budget,
+        e.grounded,
         name,
     )?;
     let mut dataset = if e.save_episodes {

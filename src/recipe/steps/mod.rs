@@ -141,6 +141,7 @@ pub fn local_policy(
     temperature: f64,
     max_new_tokens: usize,
     token_budget: usize,
+    grounded: bool,
     name: &str,
 ) -> Result<crate::policy::local::LocalPolicy> {
     let device = crate::model::parse_device(device)?;
@@ -150,5 +151,6 @@ pub fn local_policy(
     model.sampling.max_new_tokens = max_new_tokens;
     let mut p = crate::policy::local::LocalPolicy::new(model, format!("local:{name}"));
     p.prompt.token_budget = token_budget;
+    p.grounded = grounded;
     Ok(p)
 }
