@@ -737,7 +737,7 @@ impl Qwen3 {
         for (i, layer) in self.layers.iter().enumerate() {
             let slot = cache.as_deref_mut().map(|c| (&mut c.layers[i], c.headroom));
             let hnorm = rms_norm(&x, layer.input_layernorm.tensor(), eps)?;
-            let a = self.attention(&layer.attn, &hnorm, &rope, (&amask, mask.as_ref()), slot)?;
+            let a = self.attention(&layer.attn, &hnorm, rope, (&amask, mask.as_ref()), slot)?;
             x = (x + a)?;
             let hnorm = rms_norm(&x, layer.post_attention_layernorm.tensor(), eps)?;
             let m = &layer.mlp;
