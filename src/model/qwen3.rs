@@ -655,10 +655,10 @@ impl Qwen3 {
         &self,
         input_ids: &Tensor,
         start_pos: usize,
-        mut cache: Option<&mut KvCache>,
+        cache: Option<&mut KvCache>,
         key_mask: Option<&Tensor>,
     ) -> Result<Tensor> {
-        let (b, l) = input_ids.dims2()?;
+        let (_, l) = input_ids.dims2()?;
         if start_pos + l > self.cos.dim(0)? {
             candle_core::bail!(
                 "sequence of {} positions exceeds max_position_embeddings {}{}",
@@ -667,16 +667,36 @@ impl Qwen3 {
                 self.config.rope().length_limit_note()
             );
         }
-        let emb = self.embed_tokens.tensor();
-        let mut x = emb.index_select(&input_ids.flatten_all()?, 0)?.reshape((
-            b,
-            l,
-            self.config.hidden_size,
-        ))?;
+        let x = self.embed(input_ids)?;
         let rope = RopeTables::new(
             self.cos.narrow(0, start_pos, l)?,
             self.sin.narrow(0, start_pos, l)?,
         )?;
+        self.forward_embeds(x, &rope, cache, key_mask, &mut |_, x| Ok(x))
+    }
+
+    /// Token embeddings `(batch, seq, hidden)` of `input_ids` `(batch, seq)`.
+    pub fn embed(&self, input_ids: &Tensor) -> Result<Tensor> {
+        let (b, l) = input_ids.dims2()?;
+        let emb = self.embed_tokens.tensor();
+        emb.index_select(&input_ids.flatten_all()?, 0)?
+            .reshape((b, l, self.config.hidden_size))
+    }
+
+    /// Final (normed) hidden states of input embeddings `x` `(batch, seq, hidden)`
+    /// whose positions' rotary tables are `rope` (one row per position of `x`, the same
+    /// for every batch row), as [`Self::forward_hidden_masked`] otherwise. After each
+    /// layer `i` the hidden states pass through `after_layer(i, x)` (the identity
+    /// `|_, x| Ok(x)` for a plain decoder; Qwen3-VL adds its DeepStack features there).
+    pub fn forward_embeds(
+        &self,
+        mut x: Tensor,
+        rope: &RopeTables,
+        mut cache: Option<&mut KvCache>,
+        key_mask: Option<&Tensor>,
+        after_layer: &mut dyn FnMut(usize, Tensor) -> Result<Tensor>,
+    ) -> Result<Tensor> {
+        let (b, l, _) = x.dims3()?;
         let past = cache.as_ref().map_or(0, |c| c.len());
         let (amask, mask) = if fused::applies(x.device(), self.dtype) {
             let key_bias = match key_mask {
@@ -717,13 +737,14 @@ impl Qwen3 {
         for (i, layer) in self.layers.iter().enumerate() {
             let slot = cache.as_deref_mut().map(|c| (&mut c.layers[i], c.headroom));
             let hnorm = rms_norm(&x, layer.input_layernorm.tensor(), eps)?;
-            let a = self.attention(&layer.attn, &hnorm, &rope, (&amask, mask.as_ref()), slot)?;
+            let a = self.attention(&layer.attn, &hnorm, rope, (&amask, mask.as_ref()), slot)?;
             x = (x + a)?;
             let hnorm = rms_norm(&x, layer.post_attention_layernorm.tensor(), eps)?;
             let m = &layer.mlp;
             let gate = m.gate_proj.forward(&hnorm)?;
             let up = m.up_proj.forward(&hnorm)?;
             x = (x + m.down_proj.forward(&fused::swiglu(&gate, &up)?)?)?;
+            x = after_layer(i, x)?;
         }
         rms_norm(&x, self.norm.tensor(), eps)
     }

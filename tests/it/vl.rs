@@ -5,6 +5,9 @@ use rmsweb::model::vl::{VlImageConfig, num_image_tokens, preprocess};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
+/// The text decoder and the joined model (`model::vl::{mrope, text, model}`).
+mod decoder;
+
 /// Largest |rust - transformers| accepted per value: none. The resize follows PIL's
 /// integer arithmetic (so the resized u8 pixels are the same) and rescale/normalize
 /// follow numpy's f64-then-f32 steps, so every value is the same f32. One u8 step of
@@ -772,6 +775,20 @@ fn vision_tower_reads_preprocessed_pixels() {
     assert!(v.iter().all(|x| x.is_finite()) && v.iter().any(|x| *x != 0.0));
 }
 
+/// The tower's configuration in candle-transformers' `vision_config` spelling.
+fn ct_vision_config(cfg: &rmsweb::model::vl::VisionConfig) -> serde_json::Value {
+    serde_json::json!({
+        "depth": cfg.depth, "hidden_size": cfg.hidden_size,
+        "out_hidden_size": cfg.out_hidden_size, "hidden_act": cfg.hidden_act,
+        "intermediate_size": cfg.intermediate_size, "num_heads": cfg.num_heads,
+        "in_chans": cfg.in_channels, "patch_size": cfg.patch_size,
+        "spatial_merge_size": cfg.spatial_merge_size,
+        "temporal_patch_size": cfg.temporal_patch_size,
+        "num_position_embeddings": cfg.num_position_embeddings,
+        "deepstack_visual_indexes": cfg.deepstack_visual_indexes
+    })
+}
+
 /// candle-transformers' `Qwen3VLModel` over `vision` weights with a pass-through text
 /// model of `layers` decoder layers (`o_proj`, `down_proj` zero), final norm weights
 /// one (epsilon `eps`) and an identity `lm_head`, `out_hidden_size` wide.
@@ -839,16 +856,7 @@ fn candle_transformers_vl(
             "hidden_act": "silu", "max_position_embeddings": 16, "rms_norm_eps": eps,
             "tie_word_embeddings": false, "rope_theta": 10000.0, "sliding_window": null
         },
-        "vision_config": {
-            "depth": cfg.depth, "hidden_size": cfg.hidden_size,
-            "out_hidden_size": hidden, "hidden_act": cfg.hidden_act,
-            "intermediate_size": cfg.intermediate_size, "num_heads": cfg.num_heads,
-            "in_chans": cfg.in_channels, "patch_size": cfg.patch_size,
-            "spatial_merge_size": cfg.spatial_merge_size,
-            "temporal_patch_size": cfg.temporal_patch_size,
-            "num_position_embeddings": cfg.num_position_embeddings,
-            "deepstack_visual_indexes": cfg.deepstack_visual_indexes
-        },
+        "vision_config": ct_vision_config(cfg),
         "image_token_id": 1, "video_token_id": 2,
         "vision_start_token_id": 3, "vision_end_token_id": 4
     }))
