@@ -353,13 +353,9 @@ impl Schema {
     }
 }
 
-/// Raw bytes of every token of a tokenizer's vocabulary, `None` for special and
-/// added tokens (never allowed inside constrained text). Byte-level BPE tokens
-/// (GPT-2's byte-to-character map, as Qwen's and rmsweb's tiny tokenizers use) are
-/// mapped back to their bytes; other tokenizers' tokens are decoded alone.
-
 #[cfg(test)]
 mod tests {
+    use super::tokens::gpt2_unicode_to_byte;
     use super::*;
     use serde_json::json;
 

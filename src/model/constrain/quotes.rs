@@ -63,7 +63,7 @@ impl QuoteGuard {
                     State::Inside(buf)
                 }
                 State::InsideEscape(buf) if b == b'"' => {
-                    if !self.values.iter().any(|v| *v == buf) {
+                    if !self.values.contains(&buf) {
                         return None;
                     }
                     State::Outside

@@ -2,6 +2,10 @@
 
 use std::collections::HashMap;
 
+/// Raw bytes of every token of a tokenizer's vocabulary, `None` for special and
+/// added tokens (never allowed inside constrained text). Byte-level BPE tokens
+/// (GPT-2's byte-to-character map, as Qwen's and rmsweb's tiny tokenizers use) are
+/// mapped back to their bytes; other tokenizers' tokens are decoded alone.
 pub fn token_bytes(tok: &tokenizers::Tokenizer) -> Vec<Option<Vec<u8>>> {
     let vocab = tok.get_vocab_size(true);
     let byte_level = matches!(
@@ -28,7 +32,7 @@ pub fn token_bytes(tok: &tokenizers::Tokenizer) -> Vec<Option<Vec<u8>>> {
 }
 
 /// GPT-2's printable stand-in character of each byte, reversed.
-fn gpt2_unicode_to_byte() -> HashMap<char, u8> {
+pub(super) fn gpt2_unicode_to_byte() -> HashMap<char, u8> {
     let mut map = HashMap::new();
     let mut extra = 0u32;
     for b in 0u32..=255 {
