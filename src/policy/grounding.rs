@@ -15,9 +15,11 @@
 //! memorized in training. The rule suits tasks whose typed values stand in the
 //! instruction (MiniWoB's); a task that must type text of its own needs it off.
 
+use crate::model::constrain::{QuoteGuard, Schema};
 use crate::trajectory::Element;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 /// Longest instruction span, in words, that `input` may type.
 pub const MAX_SPAN_WORDS: usize = 4;
@@ -84,18 +86,13 @@ pub fn typed_values(instruction: &str) -> Vec<String> {
 /// then its single words, then runs of two up to [`MAX_SPAN_WORDS`] words (edge
 /// punctuation trimmed), without repeats and at most [`MAX_VALUES`].
 pub fn instruction_spans(instruction: &str) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
+    let mut out = quoted_values(instruction);
     let mut push = |s: &str| {
         let s = s.trim();
         if !s.is_empty() && out.len() < MAX_VALUES && !out.iter().any(|o| o == s) {
             out.push(s.to_string());
         }
     };
-    for (i, part) in instruction.split('"').enumerate() {
-        if i % 2 == 1 {
-            push(part);
-        }
-    }
     let words: Vec<&str> = instruction
         .split_whitespace()
         .map(|w| w.trim_matches(is_edge_punct))
@@ -215,10 +212,21 @@ pub fn answer_schema(instruction: &str, shown: &[u32], elements: &[Element]) -> 
     })
 }
 
+/// Both rules of a grounded step: the compiled [`answer_schema`] and the
+/// quoted-span rule over the instruction's [`quoted_values`] (`None` when it quotes
+/// nothing).
+pub fn step_constraints(
+    instruction: &str,
+    shown: &[u32],
+    elements: &[Element],
+) -> anyhow::Result<(Arc<Schema>, Option<QuoteGuard>)> {
+    let schema = Schema::compile(&answer_schema(instruction, shown, elements))?;
+    Ok((schema, QuoteGuard::new(&quoted_values(instruction))))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::constrain::Schema;
 
     fn element(index: u32, tag: &str, text: &str) -> Element {
         Element {

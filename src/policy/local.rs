@@ -7,7 +7,6 @@ use super::prompt::{PromptInput, PromptOptions, TokenCounter, render};
 use super::{Policy, PolicyInput, PolicyOutput};
 use crate::model::LocalModelPolicy;
 use crate::model::chat_template::Message;
-use crate::model::constrain::{QuoteGuard, Schema};
 use anyhow::Result;
 
 /// Counts tokens with the model's tokenizer.
@@ -64,14 +63,11 @@ impl Policy for LocalPolicy {
             &TokenizerCounter(&self.model.tokenizer),
         );
         let schema = if self.grounded {
-            let value = super::grounding::answer_schema(
+            Some(super::grounding::step_constraints(
                 &input.task.instruction,
                 &rendered.shown,
                 &input.state.elements,
-            );
-            let quoted = super::grounding::quoted_values(&input.task.instruction);
-            let quotes = QuoteGuard::new(&quoted);
-            Some((Schema::compile(&value)?, quotes))
+            )?)
         } else {
             None
         };

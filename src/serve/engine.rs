@@ -299,17 +299,10 @@ impl Core {
                 *x -= req.frequency_penalty * c as f32 + req.presence_penalty;
             }
         }
-        let allowed = |t: u32| -> bool {
-            let Some(m) = &row.matcher else {
-                return true;
-            };
-            if self.stop_ids.contains(&t) {
-                return m.can_finish();
-            }
-            match self.token_bytes.get(t as usize).and_then(Option::as_ref) {
-                Some(b) => m.after(b).is_some(),
-                None => false,
-            }
+        let allowed = |t: u32| {
+            row.matcher
+                .as_ref()
+                .is_none_or(|m| m.allows_token(t, &self.token_bytes, &self.stop_ids))
         };
         let cfg = SampleConfig {
             temperature: req.temperature.max(0.0),

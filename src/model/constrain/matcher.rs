@@ -187,6 +187,19 @@ impl Matcher {
         })
     }
 
+    /// Whether token `t` may come next: a `stop` token once the value is whole, any
+    /// other token when its raw bytes (`token_bytes`, see
+    /// [`super::token_bytes`]) keep the output acceptable.
+    pub fn allows_token(&self, t: u32, token_bytes: &[Option<Vec<u8>>], stop: &[u32]) -> bool {
+        if stop.contains(&t) {
+            return self.can_finish();
+        }
+        match token_bytes.get(t as usize).and_then(Option::as_ref) {
+            Some(b) => self.after(b).is_some(),
+            None => false,
+        }
+    }
+
     /// Whether the output so far is a whole accepted value (the model may stop).
     pub fn can_finish(&self) -> bool {
         self.stacks.iter().any(|s| {
