@@ -42,6 +42,7 @@ pub fn generate(
 /// What constrained decoding needs: the matcher at the start of the output, an
 /// optional quoted-span rule, and the raw bytes of every token
 /// ([`crate::model::constrain::token_bytes`]).
+#[derive(Debug, Clone)]
 pub struct Constraint<'a> {
     pub matcher: Matcher,
     /// Quoted spans inside strings must be these values; where no token satisfies
@@ -52,19 +53,34 @@ pub struct Constraint<'a> {
 
 impl Constraint<'_> {
     /// Whether token `t` may come next (`both`: under the quoted-span rule too).
-    fn allows(&self, t: u32, stop: &[u32], both: bool) -> bool {
-        if stop.contains(&t) {
-            return self.matcher.can_finish();
-        }
-        let Some(Some(b)) = self.token_bytes.get(t as usize) else {
+    pub fn allows(&self, t: u32, stop: &[u32], both: bool) -> bool {
+        if !self.matcher.allows_token(t, self.token_bytes, stop) {
             return false;
-        };
-        self.matcher.after(b).is_some()
-            && (!both || self.quotes.as_ref().is_none_or(|q| q.after(b).is_some()))
+        }
+        match (&self.quotes, self.token_bytes.get(t as usize)) {
+            (Some(q), Some(Some(b))) if both && !stop.contains(&t) => q.after(b).is_some(),
+            _ => true,
+        }
+    }
+
+    /// Picks the next token with [`pick_allowed`] under both rules, under the schema
+    /// alone where no token satisfies both, and feeds it to the rules; `None` when
+    /// the schema allows nothing.
+    pub fn pick(
+        &mut self,
+        logits: &[f32],
+        cfg: &SampleConfig,
+        rng: &mut impl Rng,
+        stop: &[u32],
+    ) -> Option<u32> {
+        let t = pick_allowed(logits, cfg, rng, |t| self.allows(t, stop, true))
+            .or_else(|| pick_allowed(logits, cfg, rng, |t| self.allows(t, stop, false)))?;
+        self.accept(t);
+        Some(t)
     }
 
     /// Feeds the chosen token's bytes to both rules.
-    fn accept(&mut self, t: u32) {
+    pub fn accept(&mut self, t: u32) {
         if let Some(Some(b)) = self.token_bytes.get(t as usize) {
             self.matcher.advance(b);
             if let Some(q) = &mut self.quotes
@@ -114,12 +130,9 @@ pub fn generate_with(
             None => pick(&last, cfg, &mut rng)?,
             Some(c) => {
                 let logits: Vec<f32> = last.to_vec1()?;
-                let picked = pick_allowed(&logits, cfg, &mut rng, |t| c.allows(t, stop, true))
-                    .or_else(|| pick_allowed(&logits, cfg, &mut rng, |t| c.allows(t, stop, false)));
-                let Some(t) = picked else {
+                let Some(t) = c.pick(&logits, cfg, &mut rng, stop) else {
                     break;
                 };
-                c.accept(t);
                 t
             }
         };

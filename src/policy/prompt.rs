@@ -301,6 +301,18 @@ fn history_text(history: &[Step], max: usize) -> String {
     out
 }
 
+/// Indices of the `elements` whose lines a rendered user message shows (what
+/// [`render`] returned as `shown`, recovered from the text alone: RL prompts are
+/// stored SFT samples, rendered earlier).
+pub fn shown_in(user: &str, elements: &[Element]) -> Vec<u32> {
+    let lines: BTreeSet<&str> = user.lines().collect();
+    elements
+        .iter()
+        .filter(|e| lines.contains(element_line(e).as_str()))
+        .map(|e| e.index)
+        .collect()
+}
+
 fn elements_block(elements: &[Element], shown: &[usize]) -> String {
     let mut out = String::new();
     let mut next = 0;
@@ -562,6 +574,8 @@ mod tests {
         assert!(user.contains(&format!("({} of 400 shown)", r.shown.len())));
         // The list is not merely cut at its end: it resumes after the gap.
         assert!(user.contains("[350]<button />Checkout basket"));
+        // What was shown can be recovered from the text alone (RL prompts).
+        assert_eq!(shown_in(user, &st.elements), r.shown);
     }
 
     #[test]

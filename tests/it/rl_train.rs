@@ -752,6 +752,7 @@ fn full_corpus_prompts_are_the_sft_action_samples_and_bad_pairs_name_their_line(
     assert_eq!(p.elements.len(), 4);
     assert_eq!(p.messages.len(), 1);
     assert!(p.messages.iter().all(|m| m.role != "assistant"));
+    assert_eq!(p.instruction, "Click the Bravo button");
     let (mined, _) = rmsweb::train::rl::prompts::load(&dataset, PromptSource::Mined).unwrap();
     assert_eq!(mined.len(), 8);
     let m = mined.iter().find(|p| p.id == "t1-0@2~t1-3@2").unwrap();
@@ -786,12 +787,19 @@ fn full_corpus_prompts_are_the_sft_action_samples_and_bad_pairs_name_their_line(
     );
 }
 
+/// The toy dataset in `dir/ds` without its curated samples: RL prompts are then
+/// rendered by the project's prompt renderer.
+fn uncurated_toy(dir: &Path) -> PathBuf {
+    let root = dir.join("ds");
+    toy_dataset(&root);
+    std::fs::remove_file(root.join("sft/samples.jsonl")).unwrap();
+    root
+}
+
 #[test]
 fn mined_prompts_without_curated_samples_use_the_project_prompt_renderer() {
     let d = tempfile::tempdir().unwrap();
-    let root = d.path().join("ds");
-    toy_dataset(&root);
-    std::fs::remove_file(root.join("sft/samples.jsonl")).unwrap();
+    let root = uncurated_toy(d.path());
     let ds = Dataset::open(&root).unwrap();
     let (mined, skipped) = rmsweb::train::rl::prompts::load(&ds, PromptSource::Mined).unwrap();
     assert_eq!((mined.len(), skipped.0.len()), (8, 0));
@@ -806,6 +814,48 @@ fn mined_prompts_without_curated_samples_use_the_project_prompt_renderer() {
     // The success trajectory's history is part of the state shown (step 3 of 3).
     assert!(user.contains("Step 3 of at most"), "{user}");
     assert_eq!(p.targets, vec![click(right(2, 2))]);
+    // What grounded rollouts need: the instruction and the element lines shown.
+    assert_eq!(p.instruction, "Click the Charlie button");
+    assert_eq!(p.shown, vec![1, 2, 3, 4]);
+}
+
+/// `grounded = true`: every rollout is (a prefix of) an answer the prompt's grounded
+/// schema accepts, though the toy SFT policy learnt a compact non-JSON answer.
+#[test]
+fn grounded_rollouts_stay_inside_each_prompts_schema() {
+    use rmsweb::model::constrain::Schema;
+    use rmsweb::policy::grounding::answer_schema;
+    let d = tempfile::tempdir().unwrap();
+    let root = uncurated_toy(d.path());
+    let (_, init) = sft_init();
+    let cfg = rl_config_from(
+        &root,
+        init,
+        Mode::SalvageDs,
+        &["steps=1", "grounded=true", "max_new_tokens=40"],
+    );
+    let out = d.path().join("run");
+    assert_eq!(run_rl(&cfg, &out), Outcome::Finished);
+    let log = std::fs::read_to_string(out.join("stdout.log")).unwrap_or_default();
+    assert!(log.contains("rollouts decode grounded"), "{log}");
+    let groups = lines(&out.join("rollouts.jsonl"));
+    assert!(!groups.is_empty());
+    let mut texts = 0;
+    for g in &groups {
+        // Pair ids read `t<task>-<attempt>@<step>~…`.
+        let id = g["prompt_id"].as_str().unwrap();
+        let k: usize = id[1..id.find('-').unwrap()].parse().unwrap();
+        let instruction = format!("Click the {} button", WORDS[k]);
+        let schema =
+            Schema::compile(&answer_schema(&instruction, &[1, 2, 3, 4], &elements())).unwrap();
+        for s in g["samples"].as_array().unwrap() {
+            let text = s["text"].as_str().unwrap();
+            let mut m = schema.matcher();
+            assert!(m.advance(text.as_bytes()), "outside the schema: {text}");
+            texts += 1;
+        }
+    }
+    assert!(texts >= 8, "{texts} rollouts");
 }
 
 #[test]

@@ -80,6 +80,13 @@ pub struct RlConfig {
     pub temperature: f64,
     pub top_p: f64,
     pub max_new_tokens: usize,
+    /// Decode rollouts under the observation-grounded schema (`rmsweb eval
+    /// --grounded`: element indices the prompt shows, typed values and quoted spans
+    /// the instruction's): the groups then differ only in choices the grounded
+    /// policy can make. Old log-probabilities stay the model's own (unconstrained)
+    /// at the temperature, the ones the update recomputes.
+    #[serde(default)]
+    pub grounded: bool,
     /// Rollouts decoded together at most (several groups share a decoding batch;
     /// only speed and memory change with it).
     #[serde(default = "default_decode_rows")]
@@ -159,6 +166,7 @@ impl RlConfig {
             temperature: 1.0,
             top_p: 1.0,
             max_new_tokens: 512,
+            grounded: false,
             decode_rows: 64,
             max_prompt_tokens: 12_000,
             checkpoint_every: 20,

@@ -17,7 +17,7 @@ use crate::action::parse::parse_response;
 use crate::curate::flatten::{self, FlattenOptions, Sample, SampleKind};
 use crate::mine::MinedPair;
 use crate::model::Message;
-use crate::policy::prompt::CharApprox;
+use crate::policy::prompt::{CharApprox, shown_in};
 use crate::trajectory::jsonl::JsonlFile;
 use crate::trajectory::{Dataset, Element, Trajectory};
 use anyhow::{Context, Result};
@@ -34,6 +34,30 @@ pub struct RlPrompt {
     pub targets: Vec<Action>,
     /// Elements of the prompt's state.
     pub elements: Vec<Element>,
+    /// The task's instruction (grounded rollouts type only its quoted values).
+    pub instruction: String,
+    /// Indices of the elements the user message shows (grounded rollouts choose
+    /// among them).
+    pub shown: Vec<u32>,
+}
+
+/// The indices the prompt's last user message shows of `elements`.
+fn shown_of(messages: &[Message], elements: &[Element]) -> Vec<u32> {
+    messages
+        .iter()
+        .rev()
+        .find(|m| m.role == "user")
+        .map_or_else(Vec::new, |m| shown_in(&m.content, elements))
+}
+
+/// Instruction of every task of the dataset, by task id.
+fn instructions(ds: &Dataset) -> Result<HashMap<String, String>> {
+    Ok(ds
+        .tasks()
+        .map_err(|e| anyhow::anyhow!("{e}"))?
+        .into_iter()
+        .map(|t| (t.task_id, t.instruction))
+        .collect())
 }
 
 /// What loading skipped, and why (reported in the run log).
@@ -89,12 +113,7 @@ fn mined(ds: &Dataset) -> Result<(Vec<RlPrompt>, Skipped)> {
         .filter(|s| s.kind == SampleKind::Action)
         .map(|s| (s.id.clone(), s))
         .collect();
-    let instructions: HashMap<String, String> = ds
-        .tasks()
-        .map_err(|e| anyhow::anyhow!("{e}"))?
-        .into_iter()
-        .map(|t| (t.task_id, t.instruction))
-        .collect();
+    let instructions = instructions(ds)?;
     let mut trajs = Trajectories {
         ds,
         cache: HashMap::new(),
@@ -146,11 +165,14 @@ fn mined(ds: &Dataset) -> Result<(Vec<RlPrompt>, Skipped)> {
                 }
             }
         };
+        let elements = st.state.elements.clone();
         out.push(RlPrompt {
             id: p.id.clone(),
+            shown: shown_of(&messages, &elements),
+            instruction: instructions.get(&t.task_id).cloned().unwrap_or_default(),
             messages,
             targets: vec![p.target_action.clone()],
-            elements: st.state.elements.clone(),
+            elements,
         });
     }
     Ok((out, skipped))
@@ -159,6 +181,7 @@ fn mined(ds: &Dataset) -> Result<(Vec<RlPrompt>, Skipped)> {
 fn full_corpus(ds: &Dataset) -> Result<(Vec<RlPrompt>, Skipped)> {
     let samples = crate::curate::current_samples(ds)
         .with_context(|| format!("reading the SFT samples of {}", ds.root().display()))?;
+    let instructions = instructions(ds)?;
     let mut trajs = Trajectories {
         ds,
         cache: HashMap::new(),
@@ -198,9 +221,12 @@ fn full_corpus(ds: &Dataset) -> Result<(Vec<RlPrompt>, Skipped)> {
             ));
             continue;
         };
+        let messages = prompt_messages(s);
         out.push(RlPrompt {
             id: s.id.clone(),
-            messages: prompt_messages(s),
+            shown: shown_of(&messages, &elements),
+            instruction: instructions.get(&s.task_id).cloned().unwrap_or_default(),
+            messages,
             targets,
             elements,
         });

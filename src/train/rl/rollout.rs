@@ -3,6 +3,7 @@
 //! then decode together, one token per forward pass.
 
 use crate::model::Qwen3;
+use crate::model::sample::{Constraint, SampleConfig};
 use anyhow::Result;
 use candle_core::{D, DType, Tensor};
 use rand::{Rng, SeedableRng};
@@ -69,9 +70,11 @@ pub fn sample_group(
     cfg: &RolloutConfig,
     seed: u64,
 ) -> Result<Vec<Rollout>> {
-    Ok(sample_groups(model, &[prompt], n, stop, cfg, &[seed])?
-        .pop()
-        .unwrap_or_default())
+    Ok(
+        sample_groups(model, &[prompt], n, stop, cfg, &[seed], None)?
+            .pop()
+            .unwrap_or_default(),
+    )
 }
 
 /// [`sample_group`] for several prompts at once: the prompts are left-padded to a
@@ -79,6 +82,12 @@ pub fn sample_group(
 /// prompt's cache repeated for its `n` rows, and all rows decode together.
 /// Row `i` of group `g` draws from a generator seeded by `(seeds[g], i)`, as
 /// [`sample_group`] does, so batching does not change what is drawn.
+///
+/// With `rules` (one per prompt), every row of a group decodes under its own copy of
+/// the prompt's constraint ([`Constraint::pick`], among the allowed of the most
+/// likely tokens, at the temperature and top-p); a row the schema leaves no token
+/// ends unstopped. Each token's log-probability is still the model's own over the
+/// whole vocabulary, the one the update recomputes.
 pub fn sample_groups(
     model: &Qwen3,
     prompts: &[&[u32]],
@@ -86,10 +95,15 @@ pub fn sample_groups(
     stop: &[u32],
     cfg: &RolloutConfig,
     seeds: &[u64],
+    rules: Option<&[Constraint<'_>]>,
 ) -> Result<Vec<Vec<Rollout>>> {
     anyhow::ensure!(
         !prompts.is_empty() && seeds.len() == prompts.len(),
         "one seed per prompt"
+    );
+    anyhow::ensure!(
+        rules.is_none_or(|r| r.len() == prompts.len()),
+        "one constraint per prompt"
     );
     anyhow::ensure!(prompts.iter().all(|p| !p.is_empty()), "empty prompt");
     let max_pos = model.config.max_position_embeddings;
@@ -140,6 +154,18 @@ pub fn sample_groups(
         })
         .collect();
     let mut out: Vec<Rollout> = (0..rows).map(|_| Rollout::default()).collect();
+    let mut row_rules: Vec<Option<Constraint<'_>>> = row_group
+        .iter()
+        .map(|&gi| rules.map(|r| r[gi as usize].clone()))
+        .collect();
+    // Rows that ended without a stop token (nothing allowed).
+    let mut ended = vec![false; rows];
+    // The rules pick from `logp` (already at the temperature).
+    let pick_cfg = SampleConfig {
+        temperature: 1.0,
+        top_p: cfg.top_p,
+        ..SampleConfig::default()
+    };
     let mut pos = lmax;
     let filler = stop.first().copied().unwrap_or(0);
     for _ in 0..cfg.max_new_tokens {
@@ -147,12 +173,24 @@ pub fn sample_groups(
         let logp: Vec<Vec<f32>> = candle_nn::ops::log_softmax(&scaled, D::Minus1)?.to_vec2()?;
         let mut next = Vec::with_capacity(rows);
         for (i, r) in out.iter_mut().enumerate() {
-            if r.stopped {
+            if r.stopped || ended[i] {
                 next.push(filler);
                 continue;
             }
-            let probs: Vec<f32> = logp[i].iter().map(|x| x.exp()).collect();
-            let t = draw(&probs, cfg.top_p, &mut rngs[i]);
+            let t = match row_rules[i].as_mut() {
+                None => {
+                    let probs: Vec<f32> = logp[i].iter().map(|x| x.exp()).collect();
+                    draw(&probs, cfg.top_p, &mut rngs[i])
+                }
+                Some(c) => match c.pick(&logp[i], &pick_cfg, &mut rngs[i], stop) {
+                    Some(t) => t,
+                    None => {
+                        ended[i] = true;
+                        next.push(filler);
+                        continue;
+                    }
+                },
+            };
             r.ids.push(t);
             r.logps.push(logp[i][t as usize]);
             if stop.contains(&t) {
@@ -160,7 +198,7 @@ pub fn sample_groups(
             }
             next.push(t);
         }
-        if out.iter().all(|r| r.stopped) || pos + 1 > max_pos {
+        if out.iter().zip(&ended).all(|(r, e)| r.stopped || *e) || pos + 1 > max_pos {
             break;
         }
         let input = Tensor::from_vec(next, (rows, 1), dev)?;
@@ -193,17 +231,32 @@ mod tests {
         crate::train::rl::test_model(40, 7, 10.0, false)
     }
 
+    /// Plain sampling at temperature 1 (no nucleus).
+    fn at_one(max_new_tokens: usize) -> RolloutConfig {
+        RolloutConfig {
+            temperature: 1.0,
+            top_p: 1.0,
+            max_new_tokens,
+        }
+    }
+
+    /// The rollout's recorded log-probs equal a full unpadded forward's at T = 1.
+    fn assert_logps_are_the_models(m: &Qwen3, prompt: &[u32], r: &Rollout) {
+        let s = TrainSeq::rl(prompt, &r.ids);
+        let lp = token_logps(m, &[&s], 1.0, false).unwrap();
+        let full = row(&lp.logp, 0, r.ids.len()).unwrap();
+        for (a, b) in r.logps.iter().zip(&full) {
+            assert!((a - b).abs() < 1e-4, "{:?} vs {full:?}", r.logps);
+        }
+    }
+
     #[test]
     fn batched_left_padded_sampling_matches_one_group_at_a_time_and_full_scoring() {
         let m = model();
-        let cfg = RolloutConfig {
-            temperature: 1.0,
-            top_p: 1.0,
-            max_new_tokens: 6,
-        };
+        let cfg = at_one(6);
         let (p1, p2): (&[u32], &[u32]) = (&[1, 2, 3, 4, 5, 6], &[7, 8]);
         let stop = [39u32];
-        let both = sample_groups(&m, &[p1, p2], 3, &stop, &cfg, &[11, 12]).unwrap();
+        let both = sample_groups(&m, &[p1, p2], 3, &stop, &cfg, &[11, 12], None).unwrap();
         let one = sample_group(&m, p1, 3, &stop, &cfg, 11).unwrap();
         let two = sample_group(&m, p2, 3, &stop, &cfg, 12).unwrap();
         let ids = |g: &[Rollout]| g.iter().map(|r| r.ids.clone()).collect::<Vec<_>>();
@@ -211,15 +264,61 @@ mod tests {
         assert_eq!(ids(&both[1]), ids(&two));
         // Sampling-time log-probs equal an unpadded full forward's.
         for (prompt, group) in [(p1, &both[0]), (p2, &both[1])] {
+            group
+                .iter()
+                .for_each(|r| assert_logps_are_the_models(&m, prompt, r));
+        }
+    }
+
+    /// Grounded rollouts are whole values of their prompt's schema, each row under
+    /// its own copy of the rule, and still carry the model's own log-probabilities;
+    /// the same draws without the rule are not all values.
+    #[test]
+    fn grounded_rollouts_are_accepted_values_with_the_models_log_probs() {
+        use crate::model::constrain::Schema;
+        let m = model();
+        let cfg = at_one(12);
+        // Token k is one byte of this alphabet; 39 is the stop token.
+        let alphabet = b"\"abcdefghijklmnopqrstuvwxyz{}:,0123456789";
+        let token_bytes: Vec<Option<Vec<u8>>> = (0..40)
+            .map(|k| (k < 39).then(|| vec![alphabet[k]]))
+            .collect();
+        let text = |r: &Rollout| {
+            String::from_utf8(r.text_ids().iter().map(|&t| alphabet[t as usize]).collect()).unwrap()
+        };
+        let schemas = [
+            Schema::compile(&serde_json::json!({"enum": ["ab", "cd"]})).unwrap(),
+            Schema::compile(&serde_json::json!({"enum": [7, 12]})).unwrap(),
+        ];
+        let rules: Vec<Constraint<'_>> = schemas
+            .iter()
+            .map(|s| Constraint {
+                matcher: s.matcher(),
+                quotes: None,
+                token_bytes: &token_bytes,
+            })
+            .collect();
+        let (p1, p2): (&[u32], &[u32]) = (&[1, 2, 3], &[4, 5, 6, 7]);
+        let stop = [39u32];
+        let seeds = [5, 6];
+        let grounded = sample_groups(&m, &[p1, p2], 8, &stop, &cfg, &seeds, Some(&rules)).unwrap();
+        for ((prompt, group), schema) in [p1, p2].iter().zip(&grounded).zip(&schemas) {
             for r in group {
-                let s = TrainSeq::rl(prompt, &r.ids);
-                let lp = token_logps(&m, &[&s], 1.0, false).unwrap();
-                let full = row(&lp.logp, 0, r.ids.len()).unwrap();
-                for (a, b) in r.logps.iter().zip(&full) {
-                    assert!((a - b).abs() < 1e-4, "{:?} vs {full:?}", r.logps);
-                }
+                assert!(r.stopped, "{:?}", r.ids);
+                assert!(schema.accepts(&text(r)), "{}", text(r));
+                assert_logps_are_the_models(&m, prompt, r);
             }
         }
+        let free = sample_groups(&m, &[p1, p2], 8, &stop, &cfg, &seeds, None).unwrap();
+        let accepted = free
+            .iter()
+            .zip(&schemas)
+            .flat_map(|(g, s)| g.iter().map(move |r| r.stopped && s.accepts(&text(r))))
+            .filter(|&a| a)
+            .count();
+        assert!(accepted < 16, "free sampling happened to match the rule");
+        // A prompt count the rules do not match is refused.
+        assert!(sample_groups(&m, &[p1], 2, &stop, &cfg, &[1], Some(&rules)).is_err());
     }
 
     #[test]

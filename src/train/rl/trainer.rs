@@ -41,6 +41,8 @@ use super::sharpening::{Monitor, Signals};
 use super::update::update;
 use crate::action::Action;
 use crate::action::parse::parse_response;
+use crate::model::constrain::{QuoteGuard, Schema, token_bytes};
+use crate::model::sample::Constraint;
 use crate::model::weights;
 use crate::reward::{Decision, RewardConfig, score_against};
 use crate::train::optim::{AdamW, AdamWConfig};
@@ -138,6 +140,46 @@ pub(crate) struct Ctx<'a> {
     /// Encoded prompts, parallel to `prompts`.
     pub prompt_ids: &'a [Vec<u32>],
     pub reward: RewardConfig,
+    /// With `grounded`: each prompt's rules (parallel to `prompts`) and the raw bytes
+    /// of every token.
+    pub grounding: Option<Grounding>,
+}
+
+/// The grounded decoding rules of every RL prompt.
+pub(crate) struct Grounding {
+    rules: Vec<(Arc<Schema>, Option<QuoteGuard>)>,
+    token_bytes: Vec<Option<Vec<u8>>>,
+}
+
+impl Grounding {
+    /// Builds each prompt's schema ([`crate::policy::grounding::step_constraints`]).
+    fn new(prompts: &[RlPrompt], policy: &Policy) -> Result<Self> {
+        let rules = prompts
+            .iter()
+            .map(|p| {
+                crate::policy::grounding::step_constraints(&p.instruction, &p.shown, &p.elements)
+                    .with_context(|| format!("prompt `{}`: grounding schema", p.id))
+            })
+            .collect::<Result<_>>()?;
+        Ok(Grounding {
+            rules,
+            token_bytes: token_bytes(&policy.tokenizer),
+        })
+    }
+
+    /// Fresh constraints for the prompts at `indices`.
+    fn constraints(&self, indices: impl Iterator<Item = usize>) -> Vec<Constraint<'_>> {
+        indices
+            .map(|i| {
+                let (schema, quotes) = &self.rules[i];
+                Constraint {
+                    matcher: schema.matcher(),
+                    quotes: quotes.clone(),
+                    token_bytes: &self.token_bytes,
+                }
+            })
+            .collect()
+    }
 }
 
 fn train_inner(
@@ -229,12 +271,19 @@ fn train_inner(
         truncate_steps_after(&run.root().join("rollouts.jsonl"), 0)?;
         run.log("no checkpoint to resume from; starting from step 0")?;
     }
+    let grounding = if cfg.grounded {
+        run.log("rollouts decode grounded (shown indices, the instruction's values)")?;
+        Some(Grounding::new(&prompts, &policy)?)
+    } else {
+        None
+    };
     let ctx = Ctx {
         cfg,
         policy: &policy,
         prompts: &prompts,
         prompt_ids: &prompt_ids,
         reward: RewardConfig::default(),
+        grounding,
     };
     let total = cfg.steps as u64;
     let total_updates = cfg.steps * cfg.updates_per_step();
@@ -390,6 +439,10 @@ fn sample_and_gate(ctx: &Ctx, cursor: &mut u64) -> Result<(Vec<Group>, usize, us
                 .map(|(pi, _)| ctx.prompt_ids[*pi].as_slice())
                 .collect();
             let seeds: Vec<u64> = chunk.iter().map(|(_, s)| *s).collect();
+            let rules = ctx
+                .grounding
+                .as_ref()
+                .map(|g| g.constraints(chunk.iter().map(|(pi, _)| *pi)));
             sampled.extend(sample_groups(
                 &ctx.policy.model,
                 &prompts,
@@ -397,6 +450,7 @@ fn sample_and_gate(ctx: &Ctx, cursor: &mut u64) -> Result<(Vec<Group>, usize, us
                 &ctx.policy.stop,
                 &rc,
                 &seeds,
+                rules.as_deref(),
             )?);
         }
         for ((pi, _), rollouts) in draws.into_iter().zip(sampled) {
