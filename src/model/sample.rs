@@ -53,7 +53,7 @@ pub struct Constraint<'a> {
 
 impl Constraint<'_> {
     /// Whether token `t` may come next (`both`: under the quoted-span rule too).
-    pub fn allows(&self, t: u32, stop: &[u32], both: bool) -> bool {
+    fn allows(&self, t: u32, stop: &[u32], both: bool) -> bool {
         if !self.matcher.allows_token(t, self.token_bytes, stop) {
             return false;
         }
@@ -80,7 +80,7 @@ impl Constraint<'_> {
     }
 
     /// Feeds the chosen token's bytes to both rules.
-    pub fn accept(&mut self, t: u32) {
+    fn accept(&mut self, t: u32) {
         if let Some(Some(b)) = self.token_bytes.get(t as usize) {
             self.matcher.advance(b);
             if let Some(q) = &mut self.quotes
