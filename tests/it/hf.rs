@@ -39,7 +39,7 @@ fn ids(t: &Tensor) -> Vec<u32> {
         .collect()
 }
 
-fn max_abs_diff(a: &Tensor, b: &Tensor) -> f32 {
+pub fn max_abs_diff(a: &Tensor, b: &Tensor) -> f32 {
     (a - b)
         .unwrap()
         .abs()

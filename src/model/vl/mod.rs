@@ -1,12 +1,14 @@
 //! Vision-language (Qwen3-VL) support: image preprocessing, the vision tower, the text
 //! decoder with multimodal rotary positions and DeepStack injection, and the two joined.
 
+pub mod checkpoint;
 pub mod model;
 pub mod mrope;
 pub mod preprocess;
 pub mod text;
 pub mod vision;
 
+pub use checkpoint::{VlConfig, is_vl_config};
 pub use model::{Qwen3Vl, VlCache, VlImages};
 pub use mrope::{MropeLayout, MropePositions, VlTokenIds, rope_index};
 pub use preprocess::{VlImageConfig, VlPixels, num_image_tokens, preprocess, smart_resize};

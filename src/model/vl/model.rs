@@ -56,6 +56,8 @@ pub struct Qwen3Vl {
     vision: VisionModel,
     text: VlText,
     ids: VlTokenIds,
+    /// `vision_end_token_id` and `video_token_id` of the checkpoint, when it named them.
+    extra_ids: (Option<u32>, Option<u32>),
 }
 
 impl Qwen3Vl {
@@ -70,7 +72,24 @@ impl Qwen3Vl {
                 "vision_config.out_hidden_size {out} differs from the text hidden_size {hidden}"
             );
         }
-        Ok(Qwen3Vl { vision, text, ids })
+        Ok(Qwen3Vl {
+            vision,
+            text,
+            ids,
+            extra_ids: (None, None),
+        })
+    }
+
+    /// The same model with the checkpoint's `vision_end_token_id` and `video_token_id`
+    /// (written back by [`Self::save_dir`]).
+    pub fn with_extra_ids(mut self, vision_end: Option<u32>, video: Option<u32>) -> Self {
+        self.extra_ids = (vision_end, video);
+        self
+    }
+
+    /// `vision_end_token_id` and `video_token_id`.
+    pub fn extra_ids(&self) -> (Option<u32>, Option<u32>) {
+        self.extra_ids
     }
 
     /// The vision tower.

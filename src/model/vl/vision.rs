@@ -578,6 +578,51 @@ impl VisionModel {
         &self.cfg
     }
 
+    /// The tower's weights under checkpoint names ([`VISUAL_PREFIX`]), the shapes of
+    /// [`VisionConfig::weight_shapes`] (the patch embedding as its `Conv3d` kernel).
+    pub fn named_weights(&self) -> Result<HashMap<String, Tensor>> {
+        let cfg = &self.cfg;
+        let mut out = HashMap::new();
+        let mut pair = |name: &str, w: &Tensor, b: &Tensor| {
+            out.insert(format!("{VISUAL_PREFIX}.{name}.weight"), w.clone());
+            out.insert(format!("{VISUAL_PREFIX}.{name}.bias"), b.clone());
+        };
+        let (t, p) = (cfg.temporal_patch_size, cfg.patch_size);
+        let kernel = self
+            .patch_embed
+            .w
+            .reshape((cfg.hidden_size, cfg.in_channels, t, p, p))?;
+        pair("patch_embed.proj", &kernel, &self.patch_embed.b);
+        for (i, b) in self.blocks.iter().enumerate() {
+            for (part, w, bias) in [
+                ("norm1", &b.norm1.w, &b.norm1.b),
+                ("norm2", &b.norm2.w, &b.norm2.b),
+                ("attn.qkv", &b.qkv.w, &b.qkv.b),
+                ("attn.proj", &b.proj.w, &b.proj.b),
+                ("mlp.linear_fc1", &b.fc1.w, &b.fc1.b),
+                ("mlp.linear_fc2", &b.fc2.w, &b.fc2.b),
+            ] {
+                pair(&format!("blocks.{i}.{part}"), w, bias);
+            }
+        }
+        let mergers = std::iter::once(("merger".to_string(), &self.merger)).chain(
+            self.deepstack
+                .iter()
+                .enumerate()
+                .map(|(j, m)| (format!("deepstack_merger_list.{j}"), m)),
+        );
+        for (name, m) in mergers {
+            pair(&format!("{name}.norm"), &m.norm.w, &m.norm.b);
+            pair(&format!("{name}.linear_fc1"), &m.fc1.w, &m.fc1.b);
+            pair(&format!("{name}.linear_fc2"), &m.fc2.w, &m.fc2.b);
+        }
+        out.insert(
+            format!("{VISUAL_PREFIX}.pos_embed.weight"),
+            self.pos_embed.clone(),
+        );
+        Ok(out)
+    }
+
     /// Image tokens and DeepStack features of the images (or videos) described by
     /// `grid_thw` (`[t, h, w]` patches each, in order), whose patch rows
     /// `pixel_values` `(Σ t·h·w, patch_dim)` are concatenated in that order.
