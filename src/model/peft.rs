@@ -39,16 +39,29 @@ pub fn adapter_config(cfg: &LoraConfig, base_model: &str) -> serde_json::Value {
 
 /// Writes the model's adapters to `dir` in PEFT layout.
 pub fn export(model: &Qwen3, cfg: &LoraConfig, base_model: &str, dir: &Path) -> Result<()> {
+    export_as(model, cfg, base_model, dir, |m| m.to_string())
+}
+
+/// [`export`] with each module named as `checkpoint_name` says: the name the module
+/// has in the base checkpoint (a Qwen3-VL decoder's `model.language_model.…`).
+pub fn export_as(
+    model: &Qwen3,
+    cfg: &LoraConfig,
+    base_model: &str,
+    dir: &Path,
+    checkpoint_name: impl Fn(&str) -> String,
+) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let mut tensors = HashMap::new();
     for lin in model.linears() {
         if let Some(l) = &lin.lora {
+            let name = checkpoint_name(&lin.name);
             tensors.insert(
-                format!("{PREFIX}{}.lora_A.weight", lin.name),
+                format!("{PREFIX}{name}.lora_A.weight"),
                 l.a.tensor().clone(),
             );
             tensors.insert(
-                format!("{PREFIX}{}.lora_B.weight", lin.name),
+                format!("{PREFIX}{name}.lora_B.weight"),
                 l.b.tensor().clone(),
             );
         }
@@ -226,7 +239,37 @@ pub fn import(dir: &Path, device: &Device) -> Result<(LoraConfig, HashMap<String
 /// Reads the PEFT adapter in `dir` and attaches it to `model` exactly where its tensors
 /// say (every tensor used, every attached adapter loaded); returns its config.
 pub fn attach(model: &mut Qwen3, dir: &Path, device: &Device) -> Result<LoraConfig> {
-    let (cfg, tensors) = import(dir, device)?;
+    attach_as(model, dir, device, |m| Some(m.to_string()))
+}
+
+/// [`attach`] for an adapter whose module names are a checkpoint's: `model_name` maps
+/// each to the model's own name (`None`: a module the model does not have).
+pub fn attach_as(
+    model: &mut Qwen3,
+    dir: &Path,
+    device: &Device,
+    model_name: impl Fn(&str) -> Option<String>,
+) -> Result<LoraConfig> {
+    let (cfg, raw) = import(dir, device)?;
+    let mut tensors = HashMap::new();
+    for (k, t) in raw {
+        let (module, tail) = k
+            .strip_suffix(".lora_A.weight")
+            .map(|m| (m, ".lora_A.weight"))
+            .or_else(|| {
+                k.strip_suffix(".lora_B.weight")
+                    .map(|m| (m, ".lora_B.weight"))
+            })
+            .unwrap_or((k.as_str(), ""));
+        let Some(own) = model_name(module) else {
+            anyhow::bail!(
+                "{}: adapter tensors for a module the model does not have: {}",
+                dir.display(),
+                crate::util::sanitize::clean_line(module)
+            );
+        };
+        tensors.insert(format!("{own}{tail}"), t);
+    }
     let modules: std::collections::BTreeSet<String> = tensors
         .keys()
         .filter_map(|k| k.strip_suffix(".lora_A.weight"))

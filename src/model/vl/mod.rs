@@ -1,6 +1,7 @@
 //! Vision-language (Qwen3-VL) support: image preprocessing, the vision tower, the text
 //! decoder with multimodal rotary positions and DeepStack injection, and the two joined.
 
+pub mod adapter;
 pub mod checkpoint;
 pub mod model;
 pub mod mrope;

@@ -148,3 +148,75 @@ fn bad_vl_folders_name_file_and_field() {
     );
     assert!(err.contains("merger.linear_fc2"), "{err}");
 }
+
+/// LoRA on every decoder linear of a transformers-saved VL model, with nonzero B:
+/// the unmerged adapters, the same adapters exported in PEFT layout and attached to a
+/// fresh load, and the adapters merged into the weights give one set of logits on an
+/// image + text prompt, away from the base model's.
+#[test]
+fn vl_lora_merged_exported_and_attached_agree() {
+    let dir = folder("tiny");
+    let dev = Device::Cpu;
+    let r = reference(&dir);
+    let mut model = Qwen3Vl::load_dir(&dir, DType::F32, &dev).unwrap();
+    let cfg = rmsweb::model::LoraConfig {
+        r: 4,
+        alpha: 8.0,
+        dropout: 0.0,
+        target_modules: [
+            "q_proj",
+            "k_proj",
+            "v_proj",
+            "o_proj",
+            "gate_proj",
+            "up_proj",
+            "down_proj",
+        ]
+        .map(String::from)
+        .to_vec(),
+    };
+    assert_eq!(model.add_lora(&cfg, 5).unwrap(), 3 * 7);
+    for (i, (name, var)) in model
+        .text()
+        .decoder()
+        .trainable_vars()
+        .into_iter()
+        .enumerate()
+    {
+        if name.contains("lora_B") {
+            let shape = var.as_tensor().dims().to_vec();
+            let noise = (super::seeded_normal(&shape, 100 + i as u64) * 0.3).unwrap();
+            var.set(&noise).unwrap();
+        }
+    }
+    let unmerged = logits(&model, &r);
+    let moved = max_abs_diff(&unmerged, &r.logits);
+    assert!(moved > 0.1, "the adapters barely move the logits ({moved})");
+
+    let out = tempfile::tempdir().unwrap();
+    model
+        .export_adapter(&cfg, &dir.to_string_lossy(), out.path())
+        .unwrap();
+    let names: Vec<String> =
+        rmsweb::model::weights::load_file(&out.path().join("adapter_model.safetensors"), &dev)
+            .unwrap()
+            .into_keys()
+            .collect();
+    assert_eq!(names.len(), 2 * 21);
+    assert!(names.contains(
+        &"base_model.model.model.language_model.layers.2.mlp.down_proj.lora_B.weight".into()
+    ));
+    let mut fresh = Qwen3Vl::load_dir(&dir, DType::F32, &dev).unwrap();
+    let read = fresh.attach_adapter(out.path(), &dev).unwrap();
+    assert_eq!(read.r, 4);
+    let attached = logits(&fresh, &r);
+
+    model.merge_lora().unwrap();
+    let merged = logits(&model, &r);
+    let (d_attached, d_merged) = (
+        max_abs_diff(&attached, &unmerged),
+        max_abs_diff(&merged, &unmerged),
+    );
+    eprintln!("vl lora: moved {moved:.3}, attached {d_attached:.2e}, merged {d_merged:.2e}");
+    assert!(d_attached < 1e-5 && d_merged < 1e-4);
+}
