@@ -20,7 +20,7 @@ fn rmsweb(args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
-fn venv() -> PathBuf {
+pub fn venv() -> PathBuf {
     if let Some(v) = std::env::var_os("RMSWEB_VERL_VENV") {
         return v.into();
     }

@@ -149,17 +149,8 @@ fn bad_vl_folders_name_file_and_field() {
     assert!(err.contains("merger.linear_fc2"), "{err}");
 }
 
-/// LoRA on every decoder linear of a transformers-saved VL model, with nonzero B:
-/// the unmerged adapters, the same adapters exported in PEFT layout and attached to a
-/// fresh load, and the adapters merged into the weights give one set of logits on an
-/// image + text prompt, away from the base model's.
-#[test]
-fn vl_lora_merged_exported_and_attached_agree() {
-    let dir = folder("tiny");
-    let dev = Device::Cpu;
-    let r = reference(&dir);
-    let mut model = Qwen3Vl::load_dir(&dir, DType::F32, &dev).unwrap();
-    let cfg = rmsweb::model::LoraConfig {
+fn lora_config() -> rmsweb::model::LoraConfig {
+    rmsweb::model::LoraConfig {
         r: 4,
         alpha: 8.0,
         dropout: 0.0,
@@ -174,7 +165,13 @@ fn vl_lora_merged_exported_and_attached_agree() {
         ]
         .map(String::from)
         .to_vec(),
-    };
+    }
+}
+
+/// The folder's model with LoRA on all 21 decoder linears, B random (not zero).
+fn with_random_lora(dir: &Path) -> (Qwen3Vl, rmsweb::model::LoraConfig) {
+    let mut model = Qwen3Vl::load_dir(dir, DType::F32, &Device::Cpu).unwrap();
+    let cfg = lora_config();
     assert_eq!(model.add_lora(&cfg, 5).unwrap(), 3 * 7);
     for (i, (name, var)) in model
         .text()
@@ -189,6 +186,19 @@ fn vl_lora_merged_exported_and_attached_agree() {
             var.set(&noise).unwrap();
         }
     }
+    (model, cfg)
+}
+
+/// LoRA on every decoder linear of a transformers-saved VL model, with nonzero B:
+/// the unmerged adapters, the same adapters exported in PEFT layout and attached to a
+/// fresh load, and the adapters merged into the weights give one set of logits on an
+/// image + text prompt, away from the base model's.
+#[test]
+fn vl_lora_merged_exported_and_attached_agree() {
+    let dir = folder("tiny");
+    let dev = Device::Cpu;
+    let r = reference(&dir);
+    let (mut model, cfg) = with_random_lora(&dir);
     let unmerged = logits(&model, &r);
     let moved = max_abs_diff(&unmerged, &r.logits);
     assert!(moved > 0.1, "the adapters barely move the logits ({moved})");
@@ -219,4 +229,51 @@ fn vl_lora_merged_exported_and_attached_agree() {
     );
     eprintln!("vl lora: moved {moved:.3}, attached {d_attached:.2e}, merged {d_merged:.2e}");
     assert!(d_attached < 1e-5 && d_merged < 1e-4);
+}
+
+/// What rmsweb writes loads in transformers and PEFT as it is: an exported VL folder
+/// gives the same logits in `Qwen3VLForConditionalGeneration`, and an exported adapter
+/// attached by `PeftModel.from_pretrained` gives rmsweb's LoRA logits. Runs in the verl
+/// venv (`.ci/install-verl.sh`); without it the test fails saying so.
+#[test]
+fn exported_vl_folder_and_adapter_load_in_transformers_and_peft() {
+    let venv = crate::verl::venv();
+    let py = venv.join("bin").join("python");
+    assert!(
+        py.exists(),
+        "the verl venv is missing at {} (run `.ci/install-verl.sh`)",
+        venv.display()
+    );
+    let dir = folder("tiny");
+    let r = reference(&dir);
+    let (model, cfg) = with_random_lora(&dir);
+    let tmp = tempfile::tempdir().unwrap();
+    let (base, adapter) = (tmp.path().join("base"), tmp.path().join("adapter"));
+    model.save_dir(&base).unwrap();
+    model
+        .export_adapter(&cfg, &base.to_string_lossy(), &adapter)
+        .unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/vl/transformers_logits.py");
+    let theirs = |with_adapter: bool| -> Tensor {
+        let out = tmp
+            .path()
+            .join(format!("logits-{with_adapter}.safetensors"));
+        let mut cmd = std::process::Command::new(&py);
+        cmd.arg(&script)
+            .arg(&base)
+            .arg(dir.join("reference.safetensors"))
+            .arg(&out);
+        if with_adapter {
+            cmd.arg("--adapter").arg(&adapter);
+        }
+        let o = cmd.output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        candle_core::safetensors::load(&out, &Device::Cpu).unwrap()["logits"].clone()
+    };
+    let d_base = max_abs_diff(&theirs(false), &r.logits);
+    let d_lora = max_abs_diff(&theirs(true), &logits(&model, &r));
+    eprintln!(
+        "transformers on exported folder {d_base:.2e}, peft on exported adapter {d_lora:.2e}"
+    );
+    assert!(d_base < TOLERANCE && d_lora < TOLERANCE);
 }
