@@ -4,16 +4,28 @@ use super::chat_template::{ChatTemplate, Message};
 use super::config::Qwen3Config;
 use super::constrain::{QuoteGuard, Schema};
 use super::qwen3::Qwen3;
-use super::sample::{Constraint, SampleConfig, generate_with};
+use super::sample::{Constraint, SampleConfig, generate_by, generate_with};
+use super::vl::{Qwen3Vl, VlConfig, VlImageConfig, VlImages};
 use super::{peft, tokenizer, weights};
 use anyhow::{Context, Result};
 use candle_core::{DType, Device};
 use std::path::Path;
 use tokenizers::Tokenizer;
 
+/// A Qwen3-VL checkpoint's whole model and its image preprocessing: the policy shows
+/// it each step's screenshot.
+pub struct VlSide {
+    pub model: Qwen3Vl,
+    pub image: VlImageConfig,
+}
+
 /// A model, its tokenizer and chat template, and decoding settings.
 pub struct LocalModelPolicy {
+    /// The text decoder (of a Qwen3-VL checkpoint too: the same weights, for prompts
+    /// without a screenshot and for training and scoring, which are text-only).
     pub model: Qwen3,
+    /// Set for a Qwen3-VL checkpoint.
+    pub vl: Option<Box<VlSide>>,
     pub tokenizer: Tokenizer,
     pub template: ChatTemplate,
     pub sampling: SampleConfig,
@@ -57,6 +69,7 @@ impl LocalModelPolicy {
         let stop = stop_tokens(&model.config, &tokenizer, &template);
         LocalModelPolicy {
             model,
+            vl: None,
             tokenizer,
             template,
             sampling: SampleConfig::default(),
@@ -68,13 +81,22 @@ impl LocalModelPolicy {
     /// Loads an HF model folder (`config.json`, safetensors, `tokenizer.json`,
     /// optional `tokenizer_config.json`), with an optional PEFT adapter merged in.
     pub fn load(model_dir: &Path, adapter: Option<&Path>, device: &Device) -> Result<Self> {
-        let config = Qwen3Config::from_file(model_dir.join("config.json"))?;
-        let w = weights::load_dir(model_dir, device)?;
         let dtype = if device.is_cpu() {
             DType::F32
         } else {
             DType::BF16
         };
+        let cpath = model_dir.join("config.json");
+        if std::fs::read_to_string(&cpath).is_ok_and(|t| super::vl::is_vl_config(&t)) {
+            anyhow::ensure!(
+                adapter.is_none(),
+                "{}: adapters on Qwen3-VL checkpoints are not loaded by the local policy yet; merge them first",
+                model_dir.display()
+            );
+            return Self::load_vl(model_dir, dtype, device);
+        }
+        let config = Qwen3Config::from_file(cpath)?;
+        let w = weights::load_dir(model_dir, device)?;
         let mut model = Qwen3::from_weights(&config, w, dtype, device, false)
             .with_context(|| format!("loading model from {}", model_dir.display()))?;
         if let Some(dir) = adapter {
@@ -84,6 +106,32 @@ impl LocalModelPolicy {
         let tok = tokenizer::load(model_dir.join("tokenizer.json"))?;
         let template = ChatTemplate::for_model_dir(model_dir)?;
         Ok(Self::new(model, tok, template))
+    }
+
+    /// Loads a Qwen3-VL folder: the whole model, its decoder over the same tensors,
+    /// `preprocessor_config.json` (Qwen3-VL's settings when absent).
+    fn load_vl(dir: &Path, dtype: DType, device: &Device) -> Result<Self> {
+        let config = VlConfig::from_file(&dir.join("config.json"))?;
+        let w = weights::load_dir(dir, device)?;
+        let decoder_weights = w
+            .iter()
+            .filter_map(|(n, t)| super::vl::text::decoder_name(n).map(|n| (n, t.clone())))
+            .collect();
+        let text = Qwen3::from_weights(&config.text.decoder, decoder_weights, dtype, device, false)
+            .with_context(|| format!("loading the decoder of {}", dir.display()))?;
+        let (model, _) = Qwen3Vl::from_config_weights(&config, w, dtype, device, false)
+            .with_context(|| format!("loading the Qwen3-VL model in {}", dir.display()))?;
+        let pp = dir.join("preprocessor_config.json");
+        let image = if pp.exists() {
+            VlImageConfig::from_file(&pp)?
+        } else {
+            VlImageConfig::qwen3_vl()
+        };
+        let tok = tokenizer::load(dir.join("tokenizer.json"))?;
+        let template = ChatTemplate::for_model_dir(dir)?;
+        let mut p = Self::new(text, tok, template);
+        p.vl = Some(Box::new(VlSide { model, image }));
+        Ok(p)
     }
 
     /// Loads a training checkpoint folder: a full model folder, or a PEFT adapter
@@ -112,7 +160,19 @@ impl LocalModelPolicy {
 
     /// Generates the assistant reply to `messages` (greedy when temperature is 0).
     pub fn generate(&self, messages: &[Message]) -> Result<String> {
-        self.generate_as(messages, None)
+        self.generate_as(messages, None, None)
+    }
+
+    /// [`Self::generate`] or [`Self::generate_constrained`] (with `constrained`) for a
+    /// model that sees: a Qwen3-VL checkpoint gets `screenshot` after the last user
+    /// message's text; a text model ignores it.
+    pub fn generate_seeing(
+        &self,
+        messages: &[Message],
+        screenshot: Option<&Path>,
+        constrained: Option<(&std::sync::Arc<Schema>, Option<&QuoteGuard>)>,
+    ) -> Result<String> {
+        self.generate_as(messages, constrained, screenshot)
     }
 
     /// Generates a reply that is a JSON value `schema` accepts (or a prefix of one, when
@@ -123,14 +183,24 @@ impl LocalModelPolicy {
         schema: &std::sync::Arc<Schema>,
         quotes: Option<&QuoteGuard>,
     ) -> Result<String> {
-        self.generate_as(messages, Some((schema, quotes)))
+        self.generate_as(messages, Some((schema, quotes)), None)
     }
 
     fn generate_as(
         &self,
         messages: &[Message],
         constrained: Option<(&std::sync::Arc<Schema>, Option<&QuoteGuard>)>,
+        screenshot: Option<&Path>,
     ) -> Result<String> {
+        let seeing = self.vl.as_deref().zip(screenshot);
+        let shown;
+        let messages = match seeing {
+            Some(_) => {
+                shown = super::vl::prompt::with_screenshot(messages);
+                &shown[..]
+            }
+            None => messages,
+        };
         let prompt = self.template.encode_prompt(&self.tokenizer, messages)?;
         let constraint = constrained.map(|(s, quotes)| Constraint {
             matcher: s.matcher(),
@@ -139,7 +209,36 @@ impl LocalModelPolicy {
                 .token_bytes
                 .get_or_init(|| super::constrain::token_bytes(&self.tokenizer)),
         });
-        let ids = generate_with(&self.model, &prompt, &self.stop, &self.sampling, constraint)?;
+        let ids = match seeing {
+            None => generate_with(&self.model, &prompt, &self.stop, &self.sampling, constraint)?,
+            Some((vl, path)) => {
+                let pixels = super::vl::prompt::screenshot_pixels(path, &vl.image)?;
+                let image_token = vl.model.token_ids().image_token_id;
+                let counts = [pixels.num_image_tokens()?];
+                let prompt = super::vl::prompt::expand_ids(&prompt, image_token, &counts)?;
+                let tensor = pixels.to_tensor(self.model.device())?;
+                let grid = [pixels.grid_thw];
+                let mut cache = super::vl::VlCache::for_decoding();
+                let mut first = true;
+                let step = |tokens: &[u32]| -> Result<candle_core::Tensor> {
+                    let images = first.then_some(VlImages {
+                        pixel_values: &tensor,
+                        grid_thw: &grid,
+                    });
+                    first = false;
+                    Ok(vl.model.forward(tokens, images, Some(&mut cache))?)
+                };
+                let max_pos = self.model.config.max_position_embeddings;
+                generate_by(
+                    step,
+                    max_pos,
+                    &prompt,
+                    &self.stop,
+                    &self.sampling,
+                    constraint,
+                )?
+            }
+        };
         self.tokenizer
             .decode(&ids, true)
             .map_err(|e| anyhow::anyhow!("decoding: {e}"))

@@ -100,27 +100,54 @@ pub fn generate_with(
     prompt: &[u32],
     stop: &[u32],
     cfg: &SampleConfig,
+    constraint: Option<Constraint<'_>>,
+) -> Result<Vec<u32>> {
+    let mut cache = KvCache::for_decoding();
+    let dev = model.device().clone();
+    let mut pos = 0;
+    let step = |tokens: &[u32]| -> Result<Tensor> {
+        let input = Tensor::new(tokens, &dev)?.unsqueeze(0)?;
+        let logits = model.forward(&input, pos, Some(&mut cache))?;
+        pos += tokens.len();
+        Ok(logits)
+    };
+    generate_by(
+        step,
+        model.config.max_position_embeddings,
+        prompt,
+        stop,
+        cfg,
+        constraint,
+    )
+}
+
+/// The decoding loop of [`generate_with`] over any model: `step` takes the prompt,
+/// then one token at a time, and returns logits `(1, tokens, vocab)` continuing its
+/// own cache; `max_pos` is the model's number of positions.
+pub fn generate_by(
+    mut step: impl FnMut(&[u32]) -> Result<Tensor>,
+    max_pos: usize,
+    prompt: &[u32],
+    stop: &[u32],
+    cfg: &SampleConfig,
     mut constraint: Option<Constraint<'_>>,
 ) -> Result<Vec<u32>> {
     anyhow::ensure!(!prompt.is_empty(), "empty prompt");
-    let max_pos = model.config.max_position_embeddings;
     anyhow::ensure!(
         prompt.len() < max_pos,
         "prompt of {} tokens does not fit the model's {max_pos} positions",
         prompt.len()
     );
     let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
-    let mut cache = KvCache::for_decoding();
-    let dev = model.device();
     let mut out = Vec::new();
-    let mut input = Tensor::new(prompt, dev)?.unsqueeze(0)?;
+    let mut input: Vec<u32> = prompt.to_vec();
     let mut pos = 0;
     for _ in 0..cfg.max_new_tokens {
-        let l = input.dim(1)?;
+        let l = input.len();
         if pos + l > max_pos {
             break;
         }
-        let logits = model.forward(&input, pos, Some(&mut cache))?;
+        let logits = step(&input)?;
         pos += l;
         let last = logits
             .narrow(1, l - 1, 1)?
@@ -143,7 +170,7 @@ pub fn generate_with(
         if constraint.as_ref().is_some_and(|c| c.matcher.is_done()) {
             break;
         }
-        input = Tensor::new(&[next], dev)?.unsqueeze(0)?;
+        input = vec![next];
     }
     Ok(out)
 }

@@ -64,6 +64,17 @@ where
     Ok(tok)
 }
 
+/// Adds Qwen3-VL's image tokens (`<|vision_start|>`, `<|vision_end|>`,
+/// `<|image_pad|>`) as special tokens, for a model that sees screenshots.
+pub fn add_vision_tokens(tok: &mut Tokenizer) {
+    use crate::model::vl::prompt::{IMAGE_PAD, VISION_END, VISION_START};
+    tok.add_special_tokens(&[
+        AddedToken::from(VISION_START.to_string(), true),
+        AddedToken::from(VISION_END.to_string(), true),
+        AddedToken::from(IMAGE_PAD.to_string(), true),
+    ]);
+}
+
 /// Saves `tokenizer.json` into `dir`.
 pub fn save(tok: &Tokenizer, dir: &Path) -> Result<()> {
     let path = dir.join("tokenizer.json");

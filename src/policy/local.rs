@@ -77,10 +77,8 @@ impl Policy for LocalPolicy {
                 .iter()
                 .map(|m| Message::new(&m.role, m.content.clone()))
                 .collect();
-            match &schema {
-                Some((s, quotes)) => model.generate_constrained(&msgs, s, quotes.as_ref()),
-                None => model.generate(&msgs),
-            }
+            let constrained = schema.as_ref().map(|(s, q)| (s, q.as_ref()));
+            model.generate_seeing(&msgs, input.screenshot, constrained)
         })
     }
 }

@@ -2,9 +2,11 @@
 
 pub mod augment;
 pub mod cpu_tuning;
+pub mod nll;
 pub mod optim;
 pub mod rl;
 pub mod run;
 pub mod samples;
 pub mod schedule;
 pub mod sft;
+pub mod sft_model;

@@ -77,13 +77,12 @@ pub fn read_trainer_state<T: serde::de::DeserializeOwned>(dir: &Path) -> Result<
 /// (`trainable.safetensors`, `optimizer.safetensors`).
 pub fn save_trainable_and_optimizer(
     dir: &Path,
-    model: &crate::model::Qwen3,
+    vars: &[(String, candle_core::Var)],
     opt: &super::optim::AdamW,
 ) -> Result<()> {
-    let trainable: std::collections::HashMap<String, candle_core::Tensor> = model
-        .trainable_vars()
-        .into_iter()
-        .map(|(n, v)| (n, v.as_tensor().clone()))
+    let trainable: std::collections::HashMap<String, candle_core::Tensor> = vars
+        .iter()
+        .map(|(n, v)| (n.clone(), v.as_tensor().clone()))
         .collect();
     crate::model::weights::save_file(&trainable, &dir.join("trainable.safetensors"))?;
     crate::model::weights::save_file(&opt.state_tensors(), &dir.join("optimizer.safetensors"))?;

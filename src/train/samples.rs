@@ -13,13 +13,22 @@ use anyhow::Result;
 /// filter's kept trajectories flattened in memory through the project prompt
 /// renderer). Unreadable files are an error naming file and line.
 pub fn from_dataset(ds: &Dataset) -> Result<Vec<Vec<Message>>> {
-    Ok(crate::curate::current_samples(ds)?
+    Ok(with_screenshots(ds)?.into_iter().map(|(c, _)| c).collect())
+}
+
+/// The SFT chats of a dataset ([`from_dataset`]) with the screenshot each last user
+/// message describes (the sample's last image, resolved inside the dataset root).
+pub fn with_screenshots(ds: &Dataset) -> Result<Vec<(Vec<Message>, Option<std::path::PathBuf>)>> {
+    crate::curate::current_samples(ds)?
         .into_iter()
         .map(|s| {
-            s.messages
+            let image = s.images.last().map(|rel| ds.resolve(rel)).transpose()?;
+            let chat = s
+                .messages
                 .into_iter()
                 .map(|m| Message::new(&m.role, m.content))
-                .collect()
+                .collect();
+            Ok((chat, image))
         })
-        .collect())
+        .collect()
 }

@@ -8,19 +8,21 @@
 //! function of the step, and so are the dropout masks (keyed by seed, step and
 //! micro-batch): a run resumed from a checkpoint continues exactly as it would have.
 
+pub use super::nll::{BatchNll, micro_batch_nll};
 use super::optim::{AdamW, AdamWConfig, accumulate_grads, clip_grad_norm};
 use super::run::{
     RunDir, RunState, read_trainer_state, save_trainable_and_optimizer, write_checkpoint,
 };
 use super::samples;
 use super::schedule::{cosine_with_warmup, warmup_steps};
+use super::sft_model::{SftModel, VlTrainee};
 use crate::model::chat_template::{ChatTemplate, Encoded};
-use crate::model::{
-    LoraConfig, Qwen3, Qwen3Config, at_least_f32, fused, parse_device, peft, tokenizer, weights,
-};
+use crate::model::vl::Qwen3Vl;
+use crate::model::vl::prompt::{self as vl_prompt, expand_images};
+use crate::model::{LoraConfig, Qwen3, Qwen3Config, parse_device, peft, tokenizer, weights};
 use crate::trajectory::Dataset;
 use anyhow::{Context, Result};
-use candle_core::{D, DType, Device, Tensor};
+use candle_core::{DType, Device, Tensor};
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
@@ -49,6 +51,39 @@ pub struct TinyModel {
 
 fn default_bpe_min_frequency() -> u64 {
     2
+}
+
+/// The vision tower of the `tiny-vl` preset (a Qwen3-VL model trained from scratch on
+/// screenshot + DOM prompts), and how its screenshots are resized.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TinyVision {
+    pub depth: usize,
+    pub hidden_size: usize,
+    pub intermediate_size: usize,
+    pub num_heads: usize,
+    pub patch_size: usize,
+    pub spatial_merge_size: usize,
+    pub num_position_embeddings: usize,
+    /// Tower blocks whose features feed the first decoder layers (DeepStack).
+    pub deepstack_visual_indexes: Vec<usize>,
+    /// Resized screenshots hold between `min_pixels` and `max_pixels` pixels.
+    pub min_pixels: usize,
+    pub max_pixels: usize,
+    /// Rotary frequencies per (temporal, height, width) axis of the decoder.
+    pub mrope_section: [usize; 3],
+}
+
+impl TinyVision {
+    /// The image preprocessing of these settings (Qwen3-VL's otherwise).
+    pub fn image_config(&self) -> crate::model::vl::VlImageConfig {
+        crate::model::vl::VlImageConfig {
+            patch_size: self.patch_size,
+            merge_size: self.spatial_merge_size,
+            min_pixels: self.min_pixels,
+            max_pixels: self.max_pixels,
+            ..crate::model::vl::VlImageConfig::qwen3_vl()
+        }
+    }
 }
 
 /// The full resolved configuration of an SFT run (written to `run.toml`).
@@ -93,11 +128,17 @@ pub struct SftConfig {
     pub lora: Option<LoraConfig>,
     #[serde(default)]
     pub tiny: Option<TinyModel>,
+    /// A vision tower beside the tiny decoder (`tiny-vl`): each sample's screenshot
+    /// goes into its last user message.
+    #[serde(default)]
+    pub vision: Option<TinyVision>,
 }
 
 impl SftConfig {
     /// The named preset: `tiny` (CPU, full training of a ~4M-parameter model with a
-    /// BPE trained on the dataset) or `qwen3-lora` (the paper's recipe, ALGORITHMS.md §6).
+    /// BPE trained on the dataset), `tiny-vl` (the same decoder with a small vision
+    /// tower that sees each step's screenshot) or `qwen3-lora` (the paper's recipe,
+    /// ALGORITHMS.md §6).
     pub fn preset(name: &str, dataset: &Path, model: Option<&Path>) -> Result<Self> {
         let base = SftConfig {
             kind: "sft".into(),
@@ -121,25 +162,45 @@ impl SftConfig {
             checkpoint_every: 100,
             lora: None,
             tiny: None,
+            vision: None,
+        };
+        let tiny = SftConfig {
+            lr: 2e-3,
+            micro_batch: 4,
+            grad_accum: 2,
+            context: 1024,
+            checkpoint_every: 50,
+            tiny: Some(TinyModel {
+                vocab_size: 4096,
+                hidden_size: 256,
+                num_hidden_layers: 4,
+                num_attention_heads: 4,
+                num_key_value_heads: 2,
+                head_dim: 64,
+                intermediate_size: 768,
+                bpe_min_frequency: 64,
+            }),
+            ..base.clone()
         };
         match name {
-            "tiny" => Ok(SftConfig {
-                lr: 2e-3,
-                micro_batch: 4,
-                grad_accum: 2,
-                context: 1024,
-                checkpoint_every: 50,
-                tiny: Some(TinyModel {
-                    vocab_size: 4096,
-                    hidden_size: 256,
-                    num_hidden_layers: 4,
-                    num_attention_heads: 4,
-                    num_key_value_heads: 2,
-                    head_dim: 64,
-                    intermediate_size: 768,
-                    bpe_min_frequency: 64,
+            "tiny" => Ok(tiny),
+            // The tiny decoder with a 2-block tower over 16-px patches: a MiniWoB
+            // screenshot (160x210) becomes 160x224 pixels, 35 image tokens.
+            "tiny-vl" => Ok(SftConfig {
+                vision: Some(TinyVision {
+                    depth: 2,
+                    hidden_size: 128,
+                    intermediate_size: 256,
+                    num_heads: 4,
+                    patch_size: 16,
+                    spatial_merge_size: 2,
+                    num_position_embeddings: 256,
+                    deepstack_visual_indexes: vec![0],
+                    min_pixels: 16_384,
+                    max_pixels: crate::model::vl::preprocess::PAPER_MAX_PIXELS,
+                    mrope_section: [12, 10, 10],
                 }),
-                ..base
+                ..tiny
             }),
             "qwen3-lora" => {
                 anyhow::ensure!(model.is_some(), "preset qwen3-lora needs --model DIR");
@@ -148,7 +209,7 @@ impl SftConfig {
                     ..base
                 })
             }
-            _ => anyhow::bail!("unknown preset `{name}` (tiny, qwen3-lora)"),
+            _ => anyhow::bail!("unknown preset `{name}` (tiny, tiny-vl, qwen3-lora)"),
         }
     }
 
@@ -206,8 +267,10 @@ pub enum Outcome {
 }
 
 struct Prepared {
-    model: Qwen3,
+    model: SftModel,
     samples: Vec<Encoded>,
+    /// The screenshot each sample shows (VL models; `None` for text models).
+    images: Vec<Option<PathBuf>>,
     pad: u32,
     /// What value renaming needs: the chats behind `samples` (same order), their
     /// value statistics, and the tokenizer and template that encode them.
@@ -223,6 +286,8 @@ struct Augmenter {
     tok: tokenizers::Tokenizer,
     template: ChatTemplate,
     context: usize,
+    /// VL: the image placeholder token and each sample's image token counts.
+    images: Option<(u32, Vec<Vec<usize>>)>,
 }
 
 impl Augmenter {
@@ -255,11 +320,26 @@ impl Augmenter {
             .encode_turns(&self.tok, &chat)?
             .into_iter()
             .nth(self.turns[i]);
-        match seq.and_then(|e| fit_context(e, self.context).0) {
+        let seq = match (seq, &self.images) {
+            (Some(e), Some((token, counts))) => Some(expand_images(&e, *token, &counts[i])?),
+            (seq, _) => seq,
+        };
+        let fitted = seq.and_then(|e| fit_context(e, self.context).0);
+        let whole = |e: &Encoded| match &self.images {
+            Some((token, counts)) => whole_images(e, *token, &counts[i]),
+            None => true,
+        };
+        match fitted.filter(whole) {
             Some(e) => Ok(std::borrow::Cow::Owned(e)),
             None => Ok(keep),
         }
     }
+}
+
+/// Whether every image of `e` kept all its `counts` placeholder tokens (left
+/// truncation may cut into an image, which the tower cannot then fill).
+fn whole_images(e: &Encoded, image_token: u32, counts: &[usize]) -> bool {
+    e.ids.iter().filter(|&&t| t == image_token).count() == counts.iter().sum::<usize>()
 }
 
 /// `e` left-truncated to `context` tokens; `None` when no assistant token is left to
@@ -301,7 +381,20 @@ pub fn compute_dtype(dtype: &str, lora: bool, on_gpu: bool) -> Result<DType> {
 fn prepare(cfg: &SftConfig, run: &RunDir, device: &Device) -> Result<Prepared> {
     let ds = Dataset::open(&cfg.dataset)
         .with_context(|| format!("opening dataset {}", cfg.dataset.display()))?;
-    let chats = samples::from_dataset(&ds)?;
+    let mut chats = Vec::new();
+    let mut shots = Vec::new();
+    for (chat, image) in samples::with_screenshots(&ds)? {
+        match (&cfg.vision, image) {
+            (Some(_), Some(path)) => {
+                chats.push(vl_prompt::with_screenshot(&chat));
+                shots.push(Some(path));
+            }
+            (_, _) => {
+                chats.push(chat);
+                shots.push(None);
+            }
+        }
+    }
     anyhow::ensure!(
         !chats.is_empty(),
         "{}: no successful trajectory steps to train on",
@@ -319,8 +412,11 @@ fn prepare(cfg: &SftConfig, run: &RunDir, device: &Device) -> Result<Prepared> {
                     .iter()
                     .map(|c| template.render(c, false))
                     .collect::<Result<_>>()?;
-                let tok =
+                let mut tok =
                     tokenizer::train_bpe(texts.iter(), tiny.vocab_size, tiny.bpe_min_frequency)?;
+                if cfg.vision.is_some() {
+                    tokenizer::add_vision_tokens(&mut tok);
+                }
                 tokenizer::save(&tok, run.root())?;
                 tok
             };
@@ -339,15 +435,25 @@ fn prepare(cfg: &SftConfig, run: &RunDir, device: &Device) -> Result<Prepared> {
                 max_position_embeddings: cfg.context.max(2048),
                 eos_token_id: tok.token_to_id(tokenizer::IM_END).map(Into::into),
             };
-            config.save(run.root())?;
             tokenizer::save_tokenizer_config(
                 &tok,
                 template.source(),
                 config.max_position_embeddings,
                 run.root(),
             )?;
-            let w = Qwen3::random_weights(&config, cfg.seed)?;
-            let model = Qwen3::from_weights(&config, w, dtype, device, true)?;
+            let model = match &cfg.vision {
+                None => {
+                    config.save(run.root())?;
+                    let w = Qwen3::random_weights(&config, cfg.seed)?;
+                    SftModel::Text(Qwen3::from_weights(&config, w, dtype, device, true)?)
+                }
+                Some(v) => {
+                    let trainee = tiny_vl(&config, v, &tok, cfg.seed, dtype, device)?;
+                    trainee.model.config().save(run.root())?;
+                    trainee.image.save(run.root())?;
+                    SftModel::Vl(Box::new(trainee))
+                }
+            };
             (tok, template, model)
         }
         (None, Some(dir)) => {
@@ -356,12 +462,12 @@ fn prepare(cfg: &SftConfig, run: &RunDir, device: &Device) -> Result<Prepared> {
             let model = Qwen3::from_weights(&config, w, dtype, device, cfg.lora.is_none())?;
             let tok = tokenizer::load(dir.join("tokenizer.json"))?;
             let template = ChatTemplate::for_model_dir(dir)?;
-            (tok, template, model)
+            (tok, template, SftModel::Text(model))
         }
         (None, None) => anyhow::bail!("config has neither `tiny` nor `model`"),
     };
     if let Some(l) = &cfg.lora {
-        let n = model.add_lora(l, cfg.seed)?;
+        let n = model.decoder_mut().add_lora(l, cfg.seed)?;
         anyhow::ensure!(
             n > 0,
             "no module matches lora.target_modules {:?}",
@@ -372,31 +478,58 @@ fn prepare(cfg: &SftConfig, run: &RunDir, device: &Device) -> Result<Prepared> {
         .token_to_id(tokenizer::END_OF_TEXT)
         .or_else(|| tok.token_to_id(tokenizer::IM_END))
         .unwrap_or(0);
+    // VL: the placeholder token and each chat's image token counts.
+    let image_counts = match &model {
+        SftModel::Vl(v) => {
+            let counts = shots
+                .iter()
+                .map(|s| match s {
+                    Some(p) => Ok(vec![vl_prompt::image_tokens_of(p, &v.image)?]),
+                    None => Ok(Vec::new()),
+                })
+                .collect::<Result<Vec<_>>>()?;
+            Some((v.model.token_ids().image_token_id, counts))
+        }
+        SftModel::Text(_) => None,
+    };
     let mut enc = Vec::new();
-    // Per encoded sample: its chat and which of the chat's sequences it is.
-    let mut kept_chats = Vec::new();
-    let mut kept_turns = Vec::new();
+    // Per encoded sample: its chat, which of the chat's sequences it is, its image.
+    let (mut kept_chats, mut kept_turns, mut kept_shots, mut kept_counts) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut truncated = 0;
     let mut n_sequences = 0;
-    for c in chats.iter() {
+    for (ci, c) in chats.iter().enumerate() {
         for (turn, e) in template.encode_turns(&tok, c)?.into_iter().enumerate() {
             n_sequences += 1;
+            let e = match &image_counts {
+                Some((token, counts)) => expand_images(&e, *token, &counts[ci])?,
+                None => e,
+            };
             let (e, cut) = fit_context(e, cfg.context);
             truncated += usize::from(cut);
+            let e = e.filter(|e| match &image_counts {
+                Some((token, counts)) => whole_images(e, *token, &counts[ci]),
+                None => true,
+            });
             if let Some(e) = e {
                 enc.push(e);
                 kept_chats.push(c.clone());
                 kept_turns.push(turn);
+                kept_shots.push(shots[ci].clone());
+                if let Some((_, counts)) = &image_counts {
+                    kept_counts.push(counts[ci].clone());
+                }
             }
         }
     }
     run.log(&format!(
-        "{} samples ({} left-truncated to {} tokens, {} without assistant tokens dropped); {} parameters, {} trainable",
+        "{} samples ({} left-truncated to {} tokens, {} without assistant tokens or whole images dropped, {} with a screenshot); {} parameters, {} trainable",
         enc.len(),
         truncated,
         cfg.context,
         n_sequences - enc.len(),
-        model.config.num_params(),
+        kept_shots.iter().filter(|s| s.is_some()).count(),
+        model.num_params(),
         model.trainable_vars().iter().map(|(_, v)| v.elem_count()).sum::<usize>()
     ))?;
     anyhow::ensure!(
@@ -404,9 +537,11 @@ fn prepare(cfg: &SftConfig, run: &RunDir, device: &Device) -> Result<Prepared> {
         "no sample has assistant tokens to train on"
     );
     let values = super::augment::ValueWords::from_chats(&kept_chats);
+    let images = image_counts.map(|(token, _)| (token, kept_counts));
     Ok(Prepared {
         model,
         samples: enc,
+        images: kept_shots,
         pad,
         augment: Augmenter {
             chats: kept_chats,
@@ -415,7 +550,59 @@ fn prepare(cfg: &SftConfig, run: &RunDir, device: &Device) -> Result<Prepared> {
             tok,
             template,
             context: cfg.context,
+            images,
         },
+    })
+}
+
+/// A `tiny-vl` model at random init: the tiny decoder `text` with M-RoPE and the
+/// tower `v`, every weight trainable.
+fn tiny_vl(
+    text: &Qwen3Config,
+    v: &TinyVision,
+    tok: &tokenizers::Tokenizer,
+    seed: u64,
+    dtype: DType,
+    device: &Device,
+) -> Result<VlTrainee> {
+    use crate::model::vl::{
+        MropeLayout, VisionConfig, VisionModel, VlConfig, VlText, VlTextConfig,
+    };
+    let config = VlConfig {
+        text: VlTextConfig {
+            decoder: text.clone(),
+            mrope: MropeLayout::interleaved(v.mrope_section),
+        },
+        vision: VisionConfig {
+            depth: v.depth,
+            hidden_size: v.hidden_size,
+            intermediate_size: v.intermediate_size,
+            num_heads: v.num_heads,
+            patch_size: v.patch_size,
+            temporal_patch_size: 2,
+            spatial_merge_size: v.spatial_merge_size,
+            in_channels: 3,
+            out_hidden_size: text.hidden_size,
+            num_position_embeddings: v.num_position_embeddings,
+            deepstack_visual_indexes: v.deepstack_visual_indexes.clone(),
+            hidden_act: "gelu_pytorch_tanh".into(),
+        },
+        ids: vl_prompt::token_ids(tok)?,
+        vision_end_token_id: tok.token_to_id(vl_prompt::VISION_END),
+        video_token_id: None,
+    };
+    config.vision.validate()?;
+    let mut w = VlText::random_weights(&config.text, seed)?;
+    w.extend(VisionModel::random_weights(&config.vision, seed ^ 0x5EED)?);
+    let (model, vars) = Qwen3Vl::from_config_weights(&config, w, dtype, device, true)?;
+    let vision_vars = vars
+        .into_iter()
+        .filter(|(n, _)| n.starts_with(crate::model::vl::VISUAL_PREFIX))
+        .collect();
+    Ok(VlTrainee {
+        model,
+        vision_vars,
+        image: v.image_config(),
     })
 }
 
@@ -431,112 +618,6 @@ pub fn stream_item(g: usize, n: usize, seed: u64, cache: &mut HashMap<usize, Vec
         p
     });
     perm[g % n]
-}
-
-/// Loss terms of one micro-batch (see [`micro_batch_nll`]).
-pub struct BatchNll {
-    /// Summed negative log-likelihood, assistant tokens at weight 1 and the other
-    /// tokens at the prompt weight (a scalar tensor, in the graph).
-    pub weighted: Tensor,
-    /// Summed NLL of the assistant tokens alone.
-    pub assistant_nll: f64,
-    /// Summed NLL of the other tokens (0 when their weight is 0: not computed).
-    pub prompt_nll: f64,
-    /// Assistant tokens with a loss.
-    pub assistant_tokens: usize,
-    /// Other tokens with a loss (0 when their weight is 0).
-    pub prompt_tokens: usize,
-    /// All tokens of the batch.
-    pub tokens: usize,
-}
-
-/// Loss terms of one micro-batch: the negative log-likelihood of its assistant tokens
-/// and, when `prompt_weight` > 0, of every other token after the first (system and user
-/// text, chat markup) at that weight.
-pub fn micro_batch_nll(
-    model: &Qwen3,
-    batch: &[&Encoded],
-    pad: u32,
-    prompt_weight: f64,
-) -> Result<BatchNll> {
-    let dev = model.device();
-    let len = batch.iter().map(|e| e.ids.len()).max().unwrap_or(0);
-    anyhow::ensure!(len >= 2, "samples need at least two tokens");
-    // Inputs, and the flat positions with a loss and their targets.
-    let (mut inp, mut rows, mut targets, mut assistant) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let mut n_tokens = 0;
-    for e in batch {
-        n_tokens += e.ids.len();
-        for i in 0..len - 1 {
-            inp.push(e.ids.get(i).copied().unwrap_or(pad));
-            let Some(&t) = e.ids.get(i + 1) else { continue };
-            let is_assistant = e.mask.get(i + 1).copied().unwrap_or(false);
-            if is_assistant || prompt_weight > 0.0 {
-                rows.push(inp.len() as u32 - 1);
-                targets.push(t);
-                assistant.push(is_assistant);
-            }
-        }
-    }
-    let (b, n) = (batch.len(), batch.len() * (len - 1));
-    let inp = Tensor::from_vec(inp, (b, len - 1), dev)?;
-    let hidden = model.forward_hidden(&inp, 0, None)?;
-    let hidden = hidden.reshape((n, hidden.dim(D::Minus1)?))?;
-    let assistant_tokens = assistant.iter().filter(|&&a| a).count();
-    let prompt_tokens = assistant.len() - assistant_tokens;
-    if rows.is_empty() {
-        return Ok(BatchNll {
-            weighted: (hidden.sum_all()? * 0.0)?,
-            assistant_nll: 0.0,
-            prompt_nll: 0.0,
-            assistant_tokens,
-            prompt_tokens,
-            tokens: n_tokens,
-        });
-    }
-    // The LM head and softmax run only where there is a loss: with assistant tokens
-    // alone, a small part of a web-agent sample (long observation, short action).
-    let idx = Tensor::from_vec(rows, assistant.len(), dev)?;
-    // Log-probabilities in f32 at least (bf16 logits lose too much).
-    let logits = at_least_f32(&model.logits(&hidden.index_select(&idx, 0)?)?)?;
-    let logp = fused::target_log_probs(&logits, &targets)?;
-    let per_row: Vec<f64> = logp
-        .to_dtype(DType::F64)?
-        .to_vec1::<f64>()?
-        .into_iter()
-        .map(|x| -x)
-        .collect();
-    let assistant_nll: f64 = per_row
-        .iter()
-        .zip(&assistant)
-        .filter(|(_, a)| **a)
-        .map(|(x, _)| x)
-        .sum();
-    let prompt_nll: f64 = per_row
-        .iter()
-        .zip(&assistant)
-        .filter(|(_, a)| !**a)
-        .map(|(x, _)| x)
-        .sum();
-    let weighted = if prompt_tokens == 0 {
-        logp.sum_all()?.neg()?
-    } else {
-        let w: Vec<f32> = assistant
-            .iter()
-            .map(|&a| if a { 1.0 } else { prompt_weight as f32 })
-            .collect();
-        let w = Tensor::from_vec(w, assistant.len(), dev)?.to_dtype(logp.dtype())?;
-        (logp * w)?.sum_all()?.neg()?
-    };
-    Ok(BatchNll {
-        weighted,
-        assistant_nll,
-        prompt_nll,
-        assistant_tokens,
-        prompt_tokens,
-        tokens: n_tokens,
-    })
 }
 
 fn order_hash(indices: &[usize]) -> f64 {
@@ -556,22 +637,29 @@ struct TrainerState {
 fn save_checkpoint(
     cfg: &SftConfig,
     run: &RunDir,
-    model: &Qwen3,
+    model: &SftModel,
     opt: &AdamW,
     step: u64,
 ) -> Result<PathBuf> {
     write_checkpoint(run, step, |dir| {
-        save_trainable_and_optimizer(dir, model, opt)?;
+        save_trainable_and_optimizer(dir, &model.trainable_vars(), opt)?;
         match (&cfg.lora, &cfg.model) {
             (Some(l), Some(base)) => {
                 let base = std::fs::canonicalize(base).unwrap_or_else(|_| base.clone());
-                peft::export(model, l, &base.to_string_lossy(), &dir.join("adapter"))?;
+                peft::export(
+                    model.decoder(),
+                    l,
+                    &base.to_string_lossy(),
+                    &dir.join("adapter"),
+                )?;
             }
             _ => {
                 // A tiny (fully trained) model: the folder is a loadable HF model.
-                model.config.save(dir)?;
-                weights::save_file(&model.base_weights(), &dir.join("model.safetensors"))?;
+                model.save_model(dir)?;
                 tokenizer::copy_files(run.root(), dir)?;
+                if let SftModel::Vl(v) = model {
+                    v.image.save(dir)?;
+                }
             }
         }
         let st = TrainerState {
@@ -621,6 +709,7 @@ fn train_inner(
     let Prepared {
         mut model,
         samples,
+        images,
         pad,
         augment,
     } = prepare(cfg, run, &device)?;
@@ -656,7 +745,7 @@ fn train_inner(
         "training {total} steps of {eff} samples ({n} samples, {} epochs) on {} in {:?}",
         cfg.epochs,
         cfg.device,
-        model.dtype()
+        model.decoder().dtype()
     ))?;
     let mut perms = HashMap::new();
     let vars = model.trainable_vars();
@@ -693,16 +782,20 @@ fn train_inner(
         let (mut asst_nll, mut prompt_nll, mut tokens) = (0.0f64, 0.0f64, 0usize);
         for (mi, chunk) in drawn.chunks(cfg.micro_batch).enumerate() {
             let key = cfg.seed ^ (step << 20) ^ mi as u64;
-            model.dropout_key().set(Some(key));
+            model.decoder().dropout_key().set(Some(key));
             let batch: Vec<&Encoded> = chunk.iter().map(|e| e.as_ref()).collect();
-            let nll = micro_batch_nll(&model, &batch, pad, cfg.prompt_loss_weight)?;
+            let shots: Vec<Option<PathBuf>> = idx[mi * cfg.micro_batch..][..chunk.len()]
+                .iter()
+                .map(|&i| images[i].clone())
+                .collect();
+            let nll = model.nll(&batch, &shots, pad, cfg.prompt_loss_weight)?;
             tokens += nll.tokens;
             asst_nll += nll.assistant_nll;
             prompt_nll += nll.prompt_nll;
             let loss = (nll.weighted / denom)?;
             accumulate_grads(&mut grads, &loss.backward()?, &vars)?;
         }
-        model.dropout_key().set(None);
+        model.decoder().dropout_key().set(None);
         // Logged as before: the mean NLL of the assistant tokens.
         let loss_sum = asst_nll / targets.max(1) as f64;
         anyhow::ensure!(

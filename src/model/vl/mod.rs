@@ -6,6 +6,7 @@ pub mod checkpoint;
 pub mod model;
 pub mod mrope;
 pub mod preprocess;
+pub mod prompt;
 pub mod text;
 pub mod vision;
 

@@ -290,6 +290,35 @@ impl VlImageConfig {
             .with_context(|| format!("{}: invalid image preprocessor config", path.display()))
     }
 
+    /// The `preprocessor_config.json` transformers' Qwen3-VL image processor reads
+    /// back to these settings (and [`Self::from_json_str`] too).
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "image_processor_type": "Qwen2VLImageProcessorFast",
+            "do_resize": true,
+            "do_rescale": true,
+            "do_normalize": true,
+            "do_convert_rgb": true,
+            "patch_size": self.patch_size,
+            "temporal_patch_size": self.temporal_patch_size,
+            "merge_size": self.merge_size,
+            "min_pixels": self.min_pixels,
+            "max_pixels": self.max_pixels,
+            "size": {"shortest_edge": self.min_pixels, "longest_edge": self.max_pixels},
+            "image_mean": self.image_mean,
+            "image_std": self.image_std,
+            "rescale_factor": self.rescale_factor,
+        })
+    }
+
+    /// Writes `preprocessor_config.json` into `dir`.
+    pub fn save(&self, dir: &Path) -> Result<()> {
+        let path = dir.join("preprocessor_config.json");
+        let text = serde_json::to_string_pretty(&self.to_json())?;
+        crate::trajectory::jsonl::write_atomic(&path, text.as_bytes())
+            .with_context(|| format!("writing {}", path.display()))
+    }
+
     /// Rejects settings that cannot produce pixels (zero sizes, zero std, bad limits).
     pub fn validate(&self) -> Result<()> {
         ensure!(self.patch_size > 0, "patch_size must be positive");

@@ -79,7 +79,7 @@ pub fn save_checkpoint(
 ) -> Result<PathBuf> {
     let model = &policy.model;
     write_checkpoint(run, st.step, |dir| {
-        save_trainable_and_optimizer(dir, model, opt)?;
+        save_trainable_and_optimizer(dir, &model.trainable_vars(), opt)?;
         let init = std::fs::canonicalize(&policy.init_checkpoint)
             .unwrap_or_else(|_| policy.init_checkpoint.clone());
         match &policy.sft_adapter {

@@ -1,0 +1,165 @@
+//! The SFT loss: negative log-likelihood of a micro-batch's assistant tokens (and of
+//! its other tokens at the prompt weight), the LM head applied only where there is a
+//! loss.
+
+use crate::model::chat_template::Encoded;
+use crate::model::{Qwen3, at_least_f32, fused};
+use anyhow::Result;
+use candle_core::{D, DType, Tensor};
+
+/// Loss terms of one micro-batch (see [`micro_batch_nll`]).
+pub struct BatchNll {
+    /// Summed negative log-likelihood, assistant tokens at weight 1 and the other
+    /// tokens at the prompt weight (a scalar tensor, in the graph).
+    pub weighted: Tensor,
+    /// Summed NLL of the assistant tokens alone.
+    pub assistant_nll: f64,
+    /// Summed NLL of the other tokens (0 when their weight is 0: not computed).
+    pub prompt_nll: f64,
+    /// Assistant tokens with a loss.
+    pub assistant_tokens: usize,
+    /// Other tokens with a loss (0 when their weight is 0).
+    pub prompt_tokens: usize,
+    /// All tokens of the batch.
+    pub tokens: usize,
+}
+
+/// Loss terms of one micro-batch: the negative log-likelihood of its assistant tokens
+/// and, when `prompt_weight` > 0, of every other token after the first (system and user
+/// text, chat markup) at that weight.
+pub fn micro_batch_nll(
+    model: &Qwen3,
+    batch: &[&Encoded],
+    pad: u32,
+    prompt_weight: f64,
+) -> Result<BatchNll> {
+    let dev = model.device();
+    let rows = LossRows::of(batch, pad, prompt_weight)?;
+    let inp = Tensor::from_vec(rows.inputs.clone(), (batch.len(), rows.len - 1), dev)?;
+    let hidden = model.forward_hidden(&inp, 0, None)?;
+    rows.nll(&hidden, prompt_weight, |h| Ok(model.logits(h)?))
+}
+
+/// The inputs of a padded micro-batch and where its loss lies.
+pub struct LossRows {
+    /// Longest sequence of the batch.
+    pub len: usize,
+    /// `batch · (len − 1)` input ids, padded.
+    pub inputs: Vec<u32>,
+    /// Flat input positions with a loss, their targets and whether each is an
+    /// assistant token.
+    rows: Vec<u32>,
+    targets: Vec<u32>,
+    assistant: Vec<bool>,
+    tokens: usize,
+}
+
+impl LossRows {
+    pub fn of(batch: &[&Encoded], pad: u32, prompt_weight: f64) -> Result<Self> {
+        let len = batch.iter().map(|e| e.ids.len()).max().unwrap_or(0);
+        anyhow::ensure!(len >= 2, "samples need at least two tokens");
+        let (mut inputs, mut rows, mut targets, mut assistant) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let mut tokens = 0;
+        for e in batch {
+            tokens += e.ids.len();
+            for i in 0..len - 1 {
+                inputs.push(e.ids.get(i).copied().unwrap_or(pad));
+                let Some(&t) = e.ids.get(i + 1) else { continue };
+                let is_assistant = e.mask.get(i + 1).copied().unwrap_or(false);
+                if is_assistant || prompt_weight > 0.0 {
+                    rows.push(inputs.len() as u32 - 1);
+                    targets.push(t);
+                    assistant.push(is_assistant);
+                }
+            }
+        }
+        Ok(LossRows {
+            len,
+            inputs,
+            rows,
+            targets,
+            assistant,
+            tokens,
+        })
+    }
+
+    /// The loss terms from the final hidden states `(batch, len − 1, hidden)`, the LM
+    /// head `logits` applied only where there is a loss.
+    pub fn nll(
+        self,
+        hidden: &Tensor,
+        prompt_weight: f64,
+        logits: impl Fn(&Tensor) -> Result<Tensor>,
+    ) -> Result<BatchNll> {
+        let dev = hidden.device();
+        let n = self.inputs.len();
+        let hidden = hidden.reshape((n, hidden.dim(D::Minus1)?))?;
+        let assistant = self.assistant;
+        let assistant_tokens = assistant.iter().filter(|&&a| a).count();
+        let prompt_tokens = assistant.len() - assistant_tokens;
+        if self.rows.is_empty() {
+            return Ok(BatchNll {
+                weighted: (hidden.sum_all()? * 0.0)?,
+                assistant_nll: 0.0,
+                prompt_nll: 0.0,
+                assistant_tokens,
+                prompt_tokens,
+                tokens: self.tokens,
+            });
+        }
+        // The LM head and softmax run only where there is a loss: with assistant tokens
+        // alone, a small part of a web-agent sample (long observation, short action).
+        let idx = Tensor::from_vec(self.rows, assistant.len(), dev)?;
+        // Log-probabilities in f32 at least (bf16 logits lose too much).
+        let logits = at_least_f32(&logits(&hidden.index_select(&idx, 0)?)?)?;
+        let logp = fused::target_log_probs(&logits, &self.targets)?;
+        let per_row: Vec<f64> = logp
+            .to_dtype(DType::F64)?
+            .to_vec1::<f64>()?
+            .into_iter()
+            .map(|x| -x)
+            .collect();
+        let sum_where = |want: bool| -> f64 {
+            per_row
+                .iter()
+                .zip(&assistant)
+                .filter(|(_, a)| **a == want)
+                .map(|(x, _)| x)
+                .sum()
+        };
+        let (assistant_nll, prompt_nll) = (sum_where(true), sum_where(false));
+        let weighted = if prompt_tokens == 0 {
+            logp.sum_all()?.neg()?
+        } else {
+            let w: Vec<f32> = assistant
+                .iter()
+                .map(|&a| if a { 1.0 } else { prompt_weight as f32 })
+                .collect();
+            let w = Tensor::from_vec(w, assistant.len(), dev)?.to_dtype(logp.dtype())?;
+            (logp * w)?.sum_all()?.neg()?
+        };
+        Ok(BatchNll {
+            weighted,
+            assistant_nll,
+            prompt_nll,
+            assistant_tokens,
+            prompt_tokens,
+            tokens: self.tokens,
+        })
+    }
+}
+
+impl BatchNll {
+    /// The terms of two micro-batches together.
+    pub fn add(self, other: BatchNll) -> Result<BatchNll> {
+        Ok(BatchNll {
+            weighted: (self.weighted + other.weighted)?,
+            assistant_nll: self.assistant_nll + other.assistant_nll,
+            prompt_nll: self.prompt_nll + other.prompt_nll,
+            assistant_tokens: self.assistant_tokens + other.assistant_tokens,
+            prompt_tokens: self.prompt_tokens + other.prompt_tokens,
+            tokens: self.tokens + other.tokens,
+        })
+    }
+}

@@ -1,0 +1,142 @@
+//! The model an SFT run trains: the text decoder ([`Qwen3`]) or a Qwen3-VL model that
+//! also sees each sample's screenshot ([`Qwen3Vl`], the `tiny-vl` preset).
+
+use super::nll::{BatchNll, LossRows, micro_batch_nll};
+use crate::model::chat_template::Encoded;
+use crate::model::vl::prompt::screenshot_pixels;
+use crate::model::vl::{Qwen3Vl, VISUAL_PREFIX, VlImageConfig, VlImages};
+use crate::model::{Qwen3, weights};
+use anyhow::{Context, Result};
+use candle_core::{Tensor, Var};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// A Qwen3-VL model in training, the variables of its tower, and how its screenshots
+/// are preprocessed.
+pub struct VlTrainee {
+    pub model: Qwen3Vl,
+    /// The tower's variables by checkpoint name (the decoder's are its own).
+    pub vision_vars: Vec<(String, Var)>,
+    pub image: VlImageConfig,
+}
+
+/// The model of an SFT run.
+pub enum SftModel {
+    Text(Qwen3),
+    Vl(Box<VlTrainee>),
+}
+
+impl SftModel {
+    /// The text decoder (dtype, device, dropout key, configuration).
+    pub fn decoder(&self) -> &Qwen3 {
+        match self {
+            SftModel::Text(m) => m,
+            SftModel::Vl(v) => v.model.text().decoder(),
+        }
+    }
+
+    /// The text decoder, mutably (LoRA).
+    pub fn decoder_mut(&mut self) -> &mut Qwen3 {
+        match self {
+            SftModel::Text(m) => m,
+            SftModel::Vl(v) => v.model.text_mut().decoder_mut(),
+        }
+    }
+
+    /// Every trainable variable by name: the tower's (VL) and the decoder's.
+    pub fn trainable_vars(&self) -> Vec<(String, Var)> {
+        let mut vars = match self {
+            SftModel::Text(_) => Vec::new(),
+            SftModel::Vl(v) => v.vision_vars.clone(),
+        };
+        vars.extend(self.decoder().trainable_vars());
+        vars
+    }
+
+    /// Parameters in the model (tower included).
+    pub fn num_params(&self) -> usize {
+        let tower: usize = match self {
+            SftModel::Text(_) => 0,
+            SftModel::Vl(v) => v.vision_vars.iter().map(|(_, x)| x.elem_count()).sum(),
+        };
+        tower + self.decoder().config.num_params()
+    }
+
+    /// Sets trainable values by name (a checkpoint's `trainable.safetensors`).
+    pub fn load_params(&mut self, values: &HashMap<String, Tensor>) -> Result<()> {
+        let (tower, rest): (HashMap<_, _>, HashMap<_, _>) = values
+            .iter()
+            .map(|(n, t)| (n.clone(), t.clone()))
+            .partition(|(n, _)| n.starts_with(VISUAL_PREFIX));
+        if let SftModel::Vl(v) = self {
+            let vars: HashMap<&str, &Var> =
+                v.vision_vars.iter().map(|(n, x)| (n.as_str(), x)).collect();
+            for (name, t) in &tower {
+                let var = vars
+                    .get(name.as_str())
+                    .with_context(|| format!("checkpoint has unknown parameter `{name}`"))?;
+                anyhow::ensure!(
+                    var.dims() == t.dims(),
+                    "parameter `{name}`: checkpoint shape {:?}, model shape {:?}",
+                    t.dims(),
+                    var.dims()
+                );
+                var.set(&t.to_dtype(var.dtype())?.to_device(var.device())?)?;
+            }
+        } else if let Some(name) = tower.keys().next() {
+            anyhow::bail!("checkpoint has unknown parameter `{name}` (a vision tower)");
+        }
+        self.decoder_mut().load_params(&rest)
+    }
+
+    /// Writes the whole model as a loadable HF folder (`config.json`, safetensors).
+    pub fn save_model(&self, dir: &Path) -> Result<()> {
+        match self {
+            SftModel::Text(m) => {
+                m.config.save(dir)?;
+                weights::save_file(&m.base_weights(), &dir.join("model.safetensors"))
+            }
+            SftModel::Vl(v) => v.model.save_dir(dir),
+        }
+    }
+
+    /// Loss terms of a micro-batch whose sample `k` shows `images[k]` (VL: each
+    /// sample is its own forward pass, with its screenshot).
+    pub fn nll(
+        &self,
+        batch: &[&Encoded],
+        images: &[Option<PathBuf>],
+        pad: u32,
+        prompt_weight: f64,
+    ) -> Result<BatchNll> {
+        let v = match self {
+            SftModel::Text(m) => return micro_batch_nll(m, batch, pad, prompt_weight),
+            SftModel::Vl(v) => v,
+        };
+        let mut total: Option<BatchNll> = None;
+        for (e, image) in batch.iter().zip(images) {
+            let rows = LossRows::of(&[e], pad, prompt_weight)?;
+            let pixels = match image {
+                Some(path) => Some(screenshot_pixels(path, &v.image)?),
+                None => None,
+            };
+            let dev = v.model.text().decoder().device();
+            let tensor = pixels.as_ref().map(|p| p.to_tensor(dev)).transpose()?;
+            let grid = pixels.as_ref().map(|p| [p.grid_thw]);
+            let images = match (&tensor, &grid) {
+                (Some(t), Some(g)) => Some(VlImages {
+                    pixel_values: t,
+                    grid_thw: g,
+                }),
+                _ => None,
+            };
+            let hidden = v.model.forward_hidden(&rows.inputs, images, None)?;
+            let nll = rows.nll(&hidden, prompt_weight, |h| Ok(v.model.text().logits(h)?))?;
+            total = Some(match total {
+                None => nll,
+                Some(t) => t.add(nll)?,
+            });
+        }
+        total.context("empty micro-batch")
+    }
+}
