@@ -152,7 +152,7 @@ impl LossRows {
 
 impl BatchNll {
     /// The terms of two micro-batches together.
-    pub fn add(self, other: BatchNll) -> Result<BatchNll> {
+    pub fn combined(self, other: BatchNll) -> Result<BatchNll> {
         Ok(BatchNll {
             weighted: (self.weighted + other.weighted)?,
             assistant_nll: self.assistant_nll + other.assistant_nll,

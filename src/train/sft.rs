@@ -445,7 +445,7 @@ fn prepare(cfg: &SftConfig, run: &RunDir, device: &Device) -> Result<Prepared> {
                 None => {
                     config.save(run.root())?;
                     let w = Qwen3::random_weights(&config, cfg.seed)?;
-                    SftModel::Text(Qwen3::from_weights(&config, w, dtype, device, true)?)
+                    SftModel::Text(Box::new(Qwen3::from_weights(&config, w, dtype, device, true)?))
                 }
                 Some(v) => {
                     let trainee = tiny_vl(&config, v, &tok, cfg.seed, dtype, device)?;
@@ -462,7 +462,7 @@ fn prepare(cfg: &SftConfig, run: &RunDir, device: &Device) -> Result<Prepared> {
             let model = Qwen3::from_weights(&config, w, dtype, device, cfg.lora.is_none())?;
             let tok = tokenizer::load(dir.join("tokenizer.json"))?;
             let template = ChatTemplate::for_model_dir(dir)?;
-            (tok, template, SftModel::Text(model))
+            (tok, template, SftModel::Text(Box::new(model)))
         }
         (None, None) => anyhow::bail!("config has neither `tiny` nor `model`"),
     };

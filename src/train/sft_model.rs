@@ -22,7 +22,7 @@ pub struct VlTrainee {
 
 /// The model of an SFT run.
 pub enum SftModel {
-    Text(Qwen3),
+    Text(Box<Qwen3>),
     Vl(Box<VlTrainee>),
 }
 
@@ -134,7 +134,7 @@ impl SftModel {
             let nll = rows.nll(&hidden, prompt_weight, |h| Ok(v.model.text().logits(h)?))?;
             total = Some(match total {
                 None => nll,
-                Some(t) => t.add(nll)?,
+                Some(t) => t.combined(nll)?,
             });
         }
         total.context("empty micro-batch")
