@@ -34,7 +34,8 @@ enum Command {
 
 #[derive(clap::Args)]
 struct SftArgs {
-    /// `tiny` (CPU, small model and tokenizer trained here) or `qwen3-lora`.
+    /// `tiny` (CPU, small model and tokenizer trained here), `tiny-vl` (the same with a
+    /// vision tower that sees each step's screenshot) or `qwen3-lora`.
     #[arg(long)]
     preset: String,
     /// Dataset folder.

@@ -86,6 +86,12 @@ pub fn load_policy(cfg: &RlConfig) -> Result<Policy> {
     let ckpt = resolve_init(&cfg.init)?;
     let p = LocalModelPolicy::from_checkpoint(&ckpt, &device)
         .with_context(|| format!("loading the SFT policy from {}", ckpt.display()))?;
+    anyhow::ensure!(
+        p.vl.is_none(),
+        "{}: a Qwen3-VL checkpoint; RL does not train VL policies yet (its rollouts and \
+         checkpoints are text-only)",
+        ckpt.display()
+    );
     let full_model_init = ckpt.join("config.json").is_file();
     let sft_adapter = if full_model_init {
         None
