@@ -36,7 +36,10 @@ pub struct Args {
     /// `cpu` or `cuda:N`.
     #[arg(long, default_value = "cpu")]
     device: String,
-    /// Print one JSON object: text, token ids, and why generation stopped.
+    /// A screenshot shown after the last user message (Qwen3-VL checkpoints only).
+    #[arg(long)]
+    image: Option<PathBuf>,
+    /// Print one JSON object: text, token ids, why generation stopped, and speed.
     #[arg(long)]
     json: bool,
 }
@@ -53,7 +56,7 @@ pub fn run(a: Args) -> Result<()> {
         (None, Some(f)) => read_messages(f)?,
         (None, None) => anyhow::bail!("give --prompt or --messages"),
     };
-    let policy = super::score::load(&a.checkpoint, &a.device)?;
+    let mut policy = super::score::load(&a.checkpoint, &a.device)?;
     let prompt = policy
         .template
         .encode_prompt(&policy.tokenizer, &messages)?;
@@ -63,11 +66,34 @@ pub fn run(a: Args) -> Result<()> {
         max_new_tokens: a.max_tokens,
         seed: a.seed,
     };
-    let ids = generate(&policy.model, &prompt, policy.stop_ids(), &cfg)?;
-    let text = policy
-        .tokenizer
-        .decode(&ids, true)
-        .map_err(|e| anyhow::anyhow!("decoding: {e}"))?;
+    let t0 = std::time::Instant::now();
+    let (ids, text) = match &a.image {
+        None => {
+            let ids = generate(&policy.model, &prompt, policy.stop_ids(), &cfg)?;
+            let text = policy
+                .tokenizer
+                .decode(&ids, true)
+                .map_err(|e| anyhow::anyhow!("decoding: {e}"))?;
+            (ids, text)
+        }
+        Some(image) => {
+            anyhow::ensure!(
+                policy.vl.is_some(),
+                "--image needs a Qwen3-VL checkpoint; {} is a text model",
+                a.checkpoint.display()
+            );
+            policy.sampling = cfg.clone();
+            let text = policy.generate_seeing(&messages, Some(image), None)?;
+            let ids = policy
+                .tokenizer
+                .encode(text.as_str(), false)
+                .map_err(|e| anyhow::anyhow!("encoding: {e}"))?
+                .get_ids()
+                .to_vec();
+            (ids, text)
+        }
+    };
+    let seconds = t0.elapsed().as_secs_f64();
     let max_pos = policy.model.config.max_position_embeddings;
     let stopped = if ids.len() >= a.max_tokens {
         "max_tokens"
@@ -83,6 +109,8 @@ pub fn run(a: Args) -> Result<()> {
             "prompt_tokens": prompt.len(),
             "stopped": stopped,
             "template": policy.template.origin(),
+            "seconds": seconds,
+            "tokens_per_s": ids.len() as f64 / seconds.max(1e-9),
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {

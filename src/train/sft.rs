@@ -445,7 +445,9 @@ fn prepare(cfg: &SftConfig, run: &RunDir, device: &Device) -> Result<Prepared> {
                 None => {
                     config.save(run.root())?;
                     let w = Qwen3::random_weights(&config, cfg.seed)?;
-                    SftModel::Text(Box::new(Qwen3::from_weights(&config, w, dtype, device, true)?))
+                    SftModel::Text(Box::new(Qwen3::from_weights(
+                        &config, w, dtype, device, true,
+                    )?))
                 }
                 Some(v) => {
                     let trainee = tiny_vl(&config, v, &tok, cfg.seed, dtype, device)?;
