@@ -167,6 +167,9 @@ pub struct MiniwobEnv {
     tasks: Vec<String>,
     chrome: Chrome,
     loaded: Option<String>,
+    /// Number of the current episode, also stored in its page: a reward is read only
+    /// from the page this episode started (not one the agent went back to).
+    episode: u64,
     /// Episode time limit set in the page, in ms.
     pub episode_ms: u64,
     /// Whether observations include a screenshot.
@@ -198,6 +201,7 @@ impl MiniwobEnv {
             tasks,
             chrome,
             loaded: None,
+            episode: 0,
             episode_ms: DEFAULT_EPISODE_MS,
             screenshots: true,
         })
@@ -233,6 +237,7 @@ impl MiniwobEnv {
         }
         self.tab.goto(&self.task_url(task))?;
         self.loaded = Some(task.to_string());
+        self.episode += 1;
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             let ready: bool = self.tab.eval(
@@ -248,8 +253,8 @@ impl MiniwobEnv {
         }
         let seed_js = serde_json::to_string(&seed.to_string())?;
         self.tab.eval_value(&format!(
-            "Math.seedrandom({seed_js}); core.EPISODE_MAX_TIME = {}; core.startEpisodeReal(); true",
-            self.episode_ms
+            "window.__rmswebEpisode = {}; Math.seedrandom({seed_js}); core.EPISODE_MAX_TIME = {}; core.startEpisodeReal(); true",
+            self.episode, self.episode_ms
         ))?;
         loop {
             let ready: bool = self.tab.eval("WOB_TASK_READY === true")?;
@@ -298,11 +303,21 @@ impl MiniwobEnv {
 
     /// The page's reward state.
     pub fn reward(&self) -> Result<PageReward> {
-        let v: PageReward = self.tab.eval(
-            "({done: WOB_DONE_GLOBAL === true, raw_reward: Number(WOB_RAW_REWARD_GLOBAL) || 0, \
+        #[derive(Deserialize)]
+        struct Read {
+            episode: f64,
+            #[serde(flatten)]
+            reward: PageReward,
+        }
+        let v: Read = self.tab.eval(
+            "({episode: typeof window.__rmswebEpisode === 'number' ? window.__rmswebEpisode : -1, \
+              done: WOB_DONE_GLOBAL === true, raw_reward: Number(WOB_RAW_REWARD_GLOBAL) || 0, \
               reason: WOB_REWARD_REASON == null ? null : String(WOB_REWARD_REASON)})",
         )?;
-        Ok(v)
+        if v.episode != self.episode as f64 {
+            bail!("the tab no longer shows this episode's task page (the agent left it)");
+        }
+        Ok(v.reward)
     }
 
     /// Executes an action in the tab (see [`Tab::execute`]); a `navigate` to a URL

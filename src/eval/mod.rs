@@ -265,16 +265,37 @@ pub fn run_episode(
             });
         }
         let mut done = false;
+        // The browser failing under an action (the page navigated away, the target
+        // closed) ends this episode as a failure; the next one loads its own page.
+        let mut broken = None;
         for a in &answer.output.actions {
-            let r = env.execute(a)?;
+            let r = match env.execute(a) {
+                Ok(r) => r,
+                Err(e) => {
+                    broken = Some(format!(
+                        "the browser failed under {}: {e:#}",
+                        crate::util::sanitize::clean_line(&a.short())
+                    ));
+                    break;
+                }
+            };
             let stop = r.is_done || r.error.is_some();
             if r.is_done {
                 done = true;
                 final_answer = r.extracted_content.clone();
             }
             results.push(r);
-            if stop || env.reward()?.done {
-                break;
+            match env.reward() {
+                Ok(p) if p.done => break,
+                Ok(_) if stop => break,
+                Ok(_) => {}
+                Err(e) => {
+                    broken = Some(format!(
+                        "the task page is gone after {}: {e:#}",
+                        crate::util::sanitize::clean_line(&a.short())
+                    ));
+                    break;
+                }
             }
         }
         steps.push(Step {
@@ -288,6 +309,10 @@ pub fn run_episode(
             }),
             ..Default::default()
         });
+        if let Some(b) = broken {
+            ended = Some(b);
+            break;
+        }
         if env.reward()?.done {
             break;
         }
@@ -296,7 +321,12 @@ pub fn run_episode(
             break;
         }
     }
-    let page = env.reward()?;
+    // A page that no longer answers (the agent navigated away) did not finish the task.
+    let page = env.reward().unwrap_or(crate::env::miniwob::PageReward {
+        done: false,
+        raw_reward: 0.0,
+        reason: None,
+    });
     let success = page.done && page.raw_reward > 0.0;
     let mut reason = if page.done {
         match &page.reason {

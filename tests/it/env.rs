@@ -390,3 +390,46 @@ fn an_unparseable_answer_is_kept_raw_in_its_step() {
         "{err}"
     );
 }
+
+/// A model that leaves the task page: `go_back` on every step.
+struct Leaver;
+
+impl rmsweb::policy::Policy for Leaver {
+    fn name(&self) -> String {
+        "leaver".into()
+    }
+    fn act(
+        &mut self,
+        _: &rmsweb::policy::PolicyInput<'_>,
+    ) -> anyhow::Result<rmsweb::policy::PolicyOutput> {
+        Ok(rmsweb::policy::PolicyOutput {
+            output: rmsweb::trajectory::ModelOutput {
+                actions: vec![Action::new("go_back", json!({}))],
+                ..Default::default()
+            },
+            raw: "{\"action\": [{\"go_back\": {}}]}".into(),
+            parse_error: None,
+        })
+    }
+}
+
+/// An agent that navigates away from the task page fails its episode, even when it
+/// goes back to a page an earlier episode solved; it does not abort the evaluation,
+/// and the next episode plays on its own page.
+#[test]
+fn leaving_the_task_page_fails_the_episode_not_the_run() {
+    let env = shared_env();
+    let mut env = lock(&env);
+    let mut teacher = ScriptedTeacher::new(MistakeRates::default());
+    for seed in 0..3u64 {
+        let (_, _, solved) =
+            run_episode(&mut env, &mut teacher, "click-button", seed, &opts("t")).unwrap();
+        assert!(solved.success, "{solved:?}");
+        let (_, traj, rec) =
+            run_episode(&mut env, &mut Leaver, "click-button", seed + 10, &opts("g")).unwrap();
+        assert!(!rec.success && !traj.outcome.success, "{rec:?}");
+        assert_eq!(rec.reward, 0.0, "{rec:?}");
+    }
+    let (_, _, rec) = run_episode(&mut env, &mut teacher, "click-button", 4, &opts("t")).unwrap();
+    assert!(rec.success, "{rec:?}");
+}
