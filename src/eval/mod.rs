@@ -285,9 +285,11 @@ pub fn run_episode(
                 final_answer = r.extracted_content.clone();
             }
             results.push(r);
+            if stop {
+                break;
+            }
             match env.reward() {
                 Ok(p) if p.done => break,
-                Ok(_) if stop => break,
                 Ok(_) => {}
                 Err(e) => {
                     broken = Some(format!(
@@ -313,8 +315,13 @@ pub fn run_episode(
             ended = Some(b);
             break;
         }
-        if env.reward()?.done {
-            break;
+        match env.reward() {
+            Ok(p) if p.done => break,
+            Ok(_) => {}
+            Err(e) => {
+                ended = Some(format!("the task page is gone: {e:#}"));
+                break;
+            }
         }
         if done {
             ended = Some("the agent called done before the page finished the task".into());

@@ -5,7 +5,7 @@ use super::config::Qwen3Config;
 use super::constrain::{QuoteGuard, Schema};
 use super::qwen3::Qwen3;
 use super::sample::{Constraint, SampleConfig, generate_by, generate_with};
-use super::vl::{Qwen3Vl, VlConfig, VlImageConfig, VlImages};
+use super::vl::{Qwen3Vl, VlConfig, VlImageConfig};
 use super::{peft, tokenizer, weights};
 use anyhow::{Context, Result};
 use candle_core::{DType, Device};
@@ -212,19 +212,14 @@ impl LocalModelPolicy {
         let ids = match seeing {
             None => generate_with(&self.model, &prompt, &self.stop, &self.sampling, constraint)?,
             Some((vl, path)) => {
-                let pixels = super::vl::prompt::screenshot_pixels(path, &vl.image)?;
+                let shot =
+                    super::vl::prompt::Screenshot::load(path, &vl.image, self.model.device())?;
                 let image_token = vl.model.token_ids().image_token_id;
-                let counts = [pixels.num_image_tokens()?];
-                let prompt = super::vl::prompt::expand_ids(&prompt, image_token, &counts)?;
-                let tensor = pixels.to_tensor(self.model.device())?;
-                let grid = [pixels.grid_thw];
+                let prompt = super::vl::prompt::expand_ids(&prompt, image_token, &[shot.tokens])?;
                 let mut cache = super::vl::VlCache::for_decoding();
                 let mut first = true;
                 let step = |tokens: &[u32]| -> Result<candle_core::Tensor> {
-                    let images = first.then_some(VlImages {
-                        pixel_values: &tensor,
-                        grid_thw: &grid,
-                    });
+                    let images = first.then(|| shot.images());
                     first = false;
                     Ok(vl.model.forward(tokens, images, Some(&mut cache))?)
                 };

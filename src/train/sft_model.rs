@@ -3,8 +3,8 @@
 
 use super::nll::{BatchNll, LossRows, micro_batch_nll};
 use crate::model::chat_template::Encoded;
-use crate::model::vl::prompt::screenshot_pixels;
-use crate::model::vl::{Qwen3Vl, VISUAL_PREFIX, VlImageConfig, VlImages};
+use crate::model::vl::prompt::Screenshot;
+use crate::model::vl::{Qwen3Vl, VISUAL_PREFIX, VlImageConfig};
 use crate::model::{Qwen3, weights};
 use anyhow::{Context, Result};
 use candle_core::{Tensor, Var};
@@ -116,20 +116,12 @@ impl SftModel {
         let mut total: Option<BatchNll> = None;
         for (e, image) in batch.iter().zip(images) {
             let rows = LossRows::of(&[e], pad, prompt_weight)?;
-            let pixels = match image {
-                Some(path) => Some(screenshot_pixels(path, &v.image)?),
-                None => None,
-            };
             let dev = v.model.text().decoder().device();
-            let tensor = pixels.as_ref().map(|p| p.to_tensor(dev)).transpose()?;
-            let grid = pixels.as_ref().map(|p| [p.grid_thw]);
-            let images = match (&tensor, &grid) {
-                (Some(t), Some(g)) => Some(VlImages {
-                    pixel_values: t,
-                    grid_thw: g,
-                }),
-                _ => None,
-            };
+            let shot = image
+                .as_deref()
+                .map(|path| Screenshot::load(path, &v.image, dev))
+                .transpose()?;
+            let images = shot.as_ref().map(Screenshot::images);
             let hidden = v.model.forward_hidden(&rows.inputs, images, None)?;
             let nll = rows.nll(&hidden, prompt_weight, |h| Ok(v.model.text().logits(h)?))?;
             total = Some(match total {

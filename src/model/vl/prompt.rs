@@ -80,10 +80,34 @@ pub fn expand_ids(ids: &[u32], image_token: u32, counts: &[usize]) -> Result<Vec
     Ok(expand_images(&e, image_token, counts)?.ids)
 }
 
-/// The preprocessed pixels of the screenshot at `path` (the error names the file).
-pub fn screenshot_pixels(path: &Path, cfg: &VlImageConfig) -> Result<super::VlPixels> {
-    let img = image::open(path).with_context(|| format!("reading {}", path.display()))?;
-    super::preprocess(&img, cfg).with_context(|| format!("{}", path.display()))
+/// A screenshot ready for the model: its pixel rows on the device, its patch grid and
+/// how many placeholder tokens stand for it.
+pub struct Screenshot {
+    pixel_values: candle_core::Tensor,
+    grid_thw: [[usize; 3]; 1],
+    /// Merged image tokens (placeholders in the prompt).
+    pub tokens: usize,
+}
+
+impl Screenshot {
+    /// Reads and preprocesses the image at `path` (errors name the file).
+    pub fn load(path: &Path, cfg: &VlImageConfig, device: &candle_core::Device) -> Result<Self> {
+        let img = image::open(path).with_context(|| format!("reading {}", path.display()))?;
+        let pixels = super::preprocess(&img, cfg).with_context(|| format!("{}", path.display()))?;
+        Ok(Screenshot {
+            pixel_values: pixels.to_tensor(device)?,
+            grid_thw: [pixels.grid_thw],
+            tokens: pixels.num_image_tokens()?,
+        })
+    }
+
+    /// The model's image input.
+    pub fn images(&self) -> super::VlImages<'_> {
+        super::VlImages {
+            pixel_values: &self.pixel_values,
+            grid_thw: &self.grid_thw,
+        }
+    }
 }
 
 /// How many image tokens the screenshot at `path` becomes under `cfg`, from its size

@@ -154,17 +154,9 @@ fn lora_config() -> rmsweb::model::LoraConfig {
         r: 4,
         alpha: 8.0,
         dropout: 0.0,
-        target_modules: [
-            "q_proj",
-            "k_proj",
-            "v_proj",
-            "o_proj",
-            "gate_proj",
-            "up_proj",
-            "down_proj",
-        ]
-        .map(String::from)
-        .to_vec(),
+        target_modules: rmsweb::model::LoraConfig::ALL_LINEAR
+            .map(String::from)
+            .to_vec(),
     }
 }
 

@@ -182,8 +182,7 @@ fn tiny_vl_sft_learns_what_only_the_screenshot_shows() {
 #[test]
 fn local_policy_decodes_a_vl_checkpoint_with_its_screenshot() {
     use rmsweb::model::chat_template::Message;
-    use rmsweb::model::vl::VlImages;
-    use rmsweb::model::vl::prompt::{expand_ids, screenshot_pixels, with_screenshot};
+    use rmsweb::model::vl::prompt::{Screenshot, expand_ids, with_screenshot};
     let d = tempfile::tempdir().unwrap();
     let ds = d.path().join("ds");
     coloured_dataset(&ds, 4);
@@ -208,15 +207,10 @@ fn local_policy_decodes_a_vl_checkpoint_with_its_screenshot() {
         .template
         .encode_prompt(&policy.tokenizer, &with_screenshot(&msgs))
         .unwrap();
-    let pixels = screenshot_pixels(&shot(0), &vl.image).unwrap();
+    let first = Screenshot::load(&shot(0), &vl.image, &Device::Cpu).unwrap();
     let image_token = vl.model.token_ids().image_token_id;
-    let mut ids = expand_ids(&prompt, image_token, &[pixels.num_image_tokens().unwrap()]).unwrap();
-    let tensor = pixels.to_tensor(&Device::Cpu).unwrap();
-    let grid = [pixels.grid_thw];
-    let images = VlImages {
-        pixel_values: &tensor,
-        grid_thw: &grid,
-    };
+    let mut ids = expand_ids(&prompt, image_token, &[first.tokens]).unwrap();
+    let images = first.images();
     let last_logits = |ids: &[u32]| -> Vec<f32> {
         let l = vl.model.forward(ids, Some(images), None).unwrap();
         let n = l.dim(1).unwrap();
@@ -245,18 +239,10 @@ fn local_policy_decodes_a_vl_checkpoint_with_its_screenshot() {
     );
 
     // The screenshot reaches the logits.
-    let other = screenshot_pixels(&shot(2), &vl.image).unwrap();
-    let t2 = other.to_tensor(&Device::Cpu).unwrap();
+    let other = Screenshot::load(&shot(2), &vl.image, &Device::Cpu).unwrap();
     let l2 = vl
         .model
-        .forward(
-            &ids[..start],
-            Some(VlImages {
-                pixel_values: &t2,
-                grid_thw: &[other.grid_thw],
-            }),
-            None,
-        )
+        .forward(&ids[..start], Some(other.images()), None)
         .unwrap();
     let l1 = vl.model.forward(&ids[..start], Some(images), None).unwrap();
     let diff = crate::hf::max_abs_diff(&l1, &l2);
