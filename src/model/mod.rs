@@ -10,6 +10,7 @@ pub mod fused;
 pub mod lora;
 pub mod peft;
 pub mod policy;
+pub mod prefix;
 pub mod qwen3;
 pub mod rope;
 pub mod sample;

@@ -3,8 +3,9 @@
 use super::chat_template::{ChatTemplate, Message};
 use super::config::Qwen3Config;
 use super::constrain::{QuoteGuard, Schema};
+use super::prefix::PromptReuse;
 use super::qwen3::Qwen3;
-use super::sample::{Constraint, SampleConfig, generate_by, generate_with};
+use super::sample::{Constraint, SampleConfig, generate_by, generate_reusing};
 use super::vl::{Qwen3Vl, VlConfig, VlImageConfig};
 use super::{peft, tokenizer, weights};
 use anyhow::{Context, Result};
@@ -32,6 +33,9 @@ pub struct LocalModelPolicy {
     stop: Vec<u32>,
     /// The vocabulary's raw bytes, computed on the first constrained generation.
     token_bytes: std::sync::OnceLock<Vec<Option<Vec<u8>>>>,
+    /// The last text prompt's cache: the next prompt encodes only what differs
+    /// (a change to `model`'s weights must call [`Self::forget_prompt_cache`]).
+    reuse: PromptReuse,
 }
 
 /// The token ids generation stops at: the ChatML end tokens the tokenizer has, the
@@ -75,7 +79,14 @@ impl LocalModelPolicy {
             sampling: SampleConfig::default(),
             stop,
             token_bytes: std::sync::OnceLock::new(),
+            reuse: PromptReuse::default(),
         }
+    }
+
+    /// Forgets the cached keys and values of the last prompt; needed only after
+    /// changing the model's weights in place.
+    pub fn forget_prompt_cache(&self) {
+        self.reuse.clear();
     }
 
     /// Loads an HF model folder (`config.json`, safetensors, `tokenizer.json`,
@@ -210,7 +221,14 @@ impl LocalModelPolicy {
                 .get_or_init(|| super::constrain::token_bytes(&self.tokenizer)),
         });
         let ids = match seeing {
-            None => generate_with(&self.model, &prompt, &self.stop, &self.sampling, constraint)?,
+            None => generate_reusing(
+                &self.model,
+                &prompt,
+                &self.stop,
+                &self.sampling,
+                constraint,
+                Some(&self.reuse),
+            )?,
             Some((vl, path)) => {
                 let shot =
                     super::vl::prompt::Screenshot::load(path, &vl.image, self.model.device())?;

@@ -174,6 +174,23 @@ impl KvCache {
     pub fn repeat_batch(&self, n: usize) -> Result<KvCache> {
         self.map(|t| Tensor::cat(&vec![t; n], 0))
     }
+
+    /// Forgets every position from `len` on (nothing when it holds `len` or fewer):
+    /// the next input continues at position `len`. A decoding cache keeps its buffers
+    /// and overwrites the forgotten positions in place.
+    pub fn truncate(&mut self, len: usize) -> Result<()> {
+        for slot in self.layers.iter_mut() {
+            match slot {
+                Some(LayerKv::Buffer { len: l, .. }) => *l = (*l).min(len),
+                Some(LayerKv::Concat(k, v)) if k.dim(2)? > len => {
+                    *k = k.narrow(2, 0, len)?;
+                    *v = v.narrow(2, 0, len)?;
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
 }
 
 struct Attention {

@@ -1,6 +1,7 @@
 //! Decoding with the KV cache: greedy or temperature / top-p sampling, seeded.
 
 use super::constrain::{Matcher, QuoteGuard};
+use super::prefix::PromptReuse;
 use super::qwen3::{KvCache, Qwen3};
 use anyhow::Result;
 use candle_core::{D, DType, Tensor};
@@ -102,28 +103,55 @@ pub fn generate_with(
     cfg: &SampleConfig,
     constraint: Option<Constraint<'_>>,
 ) -> Result<Vec<u32>> {
-    let mut cache = KvCache::for_decoding();
-    let dev = model.device().clone();
-    let mut pos = 0;
-    let step = |tokens: &[u32]| -> Result<Tensor> {
-        let input = Tensor::new(tokens, &dev)?.unsqueeze(0)?;
-        let logits = model.forward(&input, pos, Some(&mut cache))?;
-        pos += tokens.len();
-        Ok(logits)
+    generate_reusing(model, prompt, stop, cfg, constraint, None)
+}
+
+/// [`generate_with`] that, with `reuse`, encodes only the part of `prompt` after what
+/// it shares with the last prompt decoded through `reuse`, and keeps this prompt's
+/// cache for the next call. The model's weights must not change between calls
+/// ([`PromptReuse::clear`] otherwise). What is generated is the same either way.
+pub fn generate_reusing(
+    model: &Qwen3,
+    prompt: &[u32],
+    stop: &[u32],
+    cfg: &SampleConfig,
+    constraint: Option<Constraint<'_>>,
+    reuse: Option<&PromptReuse>,
+) -> Result<Vec<u32>> {
+    let (mut cache, reused) = match reuse {
+        Some(r) => r.take(prompt)?,
+        None => (KvCache::for_decoding(), 0),
     };
-    generate_by(
+    let dev = model.device().clone();
+    let (mut pos, mut first) = (reused, true);
+    let step = |tokens: &[u32]| -> Result<Tensor> {
+        // The first call brings the whole prompt: its reused positions are cached.
+        let tokens = if first { &tokens[reused..] } else { tokens };
+        first = false;
+        let input = Tensor::new(tokens, &dev)?.unsqueeze(0)?;
+        let hidden = model.forward_hidden(&input, pos, Some(&mut cache))?;
+        pos += tokens.len();
+        // Only the last position's logits are read.
+        Ok(model.logits(&hidden.narrow(1, tokens.len() - 1, 1)?)?)
+    };
+    let out = generate_by(
         step,
         model.config.max_position_embeddings,
         prompt,
         stop,
         cfg,
         constraint,
-    )
+    )?;
+    if let Some(r) = reuse {
+        r.keep(prompt.to_vec(), cache);
+    }
+    Ok(out)
 }
 
 /// The decoding loop of [`generate_with`] over any model: `step` takes the prompt,
-/// then one token at a time, and returns logits `(1, tokens, vocab)` continuing its
-/// own cache; `max_pos` is the model's number of positions.
+/// then one token at a time, and returns logits `(1, k, vocab)` continuing its own
+/// cache, the last of which predicts the next token (k may be 1); `max_pos` is the
+/// model's number of positions.
 pub fn generate_by(
     mut step: impl FnMut(&[u32]) -> Result<Tensor>,
     max_pos: usize,
@@ -149,8 +177,10 @@ pub fn generate_by(
         }
         let logits = step(&input)?;
         pos += l;
+        let k = logits.dim(1)?;
+        anyhow::ensure!(k > 0, "the model returned no logits");
         let last = logits
-            .narrow(1, l - 1, 1)?
+            .narrow(1, k - 1, 1)?
             .flatten_all()?
             .to_dtype(DType::F32)?;
         let next = match &mut constraint {

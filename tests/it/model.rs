@@ -259,6 +259,50 @@ fn kv_cache_decoding_equals_full_forward() {
     }
 }
 
+/// A policy's next prompt encodes only what differs from its last: over prompts that
+/// share a prefix, none, or everything, reusing decodes exactly what a fresh cache
+/// does, greedy and sampled, with and without a schema.
+#[test]
+fn prompt_reuse_decodes_what_a_fresh_cache_decodes() {
+    use rmsweb::model::prefix::PromptReuse;
+    use rmsweb::model::sample::{SampleConfig, generate_reusing, generate_with};
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = tiny_config(false);
+    let w = saved_model(dir.path(), &cfg, 11);
+    let model = Qwen3::from_weights(&cfg, w, DType::F32, &Device::Cpu, false).unwrap();
+    let prompts: [&[u32]; 5] = [
+        &[1, 2, 3, 4, 5, 6, 7, 8],
+        &[1, 2, 3, 4, 5, 9, 10],
+        &[20, 21, 22],
+        &[20, 21, 22],
+        &[1, 2, 3, 4, 5, 6, 7, 8, 11, 12, 13],
+    ];
+    // No stop token: every decoding runs its 12 tokens.
+    let stop: [u32; 0] = [];
+    for temperature in [0.0, 1.0] {
+        let sc = SampleConfig {
+            temperature,
+            max_new_tokens: 12,
+            seed: 3,
+            ..SampleConfig::default()
+        };
+        let reuse = PromptReuse::default();
+        for p in prompts {
+            let fresh = generate_with(&model, p, &stop, &sc, None).unwrap();
+            let reused = generate_reusing(&model, p, &stop, &sc, None, Some(&reuse)).unwrap();
+            assert_eq!(reused, fresh, "prompt {p:?} at temperature {temperature}");
+            assert_eq!(fresh.len(), 12);
+        }
+        // What is kept is the prompt's cache: taking it back for a prompt that
+        // extends the last one reuses all of the last one.
+        let (cache, kept) = reuse
+            .take(&[1, 2, 3, 4, 5, 6, 7, 8, 11, 12, 13, 14])
+            .unwrap();
+        assert_eq!(kept, 11);
+        assert_eq!(cache.len(), 11);
+    }
+}
+
 #[test]
 fn peft_export_has_peft_key_names_and_config_and_roundtrips() {
     let dir = tempfile::tempdir().unwrap();
