@@ -4,9 +4,10 @@
 //! Setup (not timed): a tiny SFT run on the bundled dataset (`fixtures/`, its mined
 //! pairs are the RL prompts), then `--steps` RL steps from its last checkpoint.
 //!
-//! `cargo bench --bench rl_step -- --sft-steps 30 --steps 4 [--dataset D --init SFT_RUN]`
-//! (with `--init`, no SFT is trained: any SFT run folder with a checkpoint, e.g. one
-//! of a live MiniWoB collection, and its dataset).
+//! `cargo bench --bench rl_step -- --sft-steps 30 --steps 4 [--dataset D --init SFT_RUN]
+//! [--set KEY=VALUE ...]` (with `--init`, no SFT is trained: any SFT run folder with a
+//! checkpoint, e.g. one of a live MiniWoB collection, and its dataset; `--set` takes
+//! any `rmsweb train rl --set` key, e.g. `decode_rows=32` or `grounded=true`).
 //! Under `cargo test --all-targets` it runs a one-step smoke on a far smaller model.
 
 use rmsweb::train::rl::config::{PromptSource, RlConfig};
@@ -109,6 +110,11 @@ fn main() -> anyhow::Result<()> {
             "salvage_cap=2",
         ]));
     }
+    s.extend(
+        args.windows(2)
+            .filter(|w| w[0] == "--set")
+            .map(|w| w[1].clone()),
+    );
     let cfg = RlConfig::preset(
         "tiny",
         Mode::SalvageDs,
@@ -146,5 +152,13 @@ fn main() -> anyhow::Result<()> {
             median(col(&format!("timing_s/{k}")))
         );
     }
+    // What a step's time depends on: how many groups it sampled, and how long.
+    println!(
+        "  per step: median {} generation batches of {} groups × {} rollouts, {:.1} response tokens each",
+        median(col("train/num_gen_batches")),
+        cfg.gen_batch,
+        cfg.n,
+        median(col("response_length/mean")),
+    );
     Ok(())
 }

@@ -3,6 +3,7 @@
 //! then decode together, one token per forward pass.
 
 use crate::model::Qwen3;
+use crate::model::prefix::PrefixCache;
 use crate::model::sample::{Constraint, SampleConfig};
 use anyhow::Result;
 use candle_core::{D, DType, Tensor};
@@ -59,6 +60,23 @@ fn draw(probs: &[f32], top_p: f64, rng: &mut impl Rng) -> u32 {
 /// Additive key mask on left padding (finite: see `Qwen3::forward_hidden_masked`).
 const PAD_MASK: f32 = -1e9;
 
+/// What a batch of groups decodes under besides the settings.
+#[derive(Clone, Copy, Default)]
+pub struct GroupDecoding<'a> {
+    /// One constraint per prompt: every row of a group decodes under its own copy of
+    /// its prompt's ([`Constraint::pick`], among the allowed of the most likely
+    /// tokens, at the temperature and top-p); a row the schema leaves no token ends
+    /// unstopped. Each token's log-probability is still the model's own over the
+    /// whole vocabulary, the one the update recomputes.
+    pub rules: Option<&'a [Constraint<'a>]>,
+    /// A prefix already encoded with the same weights (the system prompt all RL
+    /// prompts share): when every prompt continues it and none needs padding (one
+    /// prompt, or prompts of one length: padding would sit between the prefix and
+    /// the rest and shift their relative positions), only what follows it is
+    /// encoded. What is drawn is the same either way.
+    pub prefix: Option<&'a PrefixCache>,
+}
+
 /// Samples `n` responses to `prompt` (token ids), each stopping after any id in
 /// `stop` or `max_new_tokens`. Row `i` draws from its own generator seeded by
 /// `(seed, i)`, so a group is reproducible.
@@ -70,24 +88,25 @@ pub fn sample_group(
     cfg: &RolloutConfig,
     seed: u64,
 ) -> Result<Vec<Rollout>> {
-    Ok(
-        sample_groups(model, &[prompt], n, stop, cfg, &[seed], None)?
-            .pop()
-            .unwrap_or_default(),
-    )
+    Ok(sample_groups(
+        model,
+        &[prompt],
+        n,
+        stop,
+        cfg,
+        &[seed],
+        GroupDecoding::default(),
+    )?
+    .pop()
+    .unwrap_or_default())
 }
 
 /// [`sample_group`] for several prompts at once: the prompts are left-padded to a
 /// common length (padding masked out of attention), encoded in one batch, each
 /// prompt's cache repeated for its `n` rows, and all rows decode together.
 /// Row `i` of group `g` draws from a generator seeded by `(seeds[g], i)`, as
-/// [`sample_group`] does, so batching does not change what is drawn.
-///
-/// With `rules` (one per prompt), every row of a group decodes under its own copy of
-/// the prompt's constraint ([`Constraint::pick`], among the allowed of the most
-/// likely tokens, at the temperature and top-p); a row the schema leaves no token
-/// ends unstopped. Each token's log-probability is still the model's own over the
-/// whole vocabulary, the one the update recomputes.
+/// [`sample_group`] does, so batching does not change what is drawn. `with` adds
+/// per-prompt rules and a shared encoded prefix.
 pub fn sample_groups(
     model: &Qwen3,
     prompts: &[&[u32]],
@@ -95,8 +114,9 @@ pub fn sample_groups(
     stop: &[u32],
     cfg: &RolloutConfig,
     seeds: &[u64],
-    rules: Option<&[Constraint<'_>]>,
+    with: GroupDecoding<'_>,
 ) -> Result<Vec<Vec<Rollout>>> {
+    let rules = with.rules;
     anyhow::ensure!(
         !prompts.is_empty() && seeds.len() == prompts.len(),
         "one seed per prompt"
@@ -116,12 +136,18 @@ pub fn sample_groups(
     let g = prompts.len();
     let rows = g * n;
     let padded = prompts.iter().any(|p| p.len() < lmax);
-    let mut ids = Vec::with_capacity(g * lmax);
+    // The shared prefix's positions come from its cache (unpadded prompts only).
+    let prefix = with
+        .prefix
+        .filter(|p| !padded && prompts.iter().all(|q| p.continued_by(q)));
+    let start = prefix.map_or(0, PrefixCache::len);
+    let rest = lmax - start;
+    let mut ids = Vec::with_capacity(g * rest);
     let mut key_mask: Vec<Vec<f32>> = Vec::with_capacity(g);
     for p in prompts {
         let pads = lmax - p.len();
         ids.extend(std::iter::repeat_n(0u32, pads));
-        ids.extend_from_slice(p);
+        ids.extend_from_slice(&p[start..]);
         let mut m = vec![PAD_MASK; pads];
         m.extend(std::iter::repeat_n(0.0f32, p.len()));
         key_mask.push(m);
@@ -130,15 +156,18 @@ pub fn sample_groups(
         let flat: Vec<f32> = m.iter().flat_map(|r| r.iter().copied()).collect();
         Ok(Tensor::from_vec(flat, (m.len(), width), dev)?)
     };
-    let mut cache = crate::model::KvCache::for_decoding();
-    let input = Tensor::from_vec(ids, (g, lmax), dev)?;
+    let mut cache = match prefix {
+        Some(p) => p.copies(g)?,
+        None => crate::model::KvCache::for_decoding(),
+    };
+    let input = Tensor::from_vec(ids, (g, rest), dev)?;
     let km = if padded {
         Some(mask_tensor(&key_mask.iter().collect::<Vec<_>>(), lmax)?)
     } else {
         None
     };
-    let hidden = model.forward_hidden_masked(&input, 0, Some(&mut cache), km.as_ref())?;
-    let first = model.logits(&hidden.narrow(1, lmax - 1, 1)?)?.squeeze(1)?; // (g, vocab)
+    let hidden = model.forward_hidden_masked(&input, start, Some(&mut cache), km.as_ref())?;
+    let first = model.logits(&hidden.narrow(1, rest - 1, 1)?)?.squeeze(1)?; // (g, vocab)
     let row_group: Vec<u32> = (0..rows).map(|r| (r / n) as u32).collect();
     let idx = Tensor::from_vec(row_group.clone(), rows, dev)?;
     let mut last = first.index_select(&idx, 0)?;
@@ -168,21 +197,25 @@ pub fn sample_groups(
     };
     let mut pos = lmax;
     let filler = stop.first().copied().unwrap_or(0);
+    // The row of `out` each batch row decodes; finished rows leave the batch once a
+    // quarter of it has finished (their cache rows would cost as much as live ones).
+    let mut active: Vec<usize> = (0..rows).collect();
     for _ in 0..cfg.max_new_tokens {
         let scaled = (last.to_dtype(DType::F32)? / cfg.temperature)?;
         let logp: Vec<Vec<f32>> = candle_nn::ops::log_softmax(&scaled, D::Minus1)?.to_vec2()?;
-        let mut next = Vec::with_capacity(rows);
-        for (i, r) in out.iter_mut().enumerate() {
+        let mut next = Vec::with_capacity(active.len());
+        for (b, &i) in active.iter().enumerate() {
+            let r = &mut out[i];
             if r.stopped || ended[i] {
                 next.push(filler);
                 continue;
             }
             let t = match row_rules[i].as_mut() {
                 None => {
-                    let probs: Vec<f32> = logp[i].iter().map(|x| x.exp()).collect();
+                    let probs: Vec<f32> = logp[b].iter().map(|x| x.exp()).collect();
                     draw(&probs, cfg.top_p, &mut rngs[i])
                 }
-                Some(c) => match c.pick(&logp[i], &pick_cfg, &mut rngs[i], stop) {
+                Some(c) => match c.pick(&logp[b], &pick_cfg, &mut rngs[i], stop) {
                     Some(t) => t,
                     None => {
                         ended[i] = true;
@@ -192,16 +225,29 @@ pub fn sample_groups(
                 },
             };
             r.ids.push(t);
-            r.logps.push(logp[i][t as usize]);
+            r.logps.push(logp[b][t as usize]);
             if stop.contains(&t) {
                 r.stopped = true;
             }
             next.push(t);
         }
-        if out.iter().zip(&ended).all(|(r, e)| r.stopped || *e) || pos + 1 > max_pos {
+        let live: Vec<usize> = (0..active.len())
+            .filter(|&b| !(out[active[b]].stopped || ended[active[b]]))
+            .collect();
+        if live.is_empty() || pos + 1 > max_pos {
             break;
         }
-        let input = Tensor::from_vec(next, (rows, 1), dev)?;
+        if live.len() * 4 <= active.len() * 3 {
+            let idx: Vec<u32> = live.iter().map(|&b| b as u32).collect();
+            cache = cache.select_batch(&Tensor::from_vec(idx, live.len(), dev)?)?;
+            next = live.iter().map(|&b| next[b]).collect();
+            row_mask = live
+                .iter()
+                .map(|&b| std::mem::take(&mut row_mask[b]))
+                .collect();
+            active = live.iter().map(|&b| active[b]).collect();
+        }
+        let input = Tensor::from_vec(next, (active.len(), 1), dev)?;
         let km = if padded {
             for m in row_mask.iter_mut() {
                 m.push(0.0);
@@ -256,7 +302,8 @@ mod tests {
         let cfg = at_one(6);
         let (p1, p2): (&[u32], &[u32]) = (&[1, 2, 3, 4, 5, 6], &[7, 8]);
         let stop = [39u32];
-        let both = sample_groups(&m, &[p1, p2], 3, &stop, &cfg, &[11, 12], None).unwrap();
+        let free = GroupDecoding::default();
+        let both = sample_groups(&m, &[p1, p2], 3, &stop, &cfg, &[11, 12], free).unwrap();
         let one = sample_group(&m, p1, 3, &stop, &cfg, 11).unwrap();
         let two = sample_group(&m, p2, 3, &stop, &cfg, 12).unwrap();
         let ids = |g: &[Rollout]| g.iter().map(|r| r.ids.clone()).collect::<Vec<_>>();
@@ -268,6 +315,61 @@ mod tests {
                 .iter()
                 .for_each(|r| assert_logps_are_the_models(&m, prompt, r));
         }
+    }
+
+    /// Prompts that continue an encoded prefix draw exactly what they draw encoded
+    /// whole, with the model's log-probabilities; where a prompt does not continue
+    /// the prefix, or prompts need padding, it is not used and nothing changes.
+    #[test]
+    fn sampling_after_a_shared_prefix_draws_what_whole_prompts_draw() {
+        let m = model();
+        let cfg = at_one(6);
+        let stop = [39u32];
+        let (p1, p2): (&[u32], &[u32]) = (&[1, 2, 3, 4, 5, 6, 7], &[1, 2, 3, 4, 9, 8, 7]);
+        let short: &[u32] = &[1, 2, 3, 4, 9];
+        let prefix = PrefixCache::encode(&m, &[1, 2, 3, 4], 8).unwrap();
+        let with_prefix = GroupDecoding {
+            rules: None,
+            prefix: Some(&prefix),
+        };
+        let ids = |g: &[Vec<Rollout>]| -> Vec<Vec<u32>> {
+            g.iter().flatten().map(|r| r.ids.clone()).collect()
+        };
+        for prompts in [&[p1, p2][..], &[p1][..], &[short][..], &[p2, short][..]] {
+            let seeds: Vec<u64> = (0..prompts.len() as u64).map(|i| 40 + i).collect();
+            let plain = sample_groups(
+                &m,
+                prompts,
+                3,
+                &stop,
+                &cfg,
+                &seeds,
+                GroupDecoding::default(),
+            )
+            .unwrap();
+            let cached = sample_groups(&m, prompts, 3, &stop, &cfg, &seeds, with_prefix).unwrap();
+            assert_eq!(ids(&cached), ids(&plain));
+            for (prompt, group) in prompts.iter().zip(&cached) {
+                group
+                    .iter()
+                    .for_each(|r| assert_logps_are_the_models(&m, prompt, r));
+            }
+        }
+        // The prefix is reusable (its copies are private) and skipped where a prompt
+        // does not continue it.
+        let p3: &[u32] = &[5, 2, 3, 4, 9];
+        let plain = sample_groups(
+            &m,
+            &[p1, p3],
+            2,
+            &stop,
+            &cfg,
+            &[1, 2],
+            GroupDecoding::default(),
+        )
+        .unwrap();
+        let cached = sample_groups(&m, &[p1, p3], 2, &stop, &cfg, &[1, 2], with_prefix).unwrap();
+        assert_eq!(ids(&cached), ids(&plain));
     }
 
     /// Grounded rollouts are whole values of their prompt's schema, each row under
@@ -301,7 +403,11 @@ mod tests {
         let (p1, p2): (&[u32], &[u32]) = (&[1, 2, 3], &[4, 5, 6, 7]);
         let stop = [39u32];
         let seeds = [5, 6];
-        let grounded = sample_groups(&m, &[p1, p2], 8, &stop, &cfg, &seeds, Some(&rules)).unwrap();
+        let with_rules = GroupDecoding {
+            rules: Some(&rules),
+            prefix: None,
+        };
+        let grounded = sample_groups(&m, &[p1, p2], 8, &stop, &cfg, &seeds, with_rules).unwrap();
         for ((prompt, group), schema) in [p1, p2].iter().zip(&grounded).zip(&schemas) {
             for r in group {
                 assert!(r.stopped, "{:?}", r.ids);
@@ -309,7 +415,16 @@ mod tests {
                 assert_logps_are_the_models(&m, prompt, r);
             }
         }
-        let free = sample_groups(&m, &[p1, p2], 8, &stop, &cfg, &seeds, None).unwrap();
+        let free = sample_groups(
+            &m,
+            &[p1, p2],
+            8,
+            &stop,
+            &cfg,
+            &seeds,
+            GroupDecoding::default(),
+        )
+        .unwrap();
         let accepted = free
             .iter()
             .zip(&schemas)
@@ -318,7 +433,7 @@ mod tests {
             .count();
         assert!(accepted < 16, "free sampling happened to match the rule");
         // A prompt count the rules do not match is refused.
-        assert!(sample_groups(&m, &[p1], 2, &stop, &cfg, &[1], Some(&rules)).is_err());
+        assert!(sample_groups(&m, &[p1], 2, &stop, &cfg, &[1], with_rules).is_err());
     }
 
     #[test]

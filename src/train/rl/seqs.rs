@@ -11,6 +11,7 @@
 use crate::action::Action;
 use crate::action::render::splice_actions;
 use crate::model::Qwen3;
+use crate::model::prefix::common_prefix_len;
 use anyhow::Result;
 use candle_core::{D, DType, Tensor};
 use tokenizers::Tokenizer;
@@ -100,9 +101,11 @@ pub struct TokenLogps {
 ///
 /// Consecutive sequences with the same context (the rollouts of one group) share
 /// one forward pass of that context: it is encoded once with batch 1, its KV cache
-/// repeated for the group, and only the responses run batched after it. Gradients
-/// flow through the shared context as through separate copies (the cache tensors are
-/// part of the graph). Only the response positions go through the LM head.
+/// repeated for the group, and only the responses run batched after it. The
+/// contexts' common prefix (the system prompt) is encoded once for all of them.
+/// Gradients flow through shared positions as through separate copies (the cache
+/// tensors are part of the graph). Only the response positions go through the LM
+/// head.
 pub fn token_logps(
     model: &Qwen3,
     seqs: &[&TrainSeq],
@@ -116,7 +119,7 @@ pub fn token_logps(
     );
     let dev = model.device();
     let width = seqs.iter().map(|s| s.resp_len()).max().unwrap_or(0);
-    let mut parts = Vec::new();
+    let mut runs = Vec::new();
     let mut i = 0;
     while i < seqs.len() {
         let ctx = &seqs[i].ids[..seqs[i].resp_start];
@@ -124,8 +127,35 @@ pub fn token_logps(
         while j < seqs.len() && seqs[j].ids[..seqs[j].resp_start] == *ctx {
             j += 1;
         }
-        parts.push(group_hidden(model, ctx, &seqs[i..j], width)?);
+        runs.push((ctx, i..j));
         i = j;
+    }
+    // With several contexts, their common prefix (each keeps a token of its own).
+    let shared = match runs.len() {
+        1 => None,
+        _ => {
+            let ctxs: Vec<&[u32]> = runs.iter().map(|(c, _)| *c).collect();
+            let shortest = ctxs.iter().map(|c| c.len()).min().unwrap_or(0);
+            let len = common_prefix_len(&ctxs).min(shortest - 1);
+            (len > 0)
+                .then(|| -> Result<_> {
+                    let mut cache = crate::model::KvCache::new();
+                    let prefix = Tensor::new(&ctxs[0][..len], dev)?.unsqueeze(0)?;
+                    model.forward_hidden(&prefix, 0, Some(&mut cache))?;
+                    Ok(cache)
+                })
+                .transpose()?
+        }
+    };
+    let mut parts = Vec::with_capacity(runs.len());
+    for (ctx, range) in runs {
+        parts.push(group_hidden(
+            model,
+            ctx,
+            shared.as_ref(),
+            &seqs[range],
+            width,
+        )?);
     }
     let hidden = Tensor::cat(&parts, 0)?; // (batch, width, hidden)
     let (b, h) = (seqs.len(), hidden.dim(2)?);
@@ -166,17 +196,25 @@ pub fn token_logps(
 }
 
 /// Hidden states `(m, width, hidden)` that predict the response tokens of `group`
-/// (all with context `ctx`): position k holds the state after response token k − 1
-/// (k = 0: after the context). Positions past a response's end are padding.
-fn group_hidden(model: &Qwen3, ctx: &[u32], group: &[&TrainSeq], width: usize) -> Result<Tensor> {
+/// (all with context `ctx`, whose first positions `shared` may hold already):
+/// position k holds the state after response token k − 1 (k = 0: after the
+/// context). Positions past a response's end are padding.
+fn group_hidden(
+    model: &Qwen3,
+    ctx: &[u32],
+    shared: Option<&crate::model::KvCache>,
+    group: &[&TrainSeq],
+    width: usize,
+) -> Result<Tensor> {
     let dev = model.device();
     let m = group.len();
-    let mut cache = crate::model::KvCache::new();
-    let prefix = Tensor::new(ctx, dev)?.unsqueeze(0)?;
-    let hp = model.forward_hidden(&prefix, 0, Some(&mut cache))?;
+    let mut cache = shared.cloned().unwrap_or_default();
+    let start = cache.len();
+    let prefix = Tensor::new(&ctx[start..], dev)?.unsqueeze(0)?;
+    let hp = model.forward_hidden(&prefix, start, Some(&mut cache))?;
     let h = hp.dim(2)?;
     let last = hp
-        .narrow(1, ctx.len() - 1, 1)?
+        .narrow(1, ctx.len() - start - 1, 1)?
         .broadcast_as((m, 1, h))?
         .contiguous()?;
     if width == 1 {
@@ -243,26 +281,63 @@ mod tests {
         let a = TrainSeq::rl(&[1, 2, 3, 4], &[5, 6, 7]);
         let b = TrainSeq::rl(&[1, 2, 3, 4], &[8]);
         let c = TrainSeq::rl(&[9, 9], &[10, 11, 12, 13]);
-        let set = [&a, &b, &c];
-        let out = token_logps(&m, &set, 0.7, true).unwrap();
-        assert_eq!(out.logp.dims(), &[3, 4]);
-        for (i, s) in set.iter().enumerate() {
-            let got = row(&out.logp, i, s.resp_len()).unwrap();
-            let want = reference(&m, &s.ids, s.resp_start, 0.7);
-            for (g, w) in got.iter().zip(&want) {
-                assert!((g - w).abs() < 1e-4, "seq {i}: {got:?} vs {want:?}");
+        // Contexts with a common prefix ([1, 2]) and one that is all of it but a token.
+        let d = TrainSeq::rl(&[1, 2, 7], &[5, 6]);
+        let e = TrainSeq::rl(&[1, 2, 3], &[8, 8, 8, 8]);
+        for set in [[&a, &b, &c], [&a, &d, &e]] {
+            let out = token_logps(&m, &set, 0.7, true).unwrap();
+            assert_eq!(out.logp.dims(), &[3, 4]);
+            for (i, s) in set.iter().enumerate() {
+                let got = row(&out.logp, i, s.resp_len()).unwrap();
+                let want = reference(&m, &s.ids, s.resp_start, 0.7);
+                for (g, w) in got.iter().zip(&want) {
+                    assert!((g - w).abs() < 1e-4, "seq {i}: {got:?} vs {want:?}");
+                }
             }
+            let mask: Vec<Vec<f32>> = out.mask.to_vec2().unwrap();
+            assert_eq!(mask[1][2..], [0.0, 0.0]);
+            // Gradients reach the shared context's parameters (the embedding here).
+            let loss = (out.logp * out.mask).unwrap().sum_all().unwrap();
+            let g = loss.backward().unwrap();
+            assert!(
+                m.trainable_vars()
+                    .iter()
+                    .all(|(_, v)| g.get(v.as_tensor()).is_some())
+            );
         }
-        let mask: Vec<Vec<f32>> = out.mask.to_vec2().unwrap();
-        assert_eq!(mask[1], vec![1.0, 0.0, 0.0, 0.0]);
-        // Gradients reach the shared context's parameters (the embedding here).
-        let loss = (out.logp * out.mask).unwrap().sum_all().unwrap();
-        let g = loss.backward().unwrap();
-        assert!(
+    }
+
+    /// The gradient through a prefix shared by several contexts is the sum over
+    /// separate copies: scoring together equals scoring each sequence alone.
+    #[test]
+    fn gradients_through_a_shared_prefix_equal_separate_passes() {
+        let m = model();
+        let a = TrainSeq::rl(&[1, 2, 3, 4], &[5, 6]);
+        let b = TrainSeq::rl(&[1, 2, 3, 9], &[7]);
+        let grads = |sets: &[&[&TrainSeq]]| -> Vec<Tensor> {
+            let mut total: Option<Tensor> = None;
+            for set in sets {
+                let out = token_logps(&m, set, 1.0, false).unwrap();
+                let loss = (out.logp * out.mask).unwrap().sum_all().unwrap();
+                total = Some(match total {
+                    Some(t) => (t + loss).unwrap(),
+                    None => loss,
+                });
+            }
+            let g = total.unwrap().backward().unwrap();
             m.trainable_vars()
                 .iter()
-                .all(|(_, v)| g.get(v.as_tensor()).is_some())
-        );
+                .map(|(_, v)| g.get(v.as_tensor()).unwrap().clone())
+                .collect()
+        };
+        let together = grads(&[&[&a, &b]]);
+        let apart = grads(&[&[&a], &[&b]]);
+        for (x, y) in together.iter().zip(&apart) {
+            let flat = |t: &Tensor| t.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+            for (p, q) in flat(x).iter().zip(flat(y)) {
+                assert!((p - q).abs() <= 1e-4 * (1.0 + q.abs()), "{p} vs {q}");
+            }
+        }
     }
 
     #[test]

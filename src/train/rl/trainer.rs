@@ -36,12 +36,13 @@ use super::policy::{Policy, encode_prompt, load_policy, resolve_init};
 use super::probe::probe_logprobs;
 use super::prompts::{self, RlPrompt};
 use super::report::{past_signals, step_metrics, write_rollouts};
-use super::rollout::{Rollout, RolloutConfig, sample_groups};
+use super::rollout::{GroupDecoding, Rollout, RolloutConfig, sample_groups};
 use super::sharpening::{Monitor, Signals};
 use super::update::update;
 use crate::action::Action;
 use crate::action::parse::parse_response;
 use crate::model::constrain::{QuoteGuard, Schema, token_bytes};
+use crate::model::prefix::{PrefixCache, common_prefix_len};
 use crate::model::sample::Constraint;
 use crate::model::weights;
 use crate::reward::{Decision, RewardConfig, score_against};
@@ -143,6 +144,9 @@ pub(crate) struct Ctx<'a> {
     /// With `grounded`: each prompt's rules (parallel to `prompts`) and the raw bytes
     /// of every token.
     pub grounding: Option<Grounding>,
+    /// Tokens every encoded prompt starts with and continues (the system prompt):
+    /// encoded once per step's sampling instead of once per group.
+    pub shared_prefix: usize,
 }
 
 /// The grounded decoding rules of every RL prompt.
@@ -277,6 +281,14 @@ fn train_inner(
     } else {
         None
     };
+    let shared_prefix = {
+        let all: Vec<&[u32]> = prompt_ids.iter().map(Vec::as_slice).collect();
+        let shortest = all.iter().map(|p| p.len()).min().unwrap_or(0);
+        common_prefix_len(&all).min(shortest.saturating_sub(1))
+    };
+    run.log(&format!(
+        "every prompt starts with the same {shared_prefix} tokens: encoded once per step"
+    ))?;
     let ctx = Ctx {
         cfg,
         policy: &policy,
@@ -284,6 +296,7 @@ fn train_inner(
         prompt_ids: &prompt_ids,
         reward: RewardConfig::default(),
         grounding,
+        shared_prefix,
     };
     let total = cfg.steps as u64;
     let total_updates = cfg.steps * cfg.updates_per_step();
@@ -420,6 +433,17 @@ fn sample_and_gate(ctx: &Ctx, cursor: &mut u64) -> Result<(Vec<Group>, usize, us
     let mut groups = Vec::new();
     let (mut accepted, mut surplus, mut batches) = (0usize, 0usize, 0usize);
     let mut perms = HashMap::new();
+    // The shared prefix under this step's weights, with room for any prompt's rest
+    // and its response.
+    let prefix = match ctx.shared_prefix {
+        0 => None,
+        len => {
+            let longest = ctx.prompt_ids.iter().map(Vec::len).max().unwrap_or(0);
+            let headroom = longest - len + cfg.max_new_tokens + 1;
+            let ids = &ctx.prompt_ids[0][..len];
+            Some(PrefixCache::encode(&ctx.policy.model, ids, headroom)?)
+        }
+    };
     while accepted < cfg.train_batch && batches < cfg.max_gen_batches {
         // The batch's prompts (and their seeds), then its rollouts, several groups
         // decoding together (`decode_rows` rows at most).
@@ -443,6 +467,10 @@ fn sample_and_gate(ctx: &Ctx, cursor: &mut u64) -> Result<(Vec<Group>, usize, us
                 .grounding
                 .as_ref()
                 .map(|g| g.constraints(chunk.iter().map(|(pi, _)| *pi)));
+            let with = GroupDecoding {
+                rules: rules.as_deref(),
+                prefix: prefix.as_ref(),
+            };
             sampled.extend(sample_groups(
                 &ctx.policy.model,
                 &prompts,
@@ -450,7 +478,7 @@ fn sample_and_gate(ctx: &Ctx, cursor: &mut u64) -> Result<(Vec<Group>, usize, us
                 &ctx.policy.stop,
                 &rc,
                 &seeds,
-                rules.as_deref(),
+                with,
             )?);
         }
         for ((pi, _), rollouts) in draws.into_iter().zip(sampled) {
