@@ -193,9 +193,11 @@ impl RlConfig {
                     ..paper.lora.clone()
                 },
                 max_new_tokens: 96,
-                // On a CPU the KV-cache copies of a decoding step dominate and grow
-                // with the rows: decoding several groups together does not pay there.
-                decode_rows: 8,
+                // A whole generation batch decodes together (finished rows leave
+                // the batch): on live MiniWoB prompts, 2 cores, generation took 21%
+                // less time than one group at a time (32.4 vs 41.1 s over 4 steps),
+                // though padded prompts forgo the shared-prefix cache.
+                decode_rows: 64,
                 max_prompt_tokens: 1024,
                 checkpoint_every: 10,
                 probe_groups: 8,
