@@ -24,6 +24,14 @@ pub fn common_prefix_len(seqs: &[&[u32]]) -> usize {
     })
 }
 
+/// [`common_prefix_len`] short of the shortest sequence's end, so that every sequence
+/// keeps at least one token after it (the one whose logits a decoding or a scored
+/// response starts from).
+pub fn shared_prefix_len(seqs: &[&[u32]]) -> usize {
+    let shortest = seqs.iter().map(|s| s.len()).min().unwrap_or(0);
+    common_prefix_len(seqs).min(shortest.saturating_sub(1))
+}
+
 /// The decoding cache of one token prefix (batch 1), copied for each batch of
 /// decodings that continues it.
 pub struct PrefixCache {
@@ -126,5 +134,8 @@ mod tests {
         assert_eq!(common_prefix_len(&[&[1, 2, 3]]), 3);
         assert_eq!(common_prefix_len(&[&[1, 2, 3], &[1, 2, 4], &[1, 2]]), 2);
         assert_eq!(common_prefix_len(&[&[1, 2], &[2, 1]]), 0);
+        assert_eq!(shared_prefix_len(&[&[1, 2, 3], &[1, 2, 4], &[1, 2]]), 1);
+        assert_eq!(shared_prefix_len(&[&[1, 2, 3], &[1, 2, 3, 4]]), 2);
+        assert_eq!(shared_prefix_len(&[]), 0);
     }
 }

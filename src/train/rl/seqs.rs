@@ -11,7 +11,7 @@
 use crate::action::Action;
 use crate::action::render::splice_actions;
 use crate::model::Qwen3;
-use crate::model::prefix::common_prefix_len;
+use crate::model::prefix::shared_prefix_len;
 use anyhow::Result;
 use candle_core::{D, DType, Tensor};
 use tokenizers::Tokenizer;
@@ -135,8 +135,7 @@ pub fn token_logps(
         1 => None,
         _ => {
             let ctxs: Vec<&[u32]> = runs.iter().map(|(c, _)| *c).collect();
-            let shortest = ctxs.iter().map(|c| c.len()).min().unwrap_or(0);
-            let len = common_prefix_len(&ctxs).min(shortest - 1);
+            let len = shared_prefix_len(&ctxs);
             (len > 0)
                 .then(|| -> Result<_> {
                     let mut cache = crate::model::KvCache::new();

@@ -42,7 +42,7 @@ use super::update::update;
 use crate::action::Action;
 use crate::action::parse::parse_response;
 use crate::model::constrain::{QuoteGuard, Schema, token_bytes};
-use crate::model::prefix::{PrefixCache, common_prefix_len};
+use crate::model::prefix::{PrefixCache, shared_prefix_len};
 use crate::model::sample::Constraint;
 use crate::model::weights;
 use crate::reward::{Decision, RewardConfig, score_against};
@@ -281,11 +281,8 @@ fn train_inner(
     } else {
         None
     };
-    let shared_prefix = {
-        let all: Vec<&[u32]> = prompt_ids.iter().map(Vec::as_slice).collect();
-        let shortest = all.iter().map(|p| p.len()).min().unwrap_or(0);
-        common_prefix_len(&all).min(shortest.saturating_sub(1))
-    };
+    let shared_prefix =
+        shared_prefix_len(&prompt_ids.iter().map(Vec::as_slice).collect::<Vec<_>>());
     run.log(&format!(
         "every prompt starts with the same {shared_prefix} tokens: encoded once per step"
     ))?;
@@ -434,16 +431,9 @@ fn sample_and_gate(ctx: &Ctx, cursor: &mut u64) -> Result<(Vec<Group>, usize, us
     let (mut accepted, mut surplus, mut batches) = (0usize, 0usize, 0usize);
     let mut perms = HashMap::new();
     // The shared prefix under this step's weights, with room for any prompt's rest
-    // and its response.
-    let prefix = match ctx.shared_prefix {
-        0 => None,
-        len => {
-            let longest = ctx.prompt_ids.iter().map(Vec::len).max().unwrap_or(0);
-            let headroom = longest - len + cfg.max_new_tokens + 1;
-            let ids = &ctx.prompt_ids[0][..len];
-            Some(PrefixCache::encode(&ctx.policy.model, ids, headroom)?)
-        }
-    };
+    // and its response; encoded on the first chunk that can use it (prompts of one
+    // length: `sample_groups` does not pad after a prefix).
+    let mut prefix: Option<PrefixCache> = None;
     while accepted < cfg.train_batch && batches < cfg.max_gen_batches {
         // The batch's prompts (and their seeds), then its rollouts, several groups
         // decoding together (`decode_rows` rows at most).
@@ -467,9 +457,16 @@ fn sample_and_gate(ctx: &Ctx, cursor: &mut u64) -> Result<(Vec<Group>, usize, us
                 .grounding
                 .as_ref()
                 .map(|g| g.constraints(chunk.iter().map(|(pi, _)| *pi)));
+            let unpadded = prompts.iter().all(|p| p.len() == prompts[0].len());
+            if ctx.shared_prefix > 0 && unpadded && prefix.is_none() {
+                let longest = ctx.prompt_ids.iter().map(Vec::len).max().unwrap_or(0);
+                let headroom = longest - ctx.shared_prefix + cfg.max_new_tokens + 1;
+                let ids = &ctx.prompt_ids[0][..ctx.shared_prefix];
+                prefix = Some(PrefixCache::encode(&ctx.policy.model, ids, headroom)?);
+            }
             let with = GroupDecoding {
                 rules: rules.as_deref(),
-                prefix: prefix.as_ref(),
+                prefix: prefix.as_ref().filter(|_| unpadded),
             };
             sampled.extend(sample_groups(
                 &ctx.policy.model,
