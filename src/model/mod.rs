@@ -7,6 +7,7 @@ pub mod chat_template;
 pub mod config;
 pub mod constrain;
 pub mod fused;
+pub mod kv_cache;
 pub mod lora;
 pub mod peft;
 pub mod policy;

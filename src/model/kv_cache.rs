@@ -1,0 +1,181 @@
+//! The decoder's key/value cache: grown by concatenation (differentiable, for the RL
+//! scorer's shared contexts) or written in place into preallocated buffers (sampling).
+
+use candle_core::{Result, Tensor};
+
+/// One layer's cached keys and values, `(batch, kv_heads, positions, head_dim)`.
+#[derive(Debug, Clone)]
+pub(super) enum LayerKv {
+    /// Grown by concatenation: differentiable (gradients flow through cached keys
+    /// and values, as the RL scorer's shared-prompt pass needs), but every new
+    /// token copies the whole cache.
+    Concat(Tensor, Tensor),
+    /// Preallocated buffers written in place (`slice_set`), capacity doubled when
+    /// full: a new token copies only itself. Not differentiable — for sampling.
+    Buffer { k: Tensor, v: Tensor, len: usize },
+}
+
+impl LayerKv {
+    fn len(&self) -> usize {
+        match self {
+            LayerKv::Concat(k, _) => k.dim(2).unwrap_or(0),
+            LayerKv::Buffer { len, .. } => *len,
+        }
+    }
+
+    fn map(&self, f: impl Fn(&Tensor) -> Result<Tensor>) -> Result<LayerKv> {
+        Ok(match self {
+            LayerKv::Concat(k, v) => LayerKv::Concat(f(k)?, f(v)?),
+            LayerKv::Buffer { k, v, len } => LayerKv::Buffer {
+                k: f(k)?,
+                v: f(v)?,
+                len: *len,
+            },
+        })
+    }
+
+    /// Appends `(k, v)` (`(b, kv, l, d)`) and returns the keys and values of every
+    /// cached position.
+    pub(super) fn append(
+        slot: &mut Option<LayerKv>,
+        k: Tensor,
+        v: Tensor,
+        headroom: Option<usize>,
+    ) -> Result<(Tensor, Tensor)> {
+        let l = k.dim(2)?;
+        let next = match (slot.take(), headroom) {
+            (None, Some(headroom)) => {
+                let (b, kv, _, d) = k.dims4()?;
+                let cap = (l + headroom).next_power_of_two();
+                let kb = Tensor::zeros((b, kv, cap, d), k.dtype(), k.device())?;
+                let vb = Tensor::zeros((b, kv, cap, d), v.dtype(), v.device())?;
+                kb.slice_set(&k.contiguous()?, 2, 0)?;
+                vb.slice_set(&v.contiguous()?, 2, 0)?;
+                LayerKv::Buffer {
+                    k: kb,
+                    v: vb,
+                    len: l,
+                }
+            }
+            (None, None) => LayerKv::Concat(k, v),
+            (Some(LayerKv::Concat(pk, pv)), _) => {
+                LayerKv::Concat(Tensor::cat(&[&pk, &k], 2)?, Tensor::cat(&[&pv, &v], 2)?)
+            }
+            (Some(LayerKv::Buffer { k: kb, v: vb, len }), _) => {
+                let (b, kv, cap, d) = kb.dims4()?;
+                let (kb, vb) = if len + l > cap {
+                    let cap2 = (len + l).next_power_of_two().max(cap * 2);
+                    let nk = Tensor::zeros((b, kv, cap2, d), kb.dtype(), kb.device())?;
+                    let nv = Tensor::zeros((b, kv, cap2, d), vb.dtype(), vb.device())?;
+                    nk.slice_set(&kb.narrow(2, 0, len)?.contiguous()?, 2, 0)?;
+                    nv.slice_set(&vb.narrow(2, 0, len)?.contiguous()?, 2, 0)?;
+                    (nk, nv)
+                } else {
+                    (kb, vb)
+                };
+                kb.slice_set(&k.contiguous()?, 2, len)?;
+                vb.slice_set(&v.contiguous()?, 2, len)?;
+                LayerKv::Buffer {
+                    k: kb,
+                    v: vb,
+                    len: len + l,
+                }
+            }
+        };
+        let out = match &next {
+            LayerKv::Concat(k, v) => (k.clone(), v.clone()),
+            LayerKv::Buffer { k, v, len } => (k.narrow(2, 0, *len)?, v.narrow(2, 0, *len)?),
+        };
+        *slot = Some(next);
+        Ok(out)
+    }
+}
+
+/// Positions a fresh decoding buffer holds beyond its prompt before it grows.
+const DECODE_HEADROOM: usize = 256;
+
+/// Per-layer cached keys and values. [`KvCache::new`] grows by concatenation and
+/// keeps gradients; [`KvCache::for_decoding`] writes into preallocated buffers, so
+/// sampling a token costs no copy of the cache.
+#[derive(Debug, Clone, Default)]
+pub struct KvCache {
+    pub(super) layers: Vec<Option<LayerKv>>,
+    /// Buffered (decoding) caches: positions a fresh buffer holds beyond its first
+    /// input before it grows.
+    pub(super) headroom: Option<usize>,
+}
+
+impl KvCache {
+    /// An empty, differentiable cache.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// An empty cache for sampling (in-place writes; no gradients through it).
+    pub fn for_decoding() -> Self {
+        Self::for_decoding_with_headroom(DECODE_HEADROOM)
+    }
+
+    /// [`Self::for_decoding`] whose first buffers hold `headroom` positions beyond
+    /// the prompt (rounded up to a power of two) before doubling.
+    pub fn for_decoding_with_headroom(headroom: usize) -> Self {
+        KvCache {
+            layers: Vec::new(),
+            headroom: Some(headroom),
+        }
+    }
+
+    /// Number of cached positions.
+    pub fn len(&self) -> usize {
+        self.layers
+            .first()
+            .and_then(|l| l.as_ref())
+            .map_or(0, LayerKv::len)
+    }
+
+    /// Whether nothing is cached.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn map(&self, f: impl Fn(&Tensor) -> Result<Tensor>) -> Result<KvCache> {
+        let layers = self
+            .layers
+            .iter()
+            .map(|l| l.as_ref().map(|l| l.map(&f)).transpose())
+            .collect::<Result<_>>()?;
+        Ok(KvCache {
+            layers,
+            headroom: self.headroom,
+        })
+    }
+
+    /// The cache rows `idx` (a u32 tensor of batch indices), e.g. each prompt of a
+    /// batch repeated for its samples.
+    pub fn select_batch(&self, idx: &Tensor) -> Result<KvCache> {
+        self.map(|t| t.index_select(idx, 0))
+    }
+
+    /// The cache of a batch-1 prefix repeated for a batch of `n` continuations (the
+    /// prompt is encoded once, then `n` samples decode from it).
+    pub fn repeat_batch(&self, n: usize) -> Result<KvCache> {
+        self.map(|t| Tensor::cat(&vec![t; n], 0))
+    }
+
+    /// Forgets every position from `len` on (nothing when it holds `len` or fewer):
+    /// the next input continues at position `len`. A decoding cache keeps its buffers
+    /// and overwrites the forgotten positions in place.
+    pub fn truncate(&mut self, len: usize) -> Result<()> {
+        for slot in self.layers.iter_mut() {
+            match slot {
+                Some(LayerKv::Buffer { len: l, .. }) => *l = (*l).min(len),
+                Some(LayerKv::Concat(k, v)) if k.dim(2)? > len => {
+                    *k = k.narrow(2, 0, len)?;
+                    *v = v.narrow(2, 0, len)?;
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
