@@ -92,6 +92,17 @@ impl LocalModelPolicy {
     /// Loads an HF model folder (`config.json`, safetensors, `tokenizer.json`,
     /// optional `tokenizer_config.json`), with an optional PEFT adapter merged in.
     pub fn load(model_dir: &Path, adapter: Option<&Path>, device: &Device) -> Result<Self> {
+        Self::load_with_images(model_dir, adapter, None, device)
+    }
+
+    /// [`Self::load`]; a Qwen3-VL model preprocesses screenshots with `images` when
+    /// given (a LoRA checkpoint's setting) instead of the folder's own.
+    fn load_with_images(
+        model_dir: &Path,
+        adapter: Option<&Path>,
+        images: Option<VlImageConfig>,
+        device: &Device,
+    ) -> Result<Self> {
         let dtype = if device.is_cpu() {
             DType::F32
         } else {
@@ -99,12 +110,7 @@ impl LocalModelPolicy {
         };
         let cpath = model_dir.join("config.json");
         if std::fs::read_to_string(&cpath).is_ok_and(|t| super::vl::is_vl_config(&t)) {
-            anyhow::ensure!(
-                adapter.is_none(),
-                "{}: adapters on Qwen3-VL checkpoints are not loaded by the local policy yet; merge them first",
-                model_dir.display()
-            );
-            return Self::load_vl(model_dir, dtype, device);
+            return Self::load_vl(model_dir, adapter, images, dtype, device);
         }
         let config = Qwen3Config::from_file(cpath)?;
         let w = weights::load_dir(model_dir, device)?;
@@ -119,24 +125,38 @@ impl LocalModelPolicy {
         Ok(Self::new(model, tok, template))
     }
 
-    /// Loads a Qwen3-VL folder: the whole model, its decoder over the same tensors,
-    /// `preprocessor_config.json` (Qwen3-VL's settings when absent).
-    fn load_vl(dir: &Path, dtype: DType, device: &Device) -> Result<Self> {
+    /// Loads a Qwen3-VL folder: the whole model (with the PEFT `adapter` merged into
+    /// its decoder), the decoder over the same tensors, and `images` or else the
+    /// folder's `preprocessor_config.json` (Qwen3-VL's settings when absent).
+    fn load_vl(
+        dir: &Path,
+        adapter: Option<&Path>,
+        images: Option<VlImageConfig>,
+        dtype: DType,
+        device: &Device,
+    ) -> Result<Self> {
         let config = VlConfig::from_file(&dir.join("config.json"))?;
         let w = weights::load_dir(dir, device)?;
-        let decoder_weights = w
-            .iter()
-            .filter_map(|(n, t)| super::vl::text::decoder_name(n).map(|n| (n, t.clone())))
-            .collect();
-        let text = Qwen3::from_weights(&config.text.decoder, decoder_weights, dtype, device, false)
-            .with_context(|| format!("loading the decoder of {}", dir.display()))?;
-        let (model, _) = Qwen3Vl::from_config_weights(&config, w, dtype, device, false)
+        let (mut model, _) = Qwen3Vl::from_config_weights(&config, w, dtype, device, false)
             .with_context(|| format!("loading the Qwen3-VL model in {}", dir.display()))?;
+        if let Some(a) = adapter {
+            model.attach_adapter(a, device)?;
+            model.merge_lora()?;
+        }
+        let decoder = model.text().decoder();
+        let text = Qwen3::from_weights(
+            &decoder.config,
+            decoder.base_weights(),
+            dtype,
+            device,
+            false,
+        )
+        .with_context(|| format!("loading the decoder of {}", dir.display()))?;
         let pp = dir.join("preprocessor_config.json");
-        let image = if pp.exists() {
-            VlImageConfig::from_file(&pp)?
-        } else {
-            VlImageConfig::qwen3_vl()
+        let image = match images {
+            Some(i) => i,
+            None if pp.exists() => VlImageConfig::from_file(&pp)?,
+            None => VlImageConfig::qwen3_vl(),
         };
         let tok = tokenizer::load(dir.join("tokenizer.json"))?;
         let template = ChatTemplate::for_model_dir(dir)?;
@@ -146,7 +166,8 @@ impl LocalModelPolicy {
     }
 
     /// Loads a training checkpoint folder: a full model folder, or a PEFT adapter
-    /// whose `base_model_name_or_path` names the base model folder.
+    /// whose `base_model_name_or_path` names the base model folder (on a Qwen3-VL
+    /// base, the checkpoint's `preprocessor_config.json` wins over the base's).
     pub fn from_checkpoint(dir: &Path, device: &Device) -> Result<Self> {
         if dir.join("config.json").exists() {
             return Self::load(dir, None, device);
@@ -161,7 +182,12 @@ impl LocalModelPolicy {
         let text = std::fs::read_to_string(&cpath)
             .with_context(|| format!("{}: neither a model nor an adapter", dir.display()))?;
         let base = super::peft::base_model_of(&text, &cpath)?;
-        Self::load(Path::new(&base), Some(&adapter), device)
+        let pp = dir.join("preprocessor_config.json");
+        let images = pp
+            .is_file()
+            .then(|| VlImageConfig::from_file(&pp))
+            .transpose()?;
+        Self::load_with_images(Path::new(&base), Some(&adapter), images, device)
     }
 
     /// The token ids generation stops at (see [`stop_tokens`]).

@@ -92,7 +92,7 @@ pub struct SftConfig {
     pub kind: String,
     pub preset: String,
     pub dataset: PathBuf,
-    /// Base model folder (qwen3-lora).
+    /// Base model folder (qwen3-lora, qwen3-vl-lora): a Qwen3 or Qwen3-VL HF folder.
     #[serde(default)]
     pub model: Option<PathBuf>,
     pub device: String,
@@ -132,13 +132,20 @@ pub struct SftConfig {
     /// goes into its last user message.
     #[serde(default)]
     pub vision: Option<TinyVision>,
+    /// Screenshot cap of a Qwen3-VL base model (`model`): resized to at most this many
+    /// pixels (`qwen3-vl-lora`: the paper's 262,144); none: the base's own
+    /// `preprocessor_config.json`. Checkpoints keep the setting, so evaluation sees
+    /// what training saw.
+    #[serde(default)]
+    pub max_pixels: Option<usize>,
 }
 
 impl SftConfig {
     /// The named preset: `tiny` (CPU, full training of a ~4M-parameter model with a
     /// BPE trained on the dataset), `tiny-vl` (the same decoder with a small vision
-    /// tower that sees each step's screenshot) or `qwen3-lora` (the paper's recipe,
-    /// ALGORITHMS.md §6).
+    /// tower that sees each step's screenshot), `qwen3-lora` (the paper's recipe,
+    /// ALGORITHMS.md §6) or `qwen3-vl-lora` (the same on a Qwen3-VL base that sees
+    /// each step's screenshot, at most 262,144 pixels).
     pub fn preset(name: &str, dataset: &Path, model: Option<&Path>) -> Result<Self> {
         let base = SftConfig {
             kind: "sft".into(),
@@ -163,6 +170,7 @@ impl SftConfig {
             lora: None,
             tiny: None,
             vision: None,
+            max_pixels: None,
         };
         let tiny = SftConfig {
             lr: 2e-3,
@@ -209,7 +217,25 @@ impl SftConfig {
                     ..base
                 })
             }
-            _ => anyhow::bail!("unknown preset `{name}` (tiny, tiny-vl, qwen3-lora)"),
+            // The paper's policy: LoRA r64/α128 on the decoder's linear layers of a
+            // Qwen3-VL model (the tower frozen), screenshots capped at 262,144 px.
+            "qwen3-vl-lora" => {
+                let dir = model.context("preset qwen3-vl-lora needs --model DIR")?;
+                anyhow::ensure!(
+                    super::sft_model::is_vl_folder(dir),
+                    "preset qwen3-vl-lora: {} is not a Qwen3-VL model (its config.json has no \
+                     `vision_config`); use qwen3-lora for a text model",
+                    dir.join("config.json").display()
+                );
+                Ok(SftConfig {
+                    lora: Some(LoraConfig::paper()),
+                    max_pixels: Some(crate::model::vl::preprocess::PAPER_MAX_PIXELS),
+                    ..base
+                })
+            }
+            _ => {
+                anyhow::bail!("unknown preset `{name}` (tiny, tiny-vl, qwen3-lora, qwen3-vl-lora)")
+            }
         }
     }
 
@@ -381,11 +407,18 @@ pub fn compute_dtype(dtype: &str, lora: bool, on_gpu: bool) -> Result<DType> {
 fn prepare(cfg: &SftConfig, run: &RunDir, device: &Device) -> Result<Prepared> {
     let ds = Dataset::open(&cfg.dataset)
         .with_context(|| format!("opening dataset {}", cfg.dataset.display()))?;
+    // A VL model (tiny-vl, or LoRA on a Qwen3-VL folder) sees each step's screenshot.
+    let vl_base = cfg.tiny.is_none()
+        && cfg
+            .model
+            .as_deref()
+            .is_some_and(super::sft_model::is_vl_folder);
+    let sees = cfg.vision.is_some() || vl_base;
     let mut chats = Vec::new();
     let mut shots = Vec::new();
     for (chat, image) in samples::with_screenshots(&ds)? {
-        match (&cfg.vision, image) {
-            (Some(_), Some(path)) => {
+        match (sees, image) {
+            (true, Some(path)) => {
                 chats.push(vl_prompt::with_screenshot(&chat));
                 shots.push(Some(path));
             }
@@ -457,6 +490,10 @@ fn prepare(cfg: &SftConfig, run: &RunDir, device: &Device) -> Result<Prepared> {
                 }
             };
             (tok, template, model)
+        }
+        (None, Some(dir)) if vl_base => {
+            let (tok, template, trainee) = VlTrainee::load_hf(dir, cfg.max_pixels, dtype, device)?;
+            (tok, template, SftModel::Vl(Box::new(trainee)))
         }
         (None, Some(dir)) => {
             let config = Qwen3Config::from_file(dir.join("config.json"))?;
@@ -648,12 +685,16 @@ fn save_checkpoint(
         match (&cfg.lora, &cfg.model) {
             (Some(l), Some(base)) => {
                 let base = std::fs::canonicalize(base).unwrap_or_else(|_| base.clone());
-                peft::export(
-                    model.decoder(),
-                    l,
-                    &base.to_string_lossy(),
-                    &dir.join("adapter"),
-                )?;
+                let base = base.to_string_lossy();
+                match model {
+                    SftModel::Text(m) => peft::export(m, l, &base, &dir.join("adapter"))?,
+                    // Under the checkpoint's module names, with the screenshot setting
+                    // the policy must preprocess with.
+                    SftModel::Vl(v) => {
+                        v.model.export_adapter(l, &base, &dir.join("adapter"))?;
+                        v.image.save(dir)?;
+                    }
+                }
             }
             _ => {
                 // A tiny (fully trained) model: the folder is a loadable HF model.

@@ -1,15 +1,18 @@
 //! The model an SFT run trains: the text decoder ([`Qwen3`]) or a Qwen3-VL model that
-//! also sees each sample's screenshot ([`Qwen3Vl`], the `tiny-vl` preset).
+//! also sees each sample's screenshot ([`Qwen3Vl`]: the `tiny-vl` preset from scratch,
+//! or LoRA on an HF Qwen3-VL folder, the `qwen3-vl-lora` preset).
 
 use super::nll::{BatchNll, LossRows, micro_batch_nll};
+use crate::model::chat_template::ChatTemplate;
 use crate::model::chat_template::Encoded;
 use crate::model::vl::prompt::Screenshot;
-use crate::model::vl::{Qwen3Vl, VISUAL_PREFIX, VlImageConfig};
-use crate::model::{Qwen3, weights};
+use crate::model::vl::{Qwen3Vl, VISUAL_PREFIX, VlConfig, VlImageConfig, is_vl_config};
+use crate::model::{Qwen3, tokenizer, weights};
 use anyhow::{Context, Result};
-use candle_core::{Tensor, Var};
+use candle_core::{DType, Device, Tensor, Var};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use tokenizers::Tokenizer;
 
 /// A Qwen3-VL model in training, the variables of its tower, and how its screenshots
 /// are preprocessed.
@@ -18,6 +21,60 @@ pub struct VlTrainee {
     /// The tower's variables by checkpoint name (the decoder's are its own).
     pub vision_vars: Vec<(String, Var)>,
     pub image: VlImageConfig,
+}
+
+/// Whether `dir/config.json` describes a Qwen3-VL model (false when unreadable).
+pub fn is_vl_folder(dir: &Path) -> bool {
+    std::fs::read_to_string(dir.join("config.json")).is_ok_and(|t| is_vl_config(&t))
+}
+
+impl VlTrainee {
+    /// An HF Qwen3-VL folder to train adapters on: tower and decoder frozen (LoRA goes
+    /// on the decoder, as in the paper), its tokenizer and chat template, screenshots
+    /// preprocessed as its `preprocessor_config.json` says (Qwen3-VL's settings when
+    /// absent), resized to at most `max_pixels` when given.
+    pub fn load_hf(
+        dir: &Path,
+        max_pixels: Option<usize>,
+        dtype: DType,
+        device: &Device,
+    ) -> Result<(Tokenizer, ChatTemplate, Self)> {
+        let config = VlConfig::from_file(&dir.join("config.json"))?;
+        let w = weights::load_dir(dir, device)?;
+        let (model, _) = Qwen3Vl::from_config_weights(&config, w, dtype, device, false)
+            .with_context(|| format!("loading the Qwen3-VL model in {}", dir.display()))?;
+        let tok = tokenizer::load(dir.join("tokenizer.json"))?;
+        let ids = crate::model::vl::prompt::token_ids(&tok)
+            .with_context(|| format!("{}: tokenizer.json", dir.display()))?;
+        anyhow::ensure!(
+            ids.image_token_id == config.ids.image_token_id,
+            "{}: config.json field `image_token_id` is {}, but the tokenizer's `{}` is {}",
+            dir.display(),
+            config.ids.image_token_id,
+            crate::model::vl::prompt::IMAGE_PAD,
+            ids.image_token_id
+        );
+        let template = ChatTemplate::for_model_dir(dir)?;
+        let pp = dir.join("preprocessor_config.json");
+        let mut image = if pp.exists() {
+            VlImageConfig::from_file(&pp)?
+        } else {
+            VlImageConfig::qwen3_vl()
+        };
+        if let Some(cap) = max_pixels {
+            image.max_pixels = cap;
+            image.min_pixels = image.min_pixels.min(cap);
+        }
+        image
+            .validate()
+            .with_context(|| format!("field `max_pixels` ({max_pixels:?})"))?;
+        let trainee = VlTrainee {
+            model,
+            vision_vars: Vec::new(),
+            image,
+        };
+        Ok((tok, template, trainee))
+    }
 }
 
 /// The model of an SFT run.
