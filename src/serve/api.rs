@@ -2,8 +2,10 @@
 //! into a [`Checked`] request or refused with an OpenAI-style error body
 //! (`{"error": {"message", "type", "param", "code"}}`).
 
+use super::images::RequestImage;
 use crate::model::Message;
 use crate::model::constrain::Schema;
+use crate::model::vl::prompt::IMAGE_PLACEHOLDER;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -143,10 +145,15 @@ pub struct Checked {
     pub frequency_penalty: f32,
     pub presence_penalty: f32,
     pub schema: Option<Arc<Schema>>,
+    /// The image the model sees (a VL model; see [`super::images`]): its message's
+    /// text holds [`IMAGE_PLACEHOLDER`] where the image part was.
+    pub image: Option<RequestImage>,
 }
 
-/// Parses and checks a request body. `model` is the served model's id.
-pub fn check(body: &[u8], model: &str) -> Result<Checked, ApiError> {
+/// Parses and checks a request body. `model` is the served model's id; a model that
+/// `sees` gets the request's last image (others, and every image for a text model,
+/// are dropped).
+pub fn check(body: &[u8], model: &str, sees: bool) -> Result<Checked, ApiError> {
     let de = &mut serde_json::Deserializer::from_slice(body);
     let r: ChatRequest = serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
@@ -178,6 +185,33 @@ pub fn check(body: &[u8], model: &str) -> Result<Checked, ApiError> {
             "at least one message is required",
         ));
     }
+    // The last image part: (message, part).
+    let shown = if sees {
+        r.messages
+            .iter()
+            .enumerate()
+            .rev()
+            .find_map(|(i, m)| match &m.content {
+                Some(Content::Parts(parts)) => parts
+                    .iter()
+                    .rposition(|p| p.get("type").and_then(Value::as_str) == Some("image_url"))
+                    .map(|j| (i, j)),
+                _ => None,
+            })
+    } else {
+        None
+    };
+    let image = match shown {
+        Some((i, j)) => {
+            let Some(Content::Parts(parts)) = &r.messages[i].content else {
+                unreachable!("found among parts")
+            };
+            let (url, field) =
+                super::images::image_url(&parts[j], &format!("messages[{i}].content[{j}]"))?;
+            Some(super::images::decode_data_url(url, &field)?)
+        }
+        None => None,
+    };
     let mut messages = Vec::with_capacity(r.messages.len());
     for (i, m) in r.messages.iter().enumerate() {
         let role = match m.role.as_str() {
@@ -191,7 +225,8 @@ pub fn check(body: &[u8], model: &str) -> Result<Checked, ApiError> {
                 ));
             }
         };
-        messages.push(Message::new(role, text_of(m, i)?));
+        let image_at = shown.filter(|&(k, _)| k == i).map(|(_, j)| j);
+        messages.push(Message::new(role, text_of(m, i, image_at)?));
     }
     let temperature = r.temperature.unwrap_or(1.0);
     if !(0.0..=2.0).contains(&temperature) {
@@ -249,12 +284,13 @@ pub fn check(body: &[u8], model: &str) -> Result<Checked, ApiError> {
         frequency_penalty: penalty(r.frequency_penalty, "frequency_penalty")?,
         presence_penalty: penalty(r.presence_penalty, "presence_penalty")?,
         schema: response_schema(r.response_format.as_ref())?,
+        image,
     })
 }
 
-/// The text of a message: its string content, or its text parts joined (image
-/// parts are dropped: the served models read text).
-fn text_of(m: &InMessage, i: usize) -> Result<String, ApiError> {
+/// The text of a message: its string content, or its text parts joined, with
+/// [`IMAGE_PLACEHOLDER`] for the image part at `image_at` (other images are dropped).
+fn text_of(m: &InMessage, i: usize, image_at: Option<usize>) -> Result<String, ApiError> {
     match &m.content {
         None => Ok(String::new()),
         Some(Content::Text(t)) => Ok(t.clone()),
@@ -273,6 +309,9 @@ fn text_of(m: &InMessage, i: usize) -> Result<String, ApiError> {
                             })?
                             .to_string(),
                     ),
+                    Some("image_url") if image_at == Some(j) => {
+                        out.push(IMAGE_PLACEHOLDER.to_string())
+                    }
                     Some("image_url" | "input_audio" | "file") => {}
                     _ => {
                         return Err(ApiError::invalid(
@@ -322,7 +361,7 @@ mod tests {
     use super::*;
 
     fn err(body: Value) -> ApiError {
-        check(body.to_string().as_bytes(), "m").unwrap_err()
+        check(body.to_string().as_bytes(), "m", false).unwrap_err()
     }
 
     #[test]
@@ -363,10 +402,48 @@ mod tests {
             .to_string()
             .as_bytes(),
             "m",
+            false,
         )
         .unwrap();
         assert_eq!(c.messages[1].content, "state");
+        assert!(c.image.is_none(), "a text model drops images");
         assert_eq!(c.max_tokens, Some(4096));
         assert!(c.schema.unwrap().accepts(r#"{"a":"x"}"#));
+    }
+
+    #[test]
+    fn a_seeing_model_gets_the_last_image_in_its_place() {
+        use base64::Engine as _;
+        let mut png = Vec::new();
+        image::RgbImage::from_pixel(2, 2, image::Rgb([9, 9, 9]))
+            .write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png)
+            .unwrap();
+        let url = format!(
+            "data:image/png;base64,{}",
+            base64::engine::general_purpose::STANDARD.encode(png)
+        );
+        let part = |u: &str| json!({"type": "image_url", "image_url": {"url": u}});
+        let body = json!({"messages": [
+            {"role": "user", "content": [part("https://old.example/a.png"), {"type": "text", "text": "old"}]},
+            {"role": "assistant", "content": "ok"},
+            {"role": "user", "content": [{"type": "text", "text": "now"}, part(&url), {"type": "text", "text": "after"}]}
+        ]});
+        let c = check(body.to_string().as_bytes(), "m", true).unwrap();
+        let img = c.image.expect("the last image is shown");
+        assert_eq!(img.field, "messages[2].content[1].image_url.url");
+        assert_eq!(img.image.width(), 2);
+        assert_eq!(c.messages[0].content, "old", "earlier images are dropped");
+        assert_eq!(
+            c.messages[2].content,
+            format!("now\n{IMAGE_PLACEHOLDER}\nafter")
+        );
+        // A bad last image is refused, naming its field.
+        let body =
+            json!({"messages": [{"role": "user", "content": [part("data:image/png;base64,!!")]}]});
+        let e = check(body.to_string().as_bytes(), "m", true).unwrap_err();
+        assert_eq!(
+            e.param.as_deref(),
+            Some("messages[0].content[0].image_url.url")
+        );
     }
 }

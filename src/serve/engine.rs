@@ -12,11 +12,18 @@
 //! [`CANDIDATES`] tokens are checked first, the whole vocabulary only if none of
 //! them fits. Text is streamed back as it is decoded (never splitting a UTF-8
 //! character); stop strings cut it where they begin.
+//!
+//! A Qwen3-VL checkpoint decodes requests without an image in the batch (its text
+//! decoder); a request with an image runs on its own after the batch, its prompt
+//! and image encoded by the whole model once per sampled sequence.
 
 use crate::model::constrain::{Matcher, Schema};
+use crate::model::policy::VlSide;
 use crate::model::sample::{SampleConfig, pick_allowed};
+use crate::model::vl::VlCache;
+use crate::model::vl::prompt::Screenshot;
 use crate::model::{KvCache, Qwen3, tokenizer};
-use anyhow::Result;
+use anyhow::{Context, Result};
 use candle_core::{DType, Tensor};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -47,6 +54,8 @@ pub struct GenRequest {
     pub presence_penalty: f32,
     /// Constrain the output to this schema.
     pub schema: Option<Arc<Schema>>,
+    /// The image of a VL request; `prompt` holds its expanded placeholder run.
+    pub image: Option<Arc<Screenshot>>,
 }
 
 /// Why a sequence ended.
@@ -102,8 +111,14 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// Starts the engine thread over a loaded model and its tokenizer.
-    pub fn start(model: Qwen3, tok: tokenizers::Tokenizer, max_batch: usize) -> Engine {
+    /// Starts the engine thread over a loaded model (with its whole Qwen3-VL model
+    /// when `vl`) and its tokenizer.
+    pub fn start(
+        model: Qwen3,
+        vl: Option<Box<VlSide>>,
+        tok: tokenizers::Tokenizer,
+        max_batch: usize,
+    ) -> Engine {
         let info = ModelInfo {
             max_positions: model.config.max_position_embeddings,
         };
@@ -111,7 +126,7 @@ impl Engine {
         std::thread::Builder::new()
             .name("rmsweb-serve-engine".into())
             .spawn(move || {
-                let core = Core::new(model, tok);
+                let core = Core::new(model, vl, tok);
                 while let Ok(first) = rx.recv() {
                     let mut jobs = vec![first];
                     let mut rows = jobs[0].req.n;
@@ -124,10 +139,22 @@ impl Engine {
                             Err(_) => break,
                         }
                     }
-                    if let Err(e) = core.run(&jobs) {
+                    let (seeing, text): (Vec<Job>, Vec<Job>) =
+                        jobs.into_iter().partition(|j| j.req.image.is_some());
+                    let fail = |jobs: &[Job], e: anyhow::Error| {
                         let msg = format!("{e:#}");
-                        for j in &jobs {
+                        for j in jobs {
                             let _ = j.events.send(Event::Failed(msg.clone()));
+                        }
+                    };
+                    if !text.is_empty()
+                        && let Err(e) = core.run(&text)
+                    {
+                        fail(&text, e);
+                    }
+                    for j in seeing {
+                        if let Err(e) = core.run_seeing(&j) {
+                            fail(std::slice::from_ref(&j), e);
                         }
                     }
                 }
@@ -151,6 +178,7 @@ impl Engine {
 /// The model and what decoding needs of its tokenizer.
 struct Core {
     model: Qwen3,
+    vl: Option<Box<VlSide>>,
     tok: tokenizers::Tokenizer,
     stop_ids: Vec<u32>,
     token_bytes: Vec<Option<Vec<u8>>>,
@@ -170,8 +198,28 @@ struct Row {
     finished: Option<Finish>,
 }
 
+impl Row {
+    /// Sequence `choice` of job `job`, seeded from the request, `mask` its prompt's
+    /// key mask (left padding).
+    fn new(job: usize, choice: usize, req: &GenRequest, mask: Vec<f32>) -> Row {
+        Row {
+            job,
+            choice,
+            ids: Vec::new(),
+            sent: 0,
+            rng: ChaCha8Rng::seed_from_u64(
+                req.seed ^ (choice as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+            ),
+            matcher: req.schema.as_ref().map(Schema::matcher),
+            counts: HashMap::new(),
+            mask,
+            finished: None,
+        }
+    }
+}
+
 impl Core {
-    fn new(model: Qwen3, tok: tokenizers::Tokenizer) -> Core {
+    fn new(model: Qwen3, vl: Option<Box<VlSide>>, tok: tokenizers::Tokenizer) -> Core {
         let stop_ids = [tokenizer::IM_END, tokenizer::END_OF_TEXT]
             .iter()
             .filter_map(|t| tok.token_to_id(t))
@@ -179,6 +227,7 @@ impl Core {
         let token_bytes = crate::model::constrain::token_bytes(&tok);
         Core {
             model,
+            vl,
             tok,
             stop_ids,
             token_bytes,
@@ -227,19 +276,7 @@ impl Core {
         for (ji, j) in jobs.iter().enumerate() {
             for c in 0..j.req.n {
                 row_job.push(ji as u32);
-                rows.push(Row {
-                    job: ji,
-                    choice: c,
-                    ids: Vec::new(),
-                    sent: 0,
-                    rng: ChaCha8Rng::seed_from_u64(
-                        j.req.seed ^ (c as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
-                    ),
-                    matcher: j.req.schema.as_ref().map(Schema::matcher),
-                    counts: HashMap::new(),
-                    mask: masks[ji].clone(),
-                    finished: None,
-                });
+                rows.push(Row::new(ji, c, &j.req, masks[ji].clone()));
             }
         }
         let idx = Tensor::from_vec(row_job, rows.len(), dev)?;
@@ -287,6 +324,48 @@ impl Core {
                 .forward_hidden_masked(&input, pos, Some(&mut cache), km.as_ref())?;
             pos += 1;
             last = self.model.logits(&h)?.squeeze(1)?;
+        }
+        Ok(())
+    }
+
+    /// Decodes a request with an image: for each sequence the whole VL model
+    /// encodes prompt and image into a fresh cache, then decodes one token a pass.
+    fn run_seeing(&self, job: &Job) -> Result<()> {
+        let vl = self
+            .vl
+            .as_deref()
+            .context("a request with an image reached a text model")?;
+        let shot = job.req.image.as_deref().context("no image")?;
+        let prompt = &job.req.prompt;
+        let max_pos = self.model.config.max_position_embeddings;
+        anyhow::ensure!(
+            !prompt.is_empty() && prompt.len() < max_pos,
+            "prompt length {} out of range",
+            prompt.len()
+        );
+        let last_logits = |h: &Tensor| -> Result<Vec<f32>> {
+            let k = h.dim(1)?;
+            let l = vl.model.text().logits(&h.narrow(1, k - 1, 1)?)?;
+            Ok(l.flatten_all()?.to_dtype(DType::F32)?.to_vec1()?)
+        };
+        for c in 0..job.req.n {
+            let mut row = Row::new(0, c, &job.req, Vec::new());
+            let mut cache = VlCache::for_decoding();
+            let h = vl
+                .model
+                .forward_hidden(prompt, Some(shot.images()), Some(&mut cache))?;
+            let mut logits = last_logits(&h)?;
+            let mut pos = prompt.len();
+            loop {
+                let t = self.choose(&mut row, &job.req, &logits);
+                self.accept(&mut row, job, t, pos + 1 >= max_pos);
+                if row.finished.is_some() {
+                    break;
+                }
+                let h = vl.model.forward_hidden(&[t], None, Some(&mut cache))?;
+                logits = last_logits(&h)?;
+                pos += 1;
+            }
         }
         Ok(())
     }

@@ -23,8 +23,10 @@
 
 pub mod api;
 pub mod engine;
+pub mod images;
 pub mod log;
 
+use crate::model::vl::prompt::{Screenshot, expand_ids};
 use crate::model::{ChatTemplate, LocalModelPolicy, Message};
 use crate::policy::format::PromptFormat;
 use anyhow::{Context, Result};
@@ -65,8 +67,17 @@ pub struct ServeConfig {
 }
 
 /// What the handlers share.
+/// How a Qwen3-VL checkpoint's requests show their image.
+struct Vision {
+    image: crate::model::vl::VlImageConfig,
+    image_token: u32,
+    device: candle_core::Device,
+}
+
 struct App {
     engine: Engine,
+    /// A Qwen3-VL checkpoint: requests' images are shown to it.
+    vision: Option<Vision>,
     model: String,
     template: ChatTemplate,
     tokenizer: tokenizers::Tokenizer,
@@ -123,13 +134,20 @@ pub fn serve(cfg: ServeConfig) -> Result<()> {
         .transpose()?;
     let LocalModelPolicy {
         model,
+        vl,
         tokenizer,
         template,
         ..
     } = model;
-    let engine = Engine::start(model, tokenizer.clone(), cfg.max_batch);
+    let vision = vl.as_deref().map(|v| Vision {
+        image: v.image.clone(),
+        image_token: v.model.token_ids().image_token_id,
+        device: device.clone(),
+    });
+    let engine = Engine::start(model, vl, tokenizer.clone(), cfg.max_batch);
     let app = Arc::new(App {
         engine,
+        vision,
         model: name,
         template,
         tokenizer,
@@ -252,7 +270,7 @@ type Started = (
 
 /// Checks the request, renders and encodes its prompt and queues it.
 fn start(app: &App, body: &[u8]) -> Result<Started, ApiError> {
-    let mut req = api::check(body, &app.model)?;
+    let mut req = api::check(body, &app.model, app.vision.is_some())?;
     if let Some(f) = app.prompt_format {
         let system = match f {
             PromptFormat::BrowserUse => crate::policy::browser_use::system_prompt(),
@@ -263,10 +281,20 @@ fn start(app: &App, body: &[u8]) -> Result<Started, ApiError> {
             None => req.messages.insert(0, Message::new("system", system)),
         }
     }
-    let prompt = app
+    let mut prompt = app
         .template
         .encode_prompt(&app.tokenizer, &req.messages)
         .map_err(|e| ApiError::invalid("messages", format!("{e:#}")))?;
+    let image = match (&req.image, &app.vision) {
+        (Some(img), Some(v)) => {
+            let shot = Screenshot::of_image(&img.image, &v.image, &v.device)
+                .map_err(|e| ApiError::invalid(img.field.clone(), format!("{e:#}")))?;
+            prompt = expand_ids(&prompt, v.image_token, &[shot.tokens])
+                .map_err(|e| ApiError::invalid("messages", format!("{e:#}")))?;
+            Some(Arc::new(shot))
+        }
+        _ => None,
+    };
     let max_pos = app.engine.info.max_positions;
     if prompt.len() >= max_pos {
         return Err(ApiError {
@@ -293,6 +321,7 @@ fn start(app: &App, body: &[u8]) -> Result<Started, ApiError> {
         presence_penalty: req.presence_penalty,
         schema: req.schema.clone(),
         prompt,
+        image,
     };
     let prompt_tokens = job.prompt.len();
     Ok((req, prompt_tokens, app.engine.submit(job)))

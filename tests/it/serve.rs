@@ -69,9 +69,9 @@ fn write_tiny_checkpoint(dir: &Path, context: usize, favoured: &[(&str, f32)]) {
 }
 
 /// The server process; killed if a test fails before it is stopped.
-struct Server {
+pub(crate) struct Server {
     child: Child,
-    base: String,
+    pub(crate) base: String,
 }
 
 impl Drop for Server {
@@ -81,7 +81,7 @@ impl Drop for Server {
     }
 }
 
-fn start(checkpoint: &Path, log: &Path) -> Server {
+pub(crate) fn start(checkpoint: &Path, log: &Path) -> Server {
     start_with(checkpoint, log, &[])
 }
 
@@ -193,7 +193,7 @@ fn request(task: &str, extra: Value) -> Value {
     body
 }
 
-fn post(client: &reqwest::blocking::Client, base: &str, body: &Value) -> (u16, Value) {
+pub(crate) fn post(client: &reqwest::blocking::Client, base: &str, body: &Value) -> (u16, Value) {
     let r = client
         .post(format!("{base}/chat/completions"))
         .json(body)

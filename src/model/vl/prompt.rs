@@ -15,6 +15,8 @@ pub const VISION_START: &str = "<|vision_start|>";
 pub const VISION_END: &str = "<|vision_end|>";
 /// Stands for one merged image token (one in the text, expanded after tokenizing).
 pub const IMAGE_PAD: &str = "<|image_pad|>";
+/// An image in a message's text, before tokenizing.
+pub const IMAGE_PLACEHOLDER: &str = "<|vision_start|><|image_pad|><|vision_end|>";
 
 /// The image token ids of a tokenizer that has the three image tokens.
 pub fn token_ids(tok: &Tokenizer) -> Result<VlTokenIds> {
@@ -34,7 +36,7 @@ pub fn token_ids(tok: &Tokenizer) -> Result<VlTokenIds> {
 pub fn with_screenshot(messages: &[Message]) -> Vec<Message> {
     let mut out = messages.to_vec();
     if let Some(m) = out.iter_mut().rev().find(|m| m.role == "user") {
-        m.content = format!("{}\n{VISION_START}{IMAGE_PAD}{VISION_END}", m.content);
+        m.content = format!("{}\n{IMAGE_PLACEHOLDER}", m.content);
     }
     out
 }
@@ -82,6 +84,7 @@ pub fn expand_ids(ids: &[u32], image_token: u32, counts: &[usize]) -> Result<Vec
 
 /// A screenshot ready for the model: its pixel rows on the device, its patch grid and
 /// how many placeholder tokens stand for it.
+#[derive(Debug)]
 pub struct Screenshot {
     pixel_values: candle_core::Tensor,
     grid_thw: [[usize; 3]; 1],
@@ -93,7 +96,16 @@ impl Screenshot {
     /// Reads and preprocesses the image at `path` (errors name the file).
     pub fn load(path: &Path, cfg: &VlImageConfig, device: &candle_core::Device) -> Result<Self> {
         let img = image::open(path).with_context(|| format!("reading {}", path.display()))?;
-        let pixels = super::preprocess(&img, cfg).with_context(|| format!("{}", path.display()))?;
+        Self::of_image(&img, cfg, device).with_context(|| format!("{}", path.display()))
+    }
+
+    /// Preprocesses a decoded image (e.g. one sent to `rmsweb serve`).
+    pub fn of_image(
+        img: &image::DynamicImage,
+        cfg: &VlImageConfig,
+        device: &candle_core::Device,
+    ) -> Result<Self> {
+        let pixels = super::preprocess(img, cfg)?;
         Ok(Screenshot {
             pixel_values: pixels.to_tensor(device)?,
             grid_thw: [pixels.grid_thw],

@@ -18,7 +18,7 @@ const COLOURS: [[u8; 3]; 4] = [[230, 30, 30], [30, 200, 30], [30, 30, 230], [240
 
 /// `n` one-step successes: the same instruction and buttons, a 64x64 screenshot of
 /// one colour, and a click on the button that colour stands for.
-fn coloured_dataset(root: &Path, n: usize) {
+pub(crate) fn coloured_dataset(root: &Path, n: usize) {
     let mut ds = Dataset::create(root, "vl-test", "synthetic").unwrap();
     let dom: String = ["Red", "Green", "Blue", "White"]
         .iter()
@@ -115,7 +115,7 @@ fn overrides(steps: usize) -> Vec<String> {
 }
 
 /// Trains `preset` on `ds` into `run`; returns the mean loss of the last 10 steps.
-fn train(preset: &str, ds: &Path, run: &Path, steps: usize) -> f64 {
+pub(crate) fn train(preset: &str, ds: &Path, run: &Path, steps: usize) -> f64 {
     let mut sets = overrides(steps);
     if preset == "tiny" {
         sets.retain(|s| !s.starts_with("vision."));
