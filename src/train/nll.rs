@@ -1,9 +1,12 @@
 //! The SFT loss: negative log-likelihood of a micro-batch's assistant tokens (and of
 //! its other tokens at the prompt weight), the LM head applied only where there is a
-//! loss.
+//! loss. The samples' common prefix (the system prompt every web-agent sample starts
+//! with) is encoded once per micro-batch; gradients through it are the sum over the
+//! samples, as with separate copies.
 
 use crate::model::chat_template::Encoded;
-use crate::model::{Qwen3, at_least_f32, fused};
+use crate::model::prefix::shared_prefix_len;
+use crate::model::{KvCache, Qwen3, at_least_f32, fused};
 use anyhow::Result;
 use candle_core::{D, DType, Tensor};
 
@@ -33,10 +36,58 @@ pub fn micro_batch_nll(
     pad: u32,
     prompt_weight: f64,
 ) -> Result<BatchNll> {
+    let share = !adapter_dropout(model);
+    nll_sharing(model, batch, pad, prompt_weight, share)
+}
+
+/// Shorter common prefixes are not worth a pass of their own.
+const MIN_SHARED: usize = 8;
+
+/// Whether adapter dropout is on: its masks follow the shape of each pass, so a
+/// shared prefix would draw other masks than separate rows (the prefix is then not
+/// shared, and runs draw the masks they always drew).
+fn adapter_dropout(model: &Qwen3) -> bool {
+    model.dropout_key().get().is_some()
+        && model
+            .linears()
+            .iter()
+            .any(|l| l.lora.as_ref().is_some_and(|a| a.dropout > 0.0))
+}
+
+/// [`micro_batch_nll`], encoding the common prefix once when `share`.
+fn nll_sharing(
+    model: &Qwen3,
+    batch: &[&Encoded],
+    pad: u32,
+    prompt_weight: f64,
+    share: bool,
+) -> Result<BatchNll> {
     let dev = model.device();
     let rows = LossRows::of(batch, pad, prompt_weight)?;
-    let inp = Tensor::from_vec(rows.inputs.clone(), (batch.len(), rows.len - 1), dev)?;
-    let hidden = model.forward_hidden(&inp, 0, None)?;
+    let (b, w) = (batch.len(), rows.len - 1);
+    let ids: Vec<&[u32]> = batch.iter().map(|e| e.ids.as_slice()).collect();
+    let shared = if share && b > 1 {
+        shared_prefix_len(&ids).min(w - 1)
+    } else {
+        0
+    };
+    let hidden = if shared >= MIN_SHARED {
+        let mut cache = KvCache::new();
+        let prefix = Tensor::new(&ids[0][..shared], dev)?.unsqueeze(0)?;
+        let hp = model.forward_hidden(&prefix, 0, Some(&mut cache))?;
+        let mut cache = cache.repeat_batch(b)?;
+        let rest: Vec<u32> = rows
+            .inputs
+            .chunks(w)
+            .flat_map(|r| r[shared..].iter().copied())
+            .collect();
+        let rest = Tensor::from_vec(rest, (b, w - shared), dev)?;
+        let hr = model.forward_hidden(&rest, shared, Some(&mut cache))?;
+        Tensor::cat(&[&Tensor::cat(&vec![&hp; b], 0)?, &hr], 1)?
+    } else {
+        let inp = Tensor::from_vec(rows.inputs.clone(), (b, w), dev)?;
+        model.forward_hidden(&inp, 0, None)?
+    };
     rows.nll(&hidden, prompt_weight, |h| Ok(model.logits(h)?))
 }
 
@@ -161,5 +212,77 @@ impl BatchNll {
             prompt_tokens: self.prompt_tokens + other.prompt_tokens,
             tokens: self.tokens + other.tokens,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(ids: Vec<u32>, answer_from: usize) -> Encoded {
+        let mask = (0..ids.len()).map(|i| i >= answer_from).collect();
+        Encoded { ids, mask }
+    }
+
+    /// Loss, its terms and every gradient are those of separate full passes when the
+    /// micro-batch's common prefix is encoded once (samples of different lengths,
+    /// right-padded, with and without prompt loss).
+    #[test]
+    fn a_shared_prefix_gives_the_loss_and_gradients_of_full_passes() {
+        let m = crate::train::rl::test_model(50, 7, 3.0, true);
+        let prefix: Vec<u32> = (1..=12).collect();
+        let with = |tail: &[u32]| prefix.iter().chain(tail).copied().collect::<Vec<_>>();
+        let batch = [
+            sample(with(&[20, 21, 22, 23, 24]), 14),
+            sample(with(&[30, 31]), 13),
+            sample(with(&[20, 21, 40, 41, 42, 43, 44]), 15),
+        ];
+        let refs: Vec<&Encoded> = batch.iter().collect();
+        assert_eq!(
+            shared_prefix_len(&batch.iter().map(|e| e.ids.as_slice()).collect::<Vec<_>>()),
+            12
+        );
+        for weight in [0.0, 0.3] {
+            let run = |share: bool| {
+                let nll = nll_sharing(&m, &refs, 0, weight, share).unwrap();
+                let g = nll.weighted.backward().unwrap();
+                let grads: Vec<Vec<f32>> = m
+                    .trainable_vars()
+                    .iter()
+                    .map(|(_, v)| {
+                        g.get(v.as_tensor())
+                            .unwrap()
+                            .flatten_all()
+                            .unwrap()
+                            .to_vec1()
+                            .unwrap()
+                    })
+                    .collect();
+                let loss = nll.weighted.to_scalar::<f32>().unwrap();
+                (
+                    loss,
+                    nll.assistant_nll,
+                    nll.prompt_nll,
+                    nll.assistant_tokens,
+                    nll.prompt_tokens,
+                    grads,
+                )
+            };
+            let (a, b) = (run(true), run(false));
+            assert!(
+                (a.0 - b.0).abs() <= 1e-4 * b.0.abs(),
+                "loss {} vs {}",
+                a.0,
+                b.0
+            );
+            assert!((a.1 - b.1).abs() <= 1e-4 * b.1.abs());
+            assert!((a.2 - b.2).abs() <= 1e-4 * (1.0 + b.2.abs()));
+            assert_eq!((a.3, a.4), (b.3, b.4));
+            for (x, y) in a.5.iter().zip(&b.5) {
+                for (p, q) in x.iter().zip(y) {
+                    assert!((p - q).abs() <= 1e-4 * (1.0 + q.abs()), "{p} vs {q}");
+                }
+            }
+        }
     }
 }
