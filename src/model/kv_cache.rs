@@ -46,7 +46,10 @@ impl LayerKv {
         let next = match (slot.take(), headroom) {
             (None, Some(headroom)) => {
                 let (b, kv, _, d) = k.dims4()?;
-                let cap = (l + headroom).next_power_of_two();
+                // Exactly what was asked for: callers that know how far decoding goes
+                // (RL: the prompt and `max_new_tokens`) never copy or grow the buffer,
+                // and copies of it (`select_batch`) move no unused capacity.
+                let cap = l + headroom;
                 let kb = Tensor::zeros((b, kv, cap, d), k.dtype(), k.device())?;
                 let vb = Tensor::zeros((b, kv, cap, d), v.dtype(), v.device())?;
                 kb.slice_set(&k.contiguous()?, 2, 0)?;
@@ -117,7 +120,7 @@ impl KvCache {
     }
 
     /// [`Self::for_decoding`] whose first buffers hold `headroom` positions beyond
-    /// the prompt (rounded up to a power of two) before doubling.
+    /// the prompt before doubling.
     pub fn for_decoding_with_headroom(headroom: usize) -> Self {
         KvCache {
             layers: Vec::new(),

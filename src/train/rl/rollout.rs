@@ -158,7 +158,8 @@ pub fn sample_groups(
     };
     let mut cache = match prefix {
         Some(p) => p.copies(g)?,
-        None => crate::model::KvCache::for_decoding(),
+        // Room for every token a row may decode: the buffers never grow.
+        None => crate::model::KvCache::for_decoding_with_headroom(cfg.max_new_tokens + 1),
     };
     let input = Tensor::from_vec(ids, (g, rest), dev)?;
     let km = if padded {
