@@ -108,11 +108,10 @@ impl LocalModelPolicy {
         } else {
             DType::BF16
         };
-        let cpath = model_dir.join("config.json");
-        if std::fs::read_to_string(&cpath).is_ok_and(|t| super::vl::is_vl_config(&t)) {
+        if super::vl::is_vl_folder(model_dir) {
             return Self::load_vl(model_dir, adapter, images, dtype, device);
         }
-        let config = Qwen3Config::from_file(cpath)?;
+        let config = Qwen3Config::from_file(model_dir.join("config.json"))?;
         let w = weights::load_dir(model_dir, device)?;
         let mut model = Qwen3::from_weights(&config, w, dtype, device, false)
             .with_context(|| format!("loading model from {}", model_dir.display()))?;
@@ -152,11 +151,9 @@ impl LocalModelPolicy {
             false,
         )
         .with_context(|| format!("loading the decoder of {}", dir.display()))?;
-        let pp = dir.join("preprocessor_config.json");
         let image = match images {
             Some(i) => i,
-            None if pp.exists() => VlImageConfig::from_file(&pp)?,
-            None => VlImageConfig::qwen3_vl(),
+            None => VlImageConfig::of_model_dir(dir)?.unwrap_or_else(VlImageConfig::qwen3_vl),
         };
         let tok = tokenizer::load(dir.join("tokenizer.json"))?;
         let template = ChatTemplate::for_model_dir(dir)?;
@@ -182,11 +179,7 @@ impl LocalModelPolicy {
         let text = std::fs::read_to_string(&cpath)
             .with_context(|| format!("{}: neither a model nor an adapter", dir.display()))?;
         let base = super::peft::base_model_of(&text, &cpath)?;
-        let pp = dir.join("preprocessor_config.json");
-        let images = pp
-            .is_file()
-            .then(|| VlImageConfig::from_file(&pp))
-            .transpose()?;
+        let images = VlImageConfig::of_model_dir(dir)?;
         Self::load_with_images(Path::new(&base), Some(&adapter), images, device)
     }
 

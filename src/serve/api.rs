@@ -185,33 +185,29 @@ pub fn check(body: &[u8], model: &str, sees: bool) -> Result<Checked, ApiError> 
             "at least one message is required",
         ));
     }
-    // The last image part: (message, part).
-    let shown = if sees {
-        r.messages
-            .iter()
-            .enumerate()
-            .rev()
-            .find_map(|(i, m)| match &m.content {
-                Some(Content::Parts(parts)) => parts
-                    .iter()
-                    .rposition(|p| p.get("type").and_then(Value::as_str) == Some("image_url"))
-                    .map(|j| (i, j)),
-                _ => None,
-            })
-    } else {
-        None
-    };
-    let image = match shown {
-        Some((i, j)) => {
-            let Some(Content::Parts(parts)) = &r.messages[i].content else {
-                unreachable!("found among parts")
-            };
+    // The last image part: (message, part, the part).
+    let last_image = r
+        .messages
+        .iter()
+        .enumerate()
+        .rev()
+        .filter(|_| sees)
+        .find_map(|(i, m)| match &m.content {
+            Some(Content::Parts(parts)) => parts
+                .iter()
+                .rposition(|p| p.get("type").and_then(Value::as_str) == Some("image_url"))
+                .map(|j| (i, j, &parts[j])),
+            _ => None,
+        });
+    let image = match last_image {
+        Some((i, j, part)) => {
             let (url, field) =
-                super::images::image_url(&parts[j], &format!("messages[{i}].content[{j}]"))?;
+                super::images::image_url(part, &format!("messages[{i}].content[{j}]"))?;
             Some(super::images::decode_data_url(url, &field)?)
         }
         None => None,
     };
+    let shown = last_image.map(|(i, j, _)| (i, j));
     let mut messages = Vec::with_capacity(r.messages.len());
     for (i, m) in r.messages.iter().enumerate() {
         let role = match m.role.as_str() {

@@ -222,7 +222,7 @@ impl SftConfig {
             "qwen3-vl-lora" => {
                 let dir = model.context("preset qwen3-vl-lora needs --model DIR")?;
                 anyhow::ensure!(
-                    super::sft_model::is_vl_folder(dir),
+                    crate::model::vl::is_vl_folder(dir),
                     "preset qwen3-vl-lora: {} is not a Qwen3-VL model (its config.json has no \
                      `vision_config`); use qwen3-lora for a text model",
                     dir.join("config.json").display()
@@ -412,7 +412,7 @@ fn prepare(cfg: &SftConfig, run: &RunDir, device: &Device) -> Result<Prepared> {
         && cfg
             .model
             .as_deref()
-            .is_some_and(super::sft_model::is_vl_folder);
+            .is_some_and(crate::model::vl::is_vl_folder);
     let sees = cfg.vision.is_some() || vl_base;
     let mut chats = Vec::new();
     let mut shots = Vec::new();

@@ -6,7 +6,7 @@ use super::nll::{BatchNll, LossRows, micro_batch_nll};
 use crate::model::chat_template::ChatTemplate;
 use crate::model::chat_template::Encoded;
 use crate::model::vl::prompt::Screenshot;
-use crate::model::vl::{Qwen3Vl, VISUAL_PREFIX, VlConfig, VlImageConfig, is_vl_config};
+use crate::model::vl::{Qwen3Vl, VISUAL_PREFIX, VlConfig, VlImageConfig};
 use crate::model::{Qwen3, tokenizer, weights};
 use anyhow::{Context, Result};
 use candle_core::{DType, Device, Tensor, Var};
@@ -21,11 +21,6 @@ pub struct VlTrainee {
     /// The tower's variables by checkpoint name (the decoder's are its own).
     pub vision_vars: Vec<(String, Var)>,
     pub image: VlImageConfig,
-}
-
-/// Whether `dir/config.json` describes a Qwen3-VL model (false when unreadable).
-pub fn is_vl_folder(dir: &Path) -> bool {
-    std::fs::read_to_string(dir.join("config.json")).is_ok_and(|t| is_vl_config(&t))
 }
 
 impl VlTrainee {
@@ -55,12 +50,7 @@ impl VlTrainee {
             ids.image_token_id
         );
         let template = ChatTemplate::for_model_dir(dir)?;
-        let pp = dir.join("preprocessor_config.json");
-        let mut image = if pp.exists() {
-            VlImageConfig::from_file(&pp)?
-        } else {
-            VlImageConfig::qwen3_vl()
-        };
+        let mut image = VlImageConfig::of_model_dir(dir)?.unwrap_or_else(VlImageConfig::qwen3_vl);
         if let Some(cap) = max_pixels {
             image.max_pixels = cap;
             image.min_pixels = image.min_pixels.min(cap);

@@ -37,6 +37,11 @@ pub fn is_vl_config(text: &str) -> bool {
         .is_some_and(|v| v.get("vision_config").is_some())
 }
 
+/// Whether `dir/config.json` describes a Qwen3-VL model (false when unreadable).
+pub fn is_vl_folder(dir: &Path) -> bool {
+    std::fs::read_to_string(dir.join("config.json")).is_ok_and(|t| is_vl_config(&t))
+}
+
 impl VlConfig {
     /// Parses a whole HF Qwen3-VL `config.json`.
     pub fn from_hf_config(text: &str) -> Result<Self> {

@@ -10,7 +10,7 @@ pub mod prompt;
 pub mod text;
 pub mod vision;
 
-pub use checkpoint::{VlConfig, is_vl_config};
+pub use checkpoint::{VlConfig, is_vl_config, is_vl_folder};
 pub use model::{Qwen3Vl, VlCache, VlImages};
 pub use mrope::{MropeLayout, MropePositions, VlTokenIds, rope_index};
 pub use preprocess::{VlImageConfig, VlPixels, num_image_tokens, preprocess, smart_resize};

@@ -43,6 +43,9 @@ use std::path::Path;
 /// The paper's cap on image size: at most 262,144 pixels (512 x 512) per screenshot.
 pub const PAPER_MAX_PIXELS: usize = 262_144;
 
+/// The image settings file of an HF model folder.
+const PREPROCESSOR_FILE: &str = "preprocessor_config.json";
+
 /// Largest accepted ratio of the long to the short side (transformers' limit).
 pub const MAX_ASPECT_RATIO: f64 = 200.0;
 
@@ -311,9 +314,15 @@ impl VlImageConfig {
         })
     }
 
+    /// The `preprocessor_config.json` of a model or checkpoint folder, if it has one.
+    pub fn of_model_dir(dir: &Path) -> Result<Option<Self>> {
+        let path = dir.join(PREPROCESSOR_FILE);
+        path.is_file().then(|| Self::from_file(&path)).transpose()
+    }
+
     /// Writes `preprocessor_config.json` into `dir`.
     pub fn save(&self, dir: &Path) -> Result<()> {
-        let path = dir.join("preprocessor_config.json");
+        let path = dir.join(PREPROCESSOR_FILE);
         let text = serde_json::to_string_pretty(&self.to_json())?;
         crate::trajectory::jsonl::write_atomic(&path, text.as_bytes())
             .with_context(|| format!("writing {}", path.display()))
