@@ -9,4 +9,5 @@ pub mod run;
 pub mod samples;
 pub mod schedule;
 pub mod sft;
+pub mod sft_config;
 pub mod sft_model;

@@ -3,11 +3,12 @@
 //! or LoRA on an HF Qwen3-VL folder, the `qwen3-vl-lora` preset).
 
 use super::nll::{BatchNll, LossRows, micro_batch_nll};
+use super::sft_config::TinyVision;
 use crate::model::chat_template::ChatTemplate;
 use crate::model::chat_template::Encoded;
-use crate::model::vl::prompt::Screenshot;
+use crate::model::vl::prompt::{self as vl_prompt, Screenshot};
 use crate::model::vl::{Qwen3Vl, VISUAL_PREFIX, VlConfig, VlImageConfig};
-use crate::model::{Qwen3, tokenizer, weights};
+use crate::model::{Qwen3, Qwen3Config, tokenizer, weights};
 use anyhow::{Context, Result};
 use candle_core::{DType, Device, Tensor, Var};
 use std::collections::HashMap;
@@ -178,4 +179,55 @@ impl SftModel {
         }
         total.context("empty micro-batch")
     }
+}
+
+/// A `tiny-vl` model at random init: the tiny decoder `text` with M-RoPE and the
+/// tower `v`, every weight trainable.
+pub(super) fn tiny_vl(
+    text: &Qwen3Config,
+    v: &TinyVision,
+    tok: &tokenizers::Tokenizer,
+    seed: u64,
+    dtype: DType,
+    device: &Device,
+) -> Result<VlTrainee> {
+    use crate::model::vl::{
+        MropeLayout, VisionConfig, VisionModel, VlConfig, VlText, VlTextConfig,
+    };
+    let config = VlConfig {
+        text: VlTextConfig {
+            decoder: text.clone(),
+            mrope: MropeLayout::interleaved(v.mrope_section),
+        },
+        vision: VisionConfig {
+            depth: v.depth,
+            hidden_size: v.hidden_size,
+            intermediate_size: v.intermediate_size,
+            num_heads: v.num_heads,
+            patch_size: v.patch_size,
+            temporal_patch_size: 2,
+            spatial_merge_size: v.spatial_merge_size,
+            in_channels: 3,
+            out_hidden_size: text.hidden_size,
+            num_position_embeddings: v.num_position_embeddings,
+            deepstack_visual_indexes: v.deepstack_visual_indexes.clone(),
+            hidden_act: "gelu_pytorch_tanh".into(),
+        },
+        ids: vl_prompt::token_ids(tok)?,
+        vision_end_token_id: tok.token_to_id(vl_prompt::VISION_END),
+        video_token_id: None,
+    };
+    config.vision.validate()?;
+    let mut w = VlText::random_weights(&config.text, seed)?;
+    w.extend(VisionModel::random_weights(&config.vision, seed ^ 0x5EED)?);
+    let (model, vars) = Qwen3Vl::from_config_weights(&config, w, dtype, device, true)?;
+    let vision_vars = vars
+        .into_iter()
+        .filter(|(n, _)| n.starts_with(crate::model::vl::VISUAL_PREFIX))
+        .collect();
+    Ok(VlTrainee {
+        model,
+        vision_vars,
+        image: v.image_config(),
+    })
 }
