@@ -915,7 +915,7 @@ fn rl_from_a_lora_sft_run_checkpoints_one_adapter_loadable_on_the_original_base(
         &candle_core::Device::Cpu,
     )
     .unwrap();
-    rmsweb::train::rl::checkpoint::load_adapters(&policy.model, &trained).unwrap();
+    rmsweb::train::rl::checkpoint::load_adapters(policy.model(), &trained).unwrap();
     let prompt = loaded
         .tokenizer
         .encode(
@@ -935,7 +935,7 @@ fn rl_from_a_lora_sft_run_checkpoints_one_adapter_loadable_on_the_original_base(
     let a = token_logps(&loaded.model, &[&seq], 1.0, false)
         .unwrap()
         .logp;
-    let b = token_logps(&policy.model, &[&seq], 1.0, false)
+    let b = token_logps(policy.model(), &[&seq], 1.0, false)
         .unwrap()
         .logp;
     let diff = (a - b)
@@ -948,8 +948,8 @@ fn rl_from_a_lora_sft_run_checkpoints_one_adapter_loadable_on_the_original_base(
         .unwrap();
     assert!(diff < 1e-3, "max |Δ log p| = {diff}");
     // The RL adapter moved the policy away from the SFT one.
-    policy.model.set_adapters_enabled(false);
-    let c = token_logps(&policy.model, &[&seq], 1.0, false)
+    policy.model().set_adapters_enabled(false);
+    let c = token_logps(policy.model(), &[&seq], 1.0, false)
         .unwrap()
         .logp;
     let moved = (c - token_logps(&loaded.model, &[&seq], 1.0, false)

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 /// The text decoder and the joined model (`model::vl::{mrope, text, model}`).
 mod decoder;
 mod hf;
+mod rl;
 mod serve;
 mod sft;
 

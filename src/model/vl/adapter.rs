@@ -3,20 +3,11 @@
 //! names (`base_model.model.model.language_model.layers.…`).
 
 use super::model::Qwen3Vl;
-use super::text::{LANGUAGE_PREFIX, decoder_name};
+use super::text::{checkpoint_name, decoder_name};
 use crate::model::{LoraConfig, peft};
 use anyhow::Result;
 use candle_core::Device;
 use std::path::Path;
-
-/// A decoder module's name in a Qwen3-VL checkpoint (`model.layers.0.mlp.up_proj` is
-/// `model.language_model.layers.0.mlp.up_proj`; `lm_head` stays).
-fn checkpoint_module(name: &str) -> String {
-    match name.strip_prefix("model.") {
-        Some(rest) => format!("{LANGUAGE_PREFIX}.{rest}"),
-        None => name.to_string(),
-    }
-}
 
 /// The decoder's own name of a checkpoint module (`None` outside the decoder).
 fn decoder_module(name: &str) -> Option<String> {
@@ -39,13 +30,7 @@ impl Qwen3Vl {
 
     /// Writes the adapters to `dir` in PEFT layout, `base_model` naming the base folder.
     pub fn export_adapter(&self, cfg: &LoraConfig, base_model: &str, dir: &Path) -> Result<()> {
-        peft::export_as(
-            self.text().decoder(),
-            cfg,
-            base_model,
-            dir,
-            checkpoint_module,
-        )
+        peft::export_as(self.text().decoder(), cfg, base_model, dir, checkpoint_name)
     }
 
     /// Attaches the PEFT adapter in `dir` (written by [`Self::export_adapter`] or PEFT

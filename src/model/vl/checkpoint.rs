@@ -5,7 +5,7 @@
 
 use super::model::Qwen3Vl;
 use super::mrope::VlTokenIds;
-use super::text::{LANGUAGE_PREFIX, VlText, VlTextConfig};
+use super::text::{VlText, VlTextConfig};
 use super::vision::{VISUAL_PREFIX, VisionConfig, VisionModel};
 use crate::model::weights;
 use anyhow::{Context, Result};
@@ -126,10 +126,7 @@ impl VlConfig {
 fn language_names(decoder: HashMap<String, Tensor>) -> HashMap<String, Tensor> {
     decoder
         .into_iter()
-        .map(|(n, t)| match n.strip_prefix("model.") {
-            Some(rest) => (format!("{LANGUAGE_PREFIX}.{rest}"), t),
-            None => (n, t),
-        })
+        .map(|(n, t)| (super::text::checkpoint_name(&n), t))
         .collect()
 }
 

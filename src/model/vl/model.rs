@@ -40,6 +40,32 @@ impl VlCache {
         }
     }
 
+    /// An empty cache for sampling whose buffers hold `headroom` more positions than
+    /// the prompt ([`KvCache::for_decoding_with_headroom`]).
+    pub fn for_decoding_with_headroom(headroom: usize) -> Self {
+        VlCache {
+            kv: KvCache::for_decoding_with_headroom(headroom),
+            delta: 0,
+        }
+    }
+
+    /// The cache with batch rows `idx` of this one (e.g. one prompt's cache repeated
+    /// for its rollouts, or the rows still decoding).
+    pub fn select_batch(&self, idx: &Tensor) -> Result<VlCache> {
+        Ok(VlCache {
+            kv: self.kv.select_batch(idx)?,
+            delta: self.delta,
+        })
+    }
+
+    /// The cache with every batch row repeated `n` times in a row.
+    pub fn repeat_batch(&self, n: usize) -> Result<VlCache> {
+        Ok(VlCache {
+            kv: self.kv.repeat_batch(n)?,
+            delta: self.delta,
+        })
+    }
+
     /// Number of cached positions.
     pub fn len(&self) -> usize {
         self.kv.len()
@@ -121,6 +147,26 @@ impl Qwen3Vl {
     ) -> Result<Tensor> {
         let h = self.forward_hidden(tokens, images, cache)?;
         self.text.logits(&h)
+    }
+
+    /// Final hidden states `(batch, l, hidden)` of text tokens `ids` `(batch, l)` that
+    /// continue what every row of `cache` holds (a prompt [`Self::forward_hidden`]
+    /// encoded, then repeated per row): at rotary positions `position + delta`, as a
+    /// single sequence's continuation is.
+    pub fn continue_hidden(&self, ids: &Tensor, cache: &mut VlCache) -> Result<Tensor> {
+        let (_, l) = ids.dims2()?;
+        if cache.is_empty() {
+            candle_core::bail!("a continuation needs the prompt in the cache");
+        }
+        let start = i64::try_from(cache.len())
+            .ok()
+            .map(|p| p + cache.delta)
+            .and_then(|p| u32::try_from(p).ok())
+            .ok_or_else(|| candle_core::Error::Msg("rotary position overflows".into()))?;
+        let positions = MropePositions::text(start, l)?;
+        let embeds = self.text.embed(ids)?;
+        self.text
+            .forward_hidden(&embeds, &positions, Some(&mut cache.kv), None)
     }
 
     /// Final hidden states `(1, tokens.len(), hidden)` of one sequence whose image

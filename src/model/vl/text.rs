@@ -112,6 +112,15 @@ pub fn decoder_name(vl_name: &str) -> Option<String> {
         .map(|rest| format!("model.{rest}"))
 }
 
+/// A Qwen3-VL checkpoint's name of a plain decoder name (`model.…` becomes
+/// `model.language_model.…`; `lm_head…` stays): the inverse of [`decoder_name`].
+pub fn checkpoint_name(decoder_name: &str) -> String {
+    match decoder_name.strip_prefix("model.") {
+        Some(rest) => format!("{LANGUAGE_PREFIX}.{rest}"),
+        None => decoder_name.to_string(),
+    }
+}
+
 impl VlText {
     /// Builds the decoder from checkpoint-named weights (other parts' weights are
     /// ignored); `trainable` as [`Qwen3::from_weights`].

@@ -77,33 +77,53 @@ pub fn save_checkpoint(
     opt: &AdamW,
     st: &TrainerState,
 ) -> Result<PathBuf> {
-    let model = &policy.model;
+    let model = policy.model();
     write_checkpoint(run, st.step, |dir| {
         save_trainable_and_optimizer(dir, &model.trainable_vars(), opt)?;
         let init = std::fs::canonicalize(&policy.init_checkpoint)
             .unwrap_or_else(|_| policy.init_checkpoint.clone());
+        // Adapter tensors under the base checkpoint's names (a Qwen3-VL decoder's
+        // are `model.language_model.…`).
+        let rename = |n: &str| match policy.vl() {
+            Some(_) => crate::model::vl::text::checkpoint_name(n),
+            None => n.to_string(),
+        };
         match &policy.sft_adapter {
             // One adapter holding SFT and RL on the original base: the checkpoint
             // loads like an SFT checkpoint (`LocalModelPolicy::from_checkpoint`).
             Some(sft) => {
                 let (lcfg, tensors) = combined_adapter(model, cfg.lora.scale(), sft)?;
+                let tensors = tensors.into_iter().map(|(n, t)| (rename(&n), t)).collect();
                 write_adapter(&lcfg, &tensors, &sft.base_model, &dir.join("adapter"))?;
             }
             // The RL adapter alone, on top of the SFT checkpoint it was trained from.
-            None => crate::model::peft::export(
+            None => crate::model::peft::export_as(
                 model,
                 &cfg.lora,
                 &init.to_string_lossy(),
                 &dir.join("adapter"),
+                rename,
             )?,
+        }
+        if let Some(image) = &policy.image {
+            // The screenshots' preprocessing travels with the checkpoint.
+            image.save(dir)?;
         }
         if policy.full_model_init {
             // A loadable model folder holding the RL policy (tiny models).
-            model.config.save(dir)?;
-            weights::save_file(
-                &merged_weights(model, cfg.lora.scale())?,
-                &dir.join("model.safetensors"),
-            )?;
+            let merged = merged_weights(model, cfg.lora.scale())?;
+            match policy.vl() {
+                None => {
+                    model.config.save(dir)?;
+                    weights::save_file(&merged, &dir.join("model.safetensors"))?;
+                }
+                Some(vl) => {
+                    vl.config().save(dir)?;
+                    let mut all = vl.vision().named_weights()?;
+                    all.extend(merged.into_iter().map(|(n, t)| (rename(&n), t)));
+                    weights::save_file(&all, &dir.join("model.safetensors"))?;
+                }
+            }
             crate::model::tokenizer::copy_files(&policy.init_checkpoint, dir)?;
         }
         crate::trajectory::jsonl::write_atomic(

@@ -31,7 +31,7 @@ impl Probe {
 /// action after their first rollout's reasoning.
 pub(crate) fn probe_logprobs(ctx: &Ctx, groups: &[Group]) -> Result<Probe> {
     let tok = &ctx.policy.tokenizer;
-    let max_len = ctx.policy.model.config.max_position_embeddings;
+    let max_len = ctx.policy.model().config.max_position_embeddings;
     // A group's probes side by side (wrong, then correct): they share the prompt, so
     // `token_logps` encodes it once for both.
     let mut probes: Vec<(TrainSeq, bool)> = Vec::new();
@@ -47,7 +47,7 @@ pub(crate) fn probe_logprobs(ctx: &Ctx, groups: &[Group]) -> Result<Probe> {
             Some((t, p)) => {
                 let s = seqs::span_seq(tok, prompt, t, &p.action_span)?;
                 if s.masked() > 0 && s.ids.len() <= max_len {
-                    probes.push((s, false));
+                    probes.push((s.seeing(g.image.clone()), false));
                 }
                 t.as_str()
             }
@@ -55,13 +55,13 @@ pub(crate) fn probe_logprobs(ctx: &Ctx, groups: &[Group]) -> Result<Probe> {
         };
         let (s, _) = seqs::salvage(tok, prompt, base, targets)?;
         if s.masked() > 0 && s.ids.len() <= max_len {
-            probes.push((s, true));
+            probes.push((s.seeing(g.image.clone()), true));
         }
     }
     let mut probe = Probe::default();
     for chunk in probes.chunks(ctx.cfg.micro_batch) {
         let refs: Vec<&TrainSeq> = chunk.iter().map(|(s, _)| s).collect();
-        let lp = token_logps(&ctx.policy.model, &refs, ctx.cfg.temperature, false)?;
+        let lp = token_logps(ctx.policy.scorer(), &refs, ctx.cfg.temperature, false)?;
         let logp = lp.logp.detach();
         for (i, (s, is_correct)) in chunk.iter().enumerate() {
             let v = row(&logp, i, s.resp_len())?;

@@ -22,6 +22,7 @@ use crate::trajectory::jsonl::JsonlFile;
 use crate::trajectory::{Dataset, Element, Trajectory};
 use anyhow::{Context, Result};
 use std::collections::HashMap;
+use std::path::PathBuf;
 
 /// One RL prompt.
 #[derive(Debug, Clone, PartialEq)]
@@ -39,6 +40,19 @@ pub struct RlPrompt {
     /// Indices of the elements the user message shows (grounded rollouts choose
     /// among them).
     pub shown: Vec<u32>,
+    /// The screenshot of the prompt's state (the sample's last image, inside the
+    /// dataset): a Qwen3-VL policy sees it.
+    pub screenshot: Option<PathBuf>,
+}
+
+/// The sample's last image, resolved inside the dataset root.
+fn screenshot_of(ds: &Dataset, sample: &Sample) -> Result<Option<PathBuf>> {
+    sample
+        .images
+        .last()
+        .map(|rel| ds.resolve(rel))
+        .transpose()
+        .with_context(|| format!("sample `{}`: its screenshot", sample.id))
 }
 
 /// The indices the prompt's last user message shows of `elements`.
@@ -137,8 +151,8 @@ fn mined(ds: &Dataset) -> Result<(Vec<RlPrompt>, Skipped)> {
             continue;
         };
         let sample_id = format!("{tid}#{step}");
-        let messages = match samples.get(&sample_id) {
-            Some(s) => prompt_messages(s),
+        let (messages, screenshot) = match samples.get(&sample_id) {
+            Some(s) => (prompt_messages(s), screenshot_of(ds, s)?),
             None => {
                 let Some(instr) = instructions.get(&t.task_id) else {
                     skipped.0.push((
@@ -155,7 +169,7 @@ fn mined(ds: &Dataset) -> Result<(Vec<RlPrompt>, Skipped)> {
                     &CharApprox,
                 );
                 match flat.iter().find(|s| s.id == sample_id) {
-                    Some(s) => prompt_messages(s),
+                    Some(s) => (prompt_messages(s), screenshot_of(ds, s)?),
                     None => {
                         skipped
                             .0
@@ -173,6 +187,7 @@ fn mined(ds: &Dataset) -> Result<(Vec<RlPrompt>, Skipped)> {
             messages,
             targets: vec![p.target_action.clone()],
             elements,
+            screenshot,
         });
     }
     Ok((out, skipped))
@@ -229,6 +244,7 @@ fn full_corpus(ds: &Dataset) -> Result<(Vec<RlPrompt>, Skipped)> {
             messages,
             targets,
             elements,
+            screenshot: screenshot_of(ds, s)?,
         });
     }
     Ok((out, skipped))

@@ -2,9 +2,11 @@
 //! encoded once and its cache repeated for the batch of `n` continuations, which
 //! then decode together, one token per forward pass.
 
-use crate::model::Qwen3;
 use crate::model::prefix::PrefixCache;
 use crate::model::sample::{Constraint, SampleConfig};
+use crate::model::vl::prompt::Screenshot;
+use crate::model::vl::{Qwen3Vl, VlCache};
+use crate::model::{KvCache, Qwen3};
 use anyhow::Result;
 use candle_core::{D, DType, Tensor};
 use rand::{Rng, SeedableRng};
@@ -134,7 +136,6 @@ pub fn sample_groups(
     );
     let dev = model.device();
     let g = prompts.len();
-    let rows = g * n;
     let padded = prompts.iter().any(|p| p.len() < lmax);
     // The shared prefix's positions come from its cache (unpadded prompts only).
     let prefix = with
@@ -152,27 +153,174 @@ pub fn sample_groups(
         m.extend(std::iter::repeat_n(0.0f32, p.len()));
         key_mask.push(m);
     }
-    let mask_tensor = |m: &[&Vec<f32>], width: usize| -> Result<Tensor> {
-        let flat: Vec<f32> = m.iter().flat_map(|r| r.iter().copied()).collect();
-        Ok(Tensor::from_vec(flat, (m.len(), width), dev)?)
-    };
     let mut cache = match prefix {
         Some(p) => p.copies(g)?,
         // Room for every token a row may decode: the buffers never grow.
-        None => crate::model::KvCache::for_decoding_with_headroom(cfg.max_new_tokens + 1),
+        None => KvCache::for_decoding_with_headroom(cfg.max_new_tokens + 1),
     };
     let input = Tensor::from_vec(ids, (g, rest), dev)?;
     let km = if padded {
-        Some(mask_tensor(&key_mask.iter().collect::<Vec<_>>(), lmax)?)
+        let flat: Vec<f32> = key_mask.iter().flatten().copied().collect();
+        Some(Tensor::from_vec(flat, (g, lmax), dev)?)
     } else {
         None
     };
     let hidden = model.forward_hidden_masked(&input, start, Some(&mut cache), km.as_ref())?;
     let first = model.logits(&hidden.narrow(1, rest - 1, 1)?)?.squeeze(1)?; // (g, vocab)
+    let d = Decode {
+        n,
+        stop,
+        cfg,
+        seeds,
+        rules,
+    };
+    let mut step = |input: &Tensor, pos: usize, cache: &mut KvCache, km: Option<&Tensor>| {
+        Ok(model.forward_hidden_masked(input, pos, Some(cache), km)?)
+    };
+    let key_mask = padded.then_some(key_mask);
+    decode_rows(model, &first, cache, key_mask, lmax, &d, &mut step)
+}
+
+/// [`sample_groups`] for a Qwen3-VL policy: a prompt with a screenshot (its image
+/// placeholders expanded) is encoded by the whole model, the tower run once, and its
+/// `n` rows decode after it on the decoder at the prompt's rotary offset; prompts
+/// without one decode together as [`sample_groups`] does. Row seeds are as there, so
+/// a group draws the same whichever prompts share its batch.
+#[allow(clippy::too_many_arguments)]
+pub fn sample_groups_seeing(
+    vl: &Qwen3Vl,
+    prompts: &[&[u32]],
+    images: &[Option<&Screenshot>],
+    n: usize,
+    stop: &[u32],
+    cfg: &RolloutConfig,
+    seeds: &[u64],
+    with: GroupDecoding<'_>,
+) -> Result<Vec<Vec<Rollout>>> {
+    anyhow::ensure!(
+        images.len() == prompts.len() && seeds.len() == prompts.len(),
+        "one image slot and one seed per prompt"
+    );
+    anyhow::ensure!(
+        with.rules.is_none_or(|r| r.len() == prompts.len()),
+        "one constraint per prompt"
+    );
+    let decoder = vl.text().decoder();
+    let mut out: Vec<Vec<Rollout>> = vec![Vec::new(); prompts.len()];
+    let text: Vec<usize> = (0..prompts.len())
+        .filter(|&i| images[i].is_none())
+        .collect();
+    if !text.is_empty() {
+        let rules: Option<Vec<Constraint<'_>>> = with
+            .rules
+            .map(|r| text.iter().map(|&i| r[i].clone()).collect());
+        let sampled = sample_groups(
+            decoder,
+            &text.iter().map(|&i| prompts[i]).collect::<Vec<_>>(),
+            n,
+            stop,
+            cfg,
+            &text.iter().map(|&i| seeds[i]).collect::<Vec<_>>(),
+            GroupDecoding {
+                rules: rules.as_deref(),
+                prefix: with.prefix,
+            },
+        )?;
+        for (&i, group) in text.iter().zip(sampled) {
+            out[i] = group;
+        }
+    }
+    let max_pos = decoder.config.max_position_embeddings;
+    for (i, shot) in images.iter().enumerate() {
+        let Some(shot) = shot else { continue };
+        let prompt = prompts[i];
+        anyhow::ensure!(
+            !prompt.is_empty() && prompt.len() < max_pos,
+            "prompt of {} tokens does not fit the model's {max_pos} positions",
+            prompt.len()
+        );
+        let mut cache = VlCache::for_decoding_with_headroom(cfg.max_new_tokens + 1);
+        let hidden = vl.forward_hidden(prompt, Some(shot.images()), Some(&mut cache))?;
+        let first = decoder
+            .logits(&hidden.narrow(1, prompt.len() - 1, 1)?)?
+            .squeeze(1)?;
+        let d = Decode {
+            n,
+            stop,
+            cfg,
+            seeds: &seeds[i..=i],
+            rules: with.rules.map(|r| &r[i..=i]),
+        };
+        let mut step = |input: &Tensor, _: usize, cache: &mut VlCache, _: Option<&Tensor>| {
+            Ok(vl.continue_hidden(input, cache)?)
+        };
+        let mut group = decode_rows(decoder, &first, cache, None, prompt.len(), &d, &mut step)?;
+        out[i] = group.pop().unwrap_or_default();
+    }
+    Ok(out)
+}
+
+/// A decoding cache whose batch rows can be picked.
+pub trait RowCache: Sized {
+    /// The cache of rows `idx` (repeats allowed).
+    fn select_rows(&self, idx: &Tensor) -> Result<Self>;
+}
+
+impl RowCache for KvCache {
+    fn select_rows(&self, idx: &Tensor) -> Result<Self> {
+        Ok(self.select_batch(idx)?)
+    }
+}
+
+impl RowCache for VlCache {
+    fn select_rows(&self, idx: &Tensor) -> Result<Self> {
+        Ok(self.select_batch(idx)?)
+    }
+}
+
+/// What the rows of a batch of groups decode under.
+struct Decode<'a, 'r> {
+    n: usize,
+    stop: &'a [u32],
+    cfg: &'a RolloutConfig,
+    /// One per group.
+    seeds: &'a [u64],
+    /// One per group.
+    rules: Option<&'a [Constraint<'r>]>,
+}
+
+/// One forward step of the decoding rows: token ids `(rows, 1)` at position `pos`
+/// after `cache`, with the rows' key mask when the prompts were padded; returns the
+/// final hidden states `(rows, 1, hidden)`.
+type Step<'s, C> = dyn FnMut(&Tensor, usize, &mut C, Option<&Tensor>) -> Result<Tensor> + 's;
+
+/// Decodes `d.n` rows per group from each group's logits after its prompt `first`
+/// `(groups, vocab)` and its cache (one row per group, `pos` positions, the per-group
+/// key mask when padded), one token per `step`.
+fn decode_rows<C: RowCache>(
+    decoder: &Qwen3,
+    first: &Tensor,
+    cache: C,
+    key_mask: Option<Vec<Vec<f32>>>,
+    pos: usize,
+    d: &Decode<'_, '_>,
+    step: &mut Step<'_, C>,
+) -> Result<Vec<Vec<Rollout>>> {
+    let (n, stop, cfg) = (d.n, d.stop, d.cfg);
+    let g = d.seeds.len();
+    let rows = g * n;
+    let dev = decoder.device();
+    let max_pos = decoder.config.max_position_embeddings;
+    let padded = key_mask.is_some();
+    let key_mask = key_mask.unwrap_or_else(|| vec![Vec::new(); g]);
+    let mask_tensor = |m: &[Vec<f32>], width: usize| -> Result<Tensor> {
+        let flat: Vec<f32> = m.iter().flat_map(|r| r.iter().copied()).collect();
+        Ok(Tensor::from_vec(flat, (m.len(), width), dev)?)
+    };
     let row_group: Vec<u32> = (0..rows).map(|r| (r / n) as u32).collect();
     let idx = Tensor::from_vec(row_group.clone(), rows, dev)?;
     let mut last = first.index_select(&idx, 0)?;
-    let mut cache = cache.select_batch(&idx)?;
+    let mut cache = cache.select_rows(&idx)?;
     let mut row_mask: Vec<Vec<f32>> = row_group
         .iter()
         .map(|&gi| key_mask[gi as usize].clone())
@@ -180,13 +328,13 @@ pub fn sample_groups(
     let mut rngs: Vec<ChaCha8Rng> = (0..rows)
         .map(|r| {
             let i = (r % n) as u64;
-            ChaCha8Rng::seed_from_u64(seeds[r / n] ^ i.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+            ChaCha8Rng::seed_from_u64(d.seeds[r / n] ^ i.wrapping_mul(0x9E37_79B9_7F4A_7C15))
         })
         .collect();
     let mut out: Vec<Rollout> = (0..rows).map(|_| Rollout::default()).collect();
     let mut row_rules: Vec<Option<Constraint<'_>>> = row_group
         .iter()
-        .map(|&gi| rules.map(|r| r[gi as usize].clone()))
+        .map(|&gi| d.rules.map(|r| r[gi as usize].clone()))
         .collect();
     // Rows that ended without a stop token (nothing allowed).
     let mut ended = vec![false; rows];
@@ -196,7 +344,7 @@ pub fn sample_groups(
         top_p: cfg.top_p,
         ..SampleConfig::default()
     };
-    let mut pos = lmax;
+    let mut pos = pos;
     let filler = stop.first().copied().unwrap_or(0);
     // The row of `out` each batch row decodes; finished rows leave the batch once a
     // quarter of it has finished (their cache rows would cost as much as live ones).
@@ -240,7 +388,7 @@ pub fn sample_groups(
         }
         if live.len() * 4 <= active.len() * 3 {
             let idx: Vec<u32> = live.iter().map(|&b| b as u32).collect();
-            cache = cache.select_batch(&Tensor::from_vec(idx, live.len(), dev)?)?;
+            cache = cache.select_rows(&Tensor::from_vec(idx, live.len(), dev)?)?;
             next = live.iter().map(|&b| next[b]).collect();
             row_mask = live
                 .iter()
@@ -253,13 +401,13 @@ pub fn sample_groups(
             for m in row_mask.iter_mut() {
                 m.push(0.0);
             }
-            Some(mask_tensor(&row_mask.iter().collect::<Vec<_>>(), pos + 1)?)
+            Some(mask_tensor(&row_mask, pos + 1)?)
         } else {
             None
         };
-        let h = model.forward_hidden_masked(&input, pos, Some(&mut cache), km.as_ref())?;
+        let h = step(&input, pos, &mut cache, km.as_ref())?;
         pos += 1;
-        last = model.logits(&h)?.squeeze(1)?;
+        last = decoder.logits(&h)?.squeeze(1)?;
     }
     let mut groups = Vec::with_capacity(g);
     let mut it = out.into_iter();

@@ -12,9 +12,23 @@ use crate::action::Action;
 use crate::action::render::splice_actions;
 use crate::model::Qwen3;
 use crate::model::prefix::shared_prefix_len;
+use crate::model::vl::prompt::Screenshot;
+use crate::model::vl::{Qwen3Vl, VlCache};
 use anyhow::Result;
 use candle_core::{D, DType, Tensor};
+use std::sync::Arc;
 use tokenizers::Tokenizer;
+
+/// The screenshot a sequence's context shows (a Qwen3-VL policy's prompt): two are
+/// equal when they are the same loaded screenshot.
+#[derive(Debug, Clone)]
+pub struct SeenImage(pub Arc<Screenshot>);
+
+impl PartialEq for SeenImage {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
 
 /// A sequence to score: `ids[..resp_start]` is context, `ids[resp_start..]` the
 /// response whose tokens get log-probabilities; `mask[k]` (1/0) says whether response
@@ -24,6 +38,8 @@ pub struct TrainSeq {
     pub ids: Vec<u32>,
     pub resp_start: usize,
     pub mask: Vec<f32>,
+    /// The screenshot whose image placeholders the context holds, if any.
+    pub image: Option<SeenImage>,
 }
 
 impl TrainSeq {
@@ -35,7 +51,14 @@ impl TrainSeq {
             ids,
             resp_start: prompt.len(),
             mask: vec![1.0; response.len()],
+            image: None,
         }
+    }
+
+    /// The sequence with its context showing `image`.
+    pub fn seeing(mut self, image: Option<SeenImage>) -> Self {
+        self.image = image;
+        self
     }
 
     /// Response length in tokens.
@@ -83,6 +106,7 @@ pub fn span_seq(
         ids,
         resp_start: prompt.len(),
         mask,
+        image: None,
     })
 }
 
@@ -96,8 +120,32 @@ pub struct TokenLogps {
     pub entropy: Option<Tensor>,
 }
 
-/// Log-probabilities of the response tokens of `seqs` under `model` with logits
-/// divided by `temperature`.
+/// What scores sequences: a decoder, and the Qwen3-VL model around it when the
+/// policy sees (it encodes the contexts that show a screenshot).
+#[derive(Clone, Copy)]
+pub struct Scorer<'a> {
+    decoder: &'a Qwen3,
+    vl: Option<&'a Qwen3Vl>,
+}
+
+impl<'a> From<&'a Qwen3> for Scorer<'a> {
+    fn from(decoder: &'a Qwen3) -> Self {
+        Scorer { decoder, vl: None }
+    }
+}
+
+impl<'a> From<&'a Qwen3Vl> for Scorer<'a> {
+    fn from(vl: &'a Qwen3Vl) -> Self {
+        Scorer {
+            decoder: vl.text().decoder(),
+            vl: Some(vl),
+        }
+    }
+}
+
+/// Log-probabilities of the response tokens of `seqs` under `model` (a decoder, or a
+/// Qwen3-VL model for sequences that show a screenshot) with logits divided by
+/// `temperature`.
 ///
 /// Consecutive sequences with the same context (the rollouts of one group) share
 /// one forward pass of that context: it is encoded once with batch 1, its KV cache
@@ -106,8 +154,8 @@ pub struct TokenLogps {
 /// Gradients flow through shared positions as through separate copies (the cache
 /// tensors are part of the graph). Only the response positions go through the LM
 /// head.
-pub fn token_logps(
-    model: &Qwen3,
+pub fn token_logps<'a>(
+    model: impl Into<Scorer<'a>>,
     seqs: &[&TrainSeq],
     temperature: f64,
     with_entropy: bool,
@@ -117,6 +165,8 @@ pub fn token_logps(
         seqs.iter().all(|s| s.resp_start >= 1 && s.resp_len() > 0),
         "every scored sequence needs context and a response"
     );
+    let scorer: Scorer<'a> = model.into();
+    let model = scorer.decoder;
     let dev = model.device();
     let width = seqs.iter().map(|s| s.resp_len()).max().unwrap_or(0);
     let mut runs = Vec::new();
@@ -124,14 +174,18 @@ pub fn token_logps(
     while i < seqs.len() {
         let ctx = &seqs[i].ids[..seqs[i].resp_start];
         let mut j = i + 1;
-        while j < seqs.len() && seqs[j].ids[..seqs[j].resp_start] == *ctx {
+        while j < seqs.len()
+            && seqs[j].ids[..seqs[j].resp_start] == *ctx
+            && seqs[j].image == seqs[i].image
+        {
             j += 1;
         }
         runs.push((ctx, i..j));
         i = j;
     }
-    // With several contexts, their common prefix (each keeps a token of its own).
+    // With several text contexts, their common prefix (each keeps a token of its own).
     let shared = match runs.len() {
+        _ if seqs.iter().any(|s| s.image.is_some()) => None,
         1 => None,
         _ => {
             let ctxs: Vec<&[u32]> = runs.iter().map(|(c, _)| *c).collect();
@@ -148,13 +202,16 @@ pub fn token_logps(
     };
     let mut parts = Vec::with_capacity(runs.len());
     for (ctx, range) in runs {
-        parts.push(group_hidden(
-            model,
-            ctx,
-            shared.as_ref(),
-            &seqs[range],
-            width,
-        )?);
+        let group = &seqs[range];
+        parts.push(match &group[0].image {
+            None => group_hidden(model, ctx, shared.as_ref(), group, width)?,
+            Some(image) => {
+                let vl = scorer.vl.ok_or_else(|| {
+                    anyhow::anyhow!("a sequence shows a screenshot, but the model does not see")
+                })?;
+                group_hidden_seeing(vl, ctx, image, group, width)?
+            }
+        });
     }
     let hidden = Tensor::cat(&parts, 0)?; // (batch, width, hidden)
     let (b, h) = (seqs.len(), hidden.dim(2)?);
@@ -219,17 +276,49 @@ fn group_hidden(
     if width == 1 {
         return Ok(last);
     }
-    let mut inp = Vec::with_capacity(m * (width - 1));
+    let inp = Tensor::from_vec(response_inputs(group, width), (m, width - 1), dev)?;
+    let mut cache = cache.repeat_batch(m)?;
+    let hr = model.forward_hidden(&inp, ctx.len(), Some(&mut cache))?;
+    Ok(Tensor::cat(&[&last, &hr], 1)?)
+}
+
+/// [`group_hidden`] for contexts that show `image`: the Qwen3-VL model encodes the
+/// context with it (differentiably), and the responses continue after it.
+fn group_hidden_seeing(
+    vl: &Qwen3Vl,
+    ctx: &[u32],
+    image: &SeenImage,
+    group: &[&TrainSeq],
+    width: usize,
+) -> Result<Tensor> {
+    let m = group.len();
+    let mut cache = VlCache::new();
+    let hp = vl.forward_hidden(ctx, Some(image.0.images()), Some(&mut cache))?;
+    let h = hp.dim(2)?;
+    let last = hp
+        .narrow(1, ctx.len() - 1, 1)?
+        .broadcast_as((m, 1, h))?
+        .contiguous()?;
+    if width == 1 {
+        return Ok(last);
+    }
+    let inp = response_inputs(group, width);
+    let inp = Tensor::from_vec(inp, (m, width - 1), hp.device())?;
+    let mut cache = cache.repeat_batch(m)?;
+    let hr = vl.continue_hidden(&inp, &mut cache)?;
+    Ok(Tensor::cat(&[&last, &hr], 1)?)
+}
+
+/// Each sequence's response tokens but the last, padded with 0 to `width - 1`.
+fn response_inputs(group: &[&TrainSeq], width: usize) -> Vec<u32> {
+    let mut inp = Vec::with_capacity(group.len() * (width - 1));
     for s in group {
         let resp = &s.ids[s.resp_start..];
         for k in 0..width - 1 {
             inp.push(resp.get(k).copied().unwrap_or(0));
         }
     }
-    let inp = Tensor::from_vec(inp, (m, width - 1), dev)?;
-    let mut cache = cache.repeat_batch(m)?;
-    let hr = model.forward_hidden(&inp, ctx.len(), Some(&mut cache))?;
-    Ok(Tensor::cat(&[&last, &hr], 1)?)
+    inp
 }
 
 /// Row `i` of a `(batch, tokens)` tensor as numbers (its first `n` entries).

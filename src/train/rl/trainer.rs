@@ -36,7 +36,8 @@ use super::policy::{Policy, encode_prompt, load_policy, resolve_init};
 use super::probe::probe_logprobs;
 use super::prompts::{self, RlPrompt};
 use super::report::{past_signals, step_metrics, write_rollouts};
-use super::rollout::{GroupDecoding, Rollout, RolloutConfig, sample_groups};
+use super::rollout::{GroupDecoding, Rollout, RolloutConfig, sample_groups, sample_groups_seeing};
+use super::seqs::SeenImage;
 use super::sharpening::{Monitor, Signals};
 use super::update::update;
 use crate::action::Action;
@@ -44,6 +45,7 @@ use crate::action::parse::parse_response;
 use crate::model::constrain::{QuoteGuard, Schema, token_bytes};
 use crate::model::prefix::{PrefixCache, shared_prefix_len};
 use crate::model::sample::Constraint;
+use crate::model::vl::prompt::Screenshot;
 use crate::model::weights;
 use crate::reward::{Decision, RewardConfig, score_against};
 use crate::train::optim::{AdamW, AdamWConfig};
@@ -98,6 +100,8 @@ pub(crate) struct Group {
     pub stats: GroupStats,
     pub gate: GateDecision,
     pub routed: Routed,
+    /// The prompt's screenshot, loaded, when the policy sees.
+    pub image: Option<SeenImage>,
 }
 
 /// Runs (or, with `resume`, continues from the latest checkpoint) an RL run.
@@ -215,7 +219,7 @@ fn train_inner(
     );
     let policy = load_policy(cfg)?;
     // Room for the response within the model's positions.
-    let max_pos = policy.model.config.max_position_embeddings;
+    let max_pos = policy.model().config.max_position_embeddings;
     let prompt_budget = cfg
         .max_prompt_tokens
         .min(max_pos.saturating_sub(cfg.max_new_tokens + 1))
@@ -225,7 +229,7 @@ fn train_inner(
         .map(|p| encode_prompt(&policy, p, prompt_budget))
         .collect::<Result<_>>()?;
     let trainable: usize = policy
-        .model
+        .model()
         .trainable_vars()
         .iter()
         .map(|(_, v)| v.elem_count())
@@ -236,13 +240,20 @@ fn train_inner(
         skipped.0.len(),
         policy.init_checkpoint.display(),
         cfg.mode,
-        policy.model.config.num_params(),
+        policy.model().config.num_params(),
         trainable,
         cfg.lora.r,
         cfg.lora.target_modules
     ))?;
+    if policy.vl().is_some() {
+        let seen = prompts.iter().filter(|p| p.screenshot.is_some()).count();
+        run.log(&format!(
+            "a Qwen3-VL policy: {seen} of {} prompts show it their screenshot (tower frozen)",
+            prompts.len()
+        ))?;
+    }
     let mut opt = AdamW::new(
-        policy.model.trainable_vars(),
+        policy.model().trainable_vars(),
         AdamWConfig {
             lr: cfg.lr,
             beta1: 0.9,
@@ -255,9 +266,9 @@ fn train_inner(
     let (mut start, mut cursor) = (0u64, 0u64);
     if resume && let Some((step, dir)) = run.latest_checkpoint() {
         let st: TrainerState = read_trainer_state(&dir)?;
-        let device = policy.model.device().clone();
+        let device = policy.model().device().clone();
         let params = weights::load_file(&dir.join("trainable.safetensors"), &device)?;
-        load_adapters(&policy.model, &params)?;
+        load_adapters(policy.model(), &params)?;
         let ost = weights::load_file(&dir.join("optimizer.safetensors"), &device)?;
         opt.load_state(&ost, st.optimizer_t)?;
         start = step;
@@ -430,6 +441,8 @@ fn sample_and_gate(ctx: &Ctx, cursor: &mut u64) -> Result<(Vec<Group>, usize, us
     let mut groups = Vec::new();
     let (mut accepted, mut surplus, mut batches) = (0usize, 0usize, 0usize);
     let mut perms = HashMap::new();
+    // Screenshots loaded this step, by prompt (a prompt drawn twice shares one).
+    let mut shots = HashMap::new();
     // The shared prefix under this step's weights, with room for any prompt's rest
     // and its response; encoded on the first chunk that can use it (prompts of one
     // length: `sample_groups` does not pad after a prefix).
@@ -447,7 +460,11 @@ fn sample_and_gate(ctx: &Ctx, cursor: &mut u64) -> Result<(Vec<Group>, usize, us
             .collect();
         let per_chunk = (cfg.decode_rows / cfg.n).max(1);
         let mut sampled: Vec<Vec<Rollout>> = Vec::with_capacity(draws.len());
-        for chunk in draws.chunks(per_chunk) {
+        let images: Vec<Option<SeenImage>> = draws
+            .iter()
+            .map(|(pi, _)| screenshot(ctx, *pi, &mut shots))
+            .collect::<Result<_>>()?;
+        for (c, chunk) in draws.chunks(per_chunk).enumerate() {
             let prompts: Vec<&[u32]> = chunk
                 .iter()
                 .map(|(pi, _)| ctx.prompt_ids[*pi].as_slice())
@@ -462,23 +479,42 @@ fn sample_and_gate(ctx: &Ctx, cursor: &mut u64) -> Result<(Vec<Group>, usize, us
                 let longest = ctx.prompt_ids.iter().map(Vec::len).max().unwrap_or(0);
                 let headroom = longest - ctx.shared_prefix + cfg.max_new_tokens + 1;
                 let ids = &ctx.prompt_ids[0][..ctx.shared_prefix];
-                prefix = Some(PrefixCache::encode(&ctx.policy.model, ids, headroom)?);
+                prefix = Some(PrefixCache::encode(ctx.policy.model(), ids, headroom)?);
             }
             let with = GroupDecoding {
                 rules: rules.as_deref(),
                 prefix: prefix.as_ref().filter(|_| unpadded),
             };
-            sampled.extend(sample_groups(
-                &ctx.policy.model,
-                &prompts,
-                cfg.n,
-                &ctx.policy.stop,
-                &rc,
-                &seeds,
-                with,
-            )?);
+            sampled.extend(match ctx.policy.vl() {
+                None => sample_groups(
+                    ctx.policy.model(),
+                    &prompts,
+                    cfg.n,
+                    &ctx.policy.stop,
+                    &rc,
+                    &seeds,
+                    with,
+                )?,
+                Some(vl) => {
+                    let shown: Vec<Option<&Screenshot>> = images
+                        [c * per_chunk..c * per_chunk + chunk.len()]
+                        .iter()
+                        .map(|i| i.as_ref().map(|i| &*i.0))
+                        .collect();
+                    sample_groups_seeing(
+                        vl,
+                        &prompts,
+                        &shown,
+                        cfg.n,
+                        &ctx.policy.stop,
+                        &rc,
+                        &seeds,
+                        with,
+                    )?
+                }
+            });
         }
-        for ((pi, _), rollouts) in draws.into_iter().zip(sampled) {
+        for (((pi, _), rollouts), image) in draws.into_iter().zip(sampled).zip(images) {
             let p = &ctx.prompts[pi];
             let mut texts = Vec::with_capacity(cfg.n);
             let mut decisions = Vec::with_capacity(cfg.n);
@@ -523,11 +559,32 @@ fn sample_and_gate(ctx: &Ctx, cursor: &mut u64) -> Result<(Vec<Group>, usize, us
                 stats,
                 gate: gate_decision,
                 routed,
+                image,
             });
         }
         batches += 1;
     }
     Ok((groups, batches, surplus))
+}
+
+/// The loaded screenshot of prompt `pi` when the policy sees and the prompt has one
+/// (loaded once per step).
+fn screenshot(
+    ctx: &Ctx,
+    pi: usize,
+    shots: &mut HashMap<usize, SeenImage>,
+) -> Result<Option<SeenImage>> {
+    let (Some(cfg), Some(path)) = (&ctx.policy.image, &ctx.prompts[pi].screenshot) else {
+        return Ok(None);
+    };
+    if let Some(s) = shots.get(&pi) {
+        return Ok(Some(s.clone()));
+    }
+    let shot = Screenshot::load(path, cfg, ctx.policy.model().device())
+        .with_context(|| format!("prompt `{}`", ctx.prompts[pi].id))?;
+    let s = SeenImage(Arc::new(shot));
+    shots.insert(pi, s.clone());
+    Ok(Some(s))
 }
 
 /// Routes the retained rejected groups to salvage (salvage-ds only): the first `h`

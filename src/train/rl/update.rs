@@ -45,13 +45,13 @@ struct RlItem {
 /// Reference log-probs (detached) of every sequence, in micro-batches: the model with
 /// the RL adapter switched off is the frozen SFT policy.
 fn reference_logps(ctx: &Ctx, set: &[TrainSeq]) -> Result<Vec<Vec<f32>>> {
-    let model = &ctx.policy.model;
+    let model = ctx.policy.model();
     model.set_adapters_enabled(false);
     let result = (|| {
         let mut out = Vec::with_capacity(set.len());
         for chunk in set.chunks(ctx.cfg.micro_batch) {
             let refs: Vec<&TrainSeq> = chunk.iter().collect();
-            let lp = token_logps(model, &refs, ctx.cfg.temperature, false)?;
+            let lp = token_logps(ctx.policy.scorer(), &refs, ctx.cfg.temperature, false)?;
             let logp = lp.logp.detach();
             for (i, s) in chunk.iter().enumerate() {
                 out.push(row(&logp, i, s.resp_len())?);
@@ -85,7 +85,7 @@ pub(crate) fn update(
     let tok = &ctx.policy.tokenizer;
     // A spliced sequence can outgrow the model's positions (a long ground-truth
     // action after a rollout that used them all); such a sequence is left out.
-    let max_len = ctx.policy.model.config.max_position_embeddings;
+    let max_len = ctx.policy.model().config.max_position_embeddings;
     // RL groups: each rollout with its group-relative advantage and its old
     // log-probs, the sampling policy's, recorded as it was sampled (the same model and
     // temperature; `rollout::sample_groups` tests them equal to a full forward's).
@@ -98,7 +98,10 @@ pub(crate) fn update(
                 .iter()
                 .zip(adv)
                 .filter(|(r, _)| !r.ids.is_empty())
-                .map(|(r, a)| (TrainSeq::rl(prompt, &r.ids), a as f32, r.logps.clone()))
+                .map(|(r, a)| {
+                    let seq = TrainSeq::rl(prompt, &r.ids).seeing(g.image.clone());
+                    (seq, a as f32, r.logps.clone())
+                })
                 .collect(),
         );
     }
@@ -111,7 +114,7 @@ pub(crate) fn update(
         for t in &g.texts {
             let (s, _) = seqs::salvage(tok, prompt, t, targets)?;
             if s.masked() > 0 && s.ids.len() <= max_len {
-                v.push(s);
+                v.push(s.seeing(g.image.clone()));
             }
         }
         sv_groups.push(v);
@@ -148,7 +151,7 @@ pub(crate) fn update(
         })
         .collect();
     let t_update = std::time::Instant::now();
-    let model = &ctx.policy.model;
+    let model = ctx.policy.model();
     for u in 0..updates {
         let rl: Vec<&RlItem> = rl_items
             .iter()
@@ -167,7 +170,7 @@ pub(crate) fn update(
         let (mut pg_sum, mut kl_sum, mut nll_sum) = (0.0, 0.0, 0.0);
         for chunk in rl.chunks(cfg.micro_batch) {
             let seqs_: Vec<&TrainSeq> = chunk.iter().map(|x| &x.seq).collect();
-            let lp = token_logps(model, &seqs_, cfg.temperature, true)?;
+            let lp = token_logps(ctx.policy.scorer(), &seqs_, cfg.temperature, true)?;
             let width = lp.logp.dim(1)?;
             let old = padded(
                 &chunk.iter().map(|x| x.old.as_slice()).collect::<Vec<_>>(),
@@ -208,7 +211,7 @@ pub(crate) fn update(
         }
         if loss_cfg.salvage_coef != 0.0 {
             for chunk in sv.chunks(cfg.micro_batch) {
-                let lp = token_logps(model, chunk, cfg.temperature, false)?;
+                let lp = token_logps(ctx.policy.scorer(), chunk, cfg.temperature, false)?;
                 let w = chunk.len() as f64 / n_sv as f64;
                 let nll = salvage_nll(&lp.logp, &lp.mask)?;
                 nll_sum += scalar(&nll)? * w;

@@ -1,0 +1,197 @@
+//! `train rl` on a Qwen3-VL checkpoint: rollouts and every log-probability see the
+//! prompt's screenshot, the tower stays frozen while the decoder's RL adapter learns,
+//! and the checkpoint is a Qwen3-VL folder the local policy loads.
+
+use super::sft::{coloured_dataset, train};
+use candle_core::{D, DType, Device};
+use rmsweb::model::vl::prompt::Screenshot;
+use rmsweb::model::vl::{Qwen3Vl, is_vl_folder};
+use rmsweb::train::rl::config::{PromptSource, RlConfig};
+use rmsweb::train::rl::groups::Mode;
+use rmsweb::train::rl::policy::{encode_prompt, load_policy};
+use rmsweb::train::rl::rollout::{GroupDecoding, RolloutConfig, sample_groups_seeing};
+use rmsweb::train::rl::seqs::{SeenImage, TrainSeq, row, token_logps};
+use rmsweb::train::rl::{prompts, trainer};
+use rmsweb::train::run::RunDir;
+use rmsweb::trajectory::Dataset;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+fn vl_rl_config(ds: &Path, init: &Path) -> RlConfig {
+    let sets: Vec<String> = [
+        "steps=2",
+        "n=4",
+        "train_batch=2",
+        "mini_batch=2",
+        "micro_batch=8",
+        "gen_batch=2",
+        "max_gen_batches=2",
+        "salvage_unit=1",
+        "salvage_cap=2",
+        "lr=0.01",
+        "lora.r=4",
+        "lora.alpha=8.0",
+        "max_new_tokens=12",
+        "probe_groups=2",
+        "checkpoint_every=0",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    RlConfig::preset("tiny", Mode::SalvageDs, PromptSource::FullCorpus, init, ds)
+        .unwrap()
+        .with_overrides(&sets)
+        .unwrap()
+}
+
+/// Log-probabilities of `ids[start..]` from one full forward pass of the whole model
+/// with the screenshot.
+fn full_pass(vl: &Qwen3Vl, ids: &[u32], start: usize, shot: &Screenshot) -> Vec<f32> {
+    let logits = vl.forward(ids, Some(shot.images()), None).unwrap();
+    let lsm = candle_nn::ops::log_softmax(&logits.squeeze(0).unwrap(), D::Minus1).unwrap();
+    let lsm: Vec<Vec<f32>> = lsm.to_vec2().unwrap();
+    (start..ids.len())
+        .map(|k| lsm[k - 1][ids[k] as usize])
+        .collect()
+}
+
+#[test]
+fn rl_on_a_tiny_vl_checkpoint_sees_the_screenshot_and_checkpoints_a_vl_folder() {
+    let d = tempfile::tempdir().unwrap();
+    let ds = d.path().join("ds");
+    coloured_dataset(&ds, 4);
+    let sft_run = d.path().join("sft");
+    train("tiny-vl", &ds, &sft_run, 12);
+    let init = sft_run.join("checkpoints/step-12");
+    let cfg = vl_rl_config(&ds, &init);
+
+    // Sampling: a group decodes after the prompt with its screenshot; each token's
+    // recorded log-probability is the whole model's on a full pass with the image,
+    // and scoring with the image gives the same numbers.
+    let policy = load_policy(&cfg).unwrap();
+    let vl = policy.vl().expect("a VL checkpoint gives a VL policy");
+    let (ps, _) = prompts::load(&Dataset::open(&ds).unwrap(), PromptSource::FullCorpus).unwrap();
+    assert!(ps.iter().all(|p| p.screenshot.is_some()));
+    let ids: Vec<Vec<u32>> = ps
+        .iter()
+        .map(|p| encode_prompt(&policy, p, 4096).unwrap())
+        .collect();
+    let image_token = vl.token_ids().image_token_id;
+    let shots: Vec<Arc<Screenshot>> = ps
+        .iter()
+        .map(|p| {
+            let image = policy.image.as_ref().unwrap();
+            Arc::new(Screenshot::load(p.screenshot.as_ref().unwrap(), image, &Device::Cpu).unwrap())
+        })
+        .collect();
+    assert_eq!(
+        ids[0].iter().filter(|&&t| t == image_token).count(),
+        shots[0].tokens,
+        "the placeholder is expanded to the image's token count"
+    );
+    let rc = RolloutConfig {
+        temperature: 1.0,
+        top_p: 1.0,
+        max_new_tokens: 6,
+    };
+    let prompts2: Vec<&[u32]> = vec![&ids[0], &ids[2]];
+    let seen = [Some(&*shots[0]), Some(&*shots[2])];
+    let groups = sample_groups_seeing(
+        vl,
+        &prompts2,
+        &seen,
+        3,
+        &policy.stop,
+        &rc,
+        &[5, 6],
+        GroupDecoding::default(),
+    )
+    .unwrap();
+    for (g, group) in groups.iter().enumerate() {
+        let (prompt, shot) = (prompts2[g], seen[g].unwrap());
+        let image = SeenImage(shots[2 * g].clone());
+        assert_eq!(group.len(), 3);
+        for r in group {
+            let mut all = prompt.to_vec();
+            all.extend(&r.ids);
+            let want = full_pass(vl, &all, prompt.len(), shot);
+            for (a, b) in r.logps.iter().zip(&want) {
+                assert!((a - b).abs() < 1e-4, "{:?} vs {want:?}", r.logps);
+            }
+            let seq = TrainSeq::rl(prompt, &r.ids).seeing(Some(image.clone()));
+            let lp = token_logps(policy.scorer(), &[&seq], 1.0, false).unwrap();
+            let got = row(&lp.logp, 0, r.ids.len()).unwrap();
+            for (a, b) in got.iter().zip(&want) {
+                assert!((a - b).abs() < 1e-4, "scored {got:?} vs {want:?}");
+            }
+        }
+    }
+    // The screenshot matters: the same response scored with the other colour's.
+    let r = &groups[0][0];
+    let seq = TrainSeq::rl(prompts2[0], &r.ids);
+    let with = |k: usize| {
+        let seq = seq.clone().seeing(Some(SeenImage(shots[k].clone())));
+        token_logps(policy.scorer(), &[&seq], 1.0, false)
+            .unwrap()
+            .logp
+    };
+    let moved = (with(0) - with(2))
+        .unwrap()
+        .abs()
+        .unwrap()
+        .max_all()
+        .unwrap()
+        .to_scalar::<f32>()
+        .unwrap();
+    assert!(moved > 1e-5, "another screenshot scores the same ({moved})");
+    drop(policy);
+
+    // Training: two steps; the checkpoint is a Qwen3-VL folder whose tower is the
+    // SFT checkpoint's and whose decoder moved.
+    let dir = d.path().join("rl");
+    let out = trainer::train(
+        &cfg,
+        &RunDir::open(&dir).unwrap(),
+        false,
+        Arc::new(AtomicBool::new(false)),
+        &mut |_| {},
+    )
+    .unwrap();
+    assert_eq!(out, rmsweb::train::sft::Outcome::Finished);
+    let log = std::fs::read_to_string(dir.join("stdout.log")).unwrap();
+    assert!(
+        log.contains("4 of 4 prompts show it their screenshot"),
+        "{log}"
+    );
+    let ck = dir.join("checkpoints/step-2");
+    assert!(is_vl_folder(&ck), "the RL checkpoint is a Qwen3-VL folder");
+    assert!(ck.join("preprocessor_config.json").is_file());
+    let before = Qwen3Vl::load_dir(&init, DType::F32, &Device::Cpu)
+        .unwrap()
+        .named_weights()
+        .unwrap();
+    let after = Qwen3Vl::load_dir(&ck, DType::F32, &Device::Cpu)
+        .unwrap()
+        .named_weights()
+        .unwrap();
+    assert_eq!(before.len(), after.len());
+    let diff = |n: &str| -> f32 {
+        (&before[n] - &after[n])
+            .unwrap()
+            .abs()
+            .unwrap()
+            .max_all()
+            .unwrap()
+            .to_scalar()
+            .unwrap()
+    };
+    for n in before.keys().filter(|n| n.starts_with("model.visual.")) {
+        assert_eq!(diff(n), 0.0, "{n}: the tower changed");
+    }
+    let q = "model.language_model.layers.0.self_attn.q_proj.weight";
+    assert!(diff(q) > 0.0, "{q}: RL left the decoder as it was");
+    // The local policy loads it as a model that sees.
+    let loaded = rmsweb::model::LocalModelPolicy::from_checkpoint(&ck, &Device::Cpu).unwrap();
+    assert!(loaded.vl.is_some());
+}
