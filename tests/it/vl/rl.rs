@@ -3,6 +3,7 @@
 //! and the checkpoint is a Qwen3-VL folder the local policy loads.
 
 use super::sft::{coloured_dataset, train};
+use crate::hf::max_abs_diff;
 use candle_core::{D, DType, Device};
 use rmsweb::model::vl::prompt::Screenshot;
 use rmsweb::model::vl::{Qwen3Vl, is_vl_folder};
@@ -43,6 +44,14 @@ fn vl_rl_config(ds: &Path, init: &Path) -> RlConfig {
         .unwrap()
         .with_overrides(&sets)
         .unwrap()
+}
+
+/// Trains `cfg` into `dir` to its end.
+fn run_rl(cfg: &RlConfig, dir: &Path) {
+    let run = RunDir::open(dir).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let out = trainer::train(cfg, &run, false, stop, &mut |_| {}).unwrap();
+    assert_eq!(out, rmsweb::train::sft::Outcome::Finished);
 }
 
 /// Log-probabilities of `ids[start..]` from one full forward pass of the whole model
@@ -136,29 +145,14 @@ fn rl_on_a_tiny_vl_checkpoint_sees_the_screenshot_and_checkpoints_a_vl_folder() 
             .unwrap()
             .logp
     };
-    let moved = (with(0) - with(2))
-        .unwrap()
-        .abs()
-        .unwrap()
-        .max_all()
-        .unwrap()
-        .to_scalar::<f32>()
-        .unwrap();
+    let moved = max_abs_diff(&with(0), &with(2));
     assert!(moved > 1e-5, "another screenshot scores the same ({moved})");
     drop(policy);
 
     // Training: two steps; the checkpoint is a Qwen3-VL folder whose tower is the
     // SFT checkpoint's and whose decoder moved.
     let dir = d.path().join("rl");
-    let out = trainer::train(
-        &cfg,
-        &RunDir::open(&dir).unwrap(),
-        false,
-        Arc::new(AtomicBool::new(false)),
-        &mut |_| {},
-    )
-    .unwrap();
-    assert_eq!(out, rmsweb::train::sft::Outcome::Finished);
+    run_rl(&cfg, &dir);
     let log = std::fs::read_to_string(dir.join("stdout.log")).unwrap();
     assert!(
         log.contains("4 of 4 prompts show it their screenshot"),
@@ -176,16 +170,7 @@ fn rl_on_a_tiny_vl_checkpoint_sees_the_screenshot_and_checkpoints_a_vl_folder() 
         .named_weights()
         .unwrap();
     assert_eq!(before.len(), after.len());
-    let diff = |n: &str| -> f32 {
-        (&before[n] - &after[n])
-            .unwrap()
-            .abs()
-            .unwrap()
-            .max_all()
-            .unwrap()
-            .to_scalar()
-            .unwrap()
-    };
+    let diff = |n: &str| max_abs_diff(&before[n], &after[n]);
     for n in before.keys().filter(|n| n.starts_with("model.visual.")) {
         assert_eq!(diff(n), 0.0, "{n}: the tower changed");
     }
@@ -194,4 +179,101 @@ fn rl_on_a_tiny_vl_checkpoint_sees_the_screenshot_and_checkpoints_a_vl_folder() 
     // The local policy loads it as a model that sees.
     let loaded = rmsweb::model::LocalModelPolicy::from_checkpoint(&ck, &Device::Cpu).unwrap();
     assert!(loaded.vl.is_some());
+}
+
+/// RL from a `qwen3-vl-lora` SFT checkpoint: the checkpoint is one PEFT adapter (SFT +
+/// RL) under Qwen3-VL module names on the original base, with the SFT run's
+/// screenshot setting, and the local policy loading it scores as the trained policy.
+#[test]
+fn rl_from_a_qwen3_vl_lora_sft_run_checkpoints_one_adapter_under_vl_names() {
+    use rmsweb::train::sft::{self, SftConfig};
+    let d = tempfile::tempdir().unwrap();
+    let ds = d.path().join("ds");
+    coloured_dataset(&ds, 4);
+    train("tiny-vl", &ds, &d.path().join("base-run"), 10);
+    let base = d.path().join("base-run/checkpoints/step-10");
+    let sets: Vec<String> = [
+        "lora.r=4",
+        "lora.alpha=8.0",
+        "max_pixels=4096",
+        "micro_batch=4",
+        "context=128",
+        "lr=0.01",
+        "epochs=20",
+        "max_steps=4",
+        "checkpoint_every=0",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let scfg = SftConfig::preset("qwen3-vl-lora", &ds, Some(&base))
+        .unwrap()
+        .with_overrides(&sets)
+        .unwrap();
+    let sft_run = d.path().join("sft");
+    sft::train(
+        &scfg,
+        &RunDir::open(&sft_run).unwrap(),
+        false,
+        Arc::new(AtomicBool::new(false)),
+        &mut |_| {},
+    )
+    .unwrap();
+    let mut cfg = vl_rl_config(&ds, &sft_run);
+    cfg.steps = 1;
+    let dir = d.path().join("rl");
+    run_rl(&cfg, &dir);
+    let ck = dir.join("checkpoints/step-1");
+    assert!(!ck.join("config.json").exists(), "an adapter checkpoint");
+    let ac: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(ck.join("adapter/adapter_config.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(ac["r"], 8, "SFT rank 4 + RL rank 4");
+    assert_eq!(
+        Path::new(ac["base_model_name_or_path"].as_str().unwrap()),
+        std::fs::canonicalize(&base).unwrap()
+    );
+    let names = rmsweb::model::weights::load_file(
+        &ck.join("adapter/adapter_model.safetensors"),
+        &Device::Cpu,
+    )
+    .unwrap();
+    assert!(
+        names
+            .keys()
+            .all(|n| n.starts_with("base_model.model.model.language_model.layers.")),
+        "{:?}",
+        names.keys().take(3).collect::<Vec<_>>()
+    );
+    let image =
+        rmsweb::model::vl::VlImageConfig::from_file(ck.join("preprocessor_config.json")).unwrap();
+    assert_eq!(image.max_pixels, 4096, "the SFT run's screenshot cap");
+
+    // The loaded checkpoint scores a response with the screenshot as the trained
+    // policy does.
+    let loaded = rmsweb::model::LocalModelPolicy::from_checkpoint(&ck, &Device::Cpu).unwrap();
+    let seen = loaded.vl.as_deref().expect("a VL policy");
+    let policy = load_policy(&cfg).unwrap();
+    let trained =
+        rmsweb::model::weights::load_file(&ck.join("trainable.safetensors"), &Device::Cpu).unwrap();
+    rmsweb::train::rl::checkpoint::load_adapters(policy.model(), &trained).unwrap();
+    let (ps, _) = prompts::load(&Dataset::open(&ds).unwrap(), PromptSource::FullCorpus).unwrap();
+    let prompt = encode_prompt(&policy, &ps[1], 4096).unwrap();
+    let shot = Screenshot::load(ps[1].screenshot.as_ref().unwrap(), &image, &Device::Cpu).unwrap();
+    let resp = loaded
+        .tokenizer
+        .encode("click(2)", false)
+        .unwrap()
+        .get_ids()
+        .to_vec();
+    let seq = TrainSeq::rl(&prompt, &resp).seeing(Some(SeenImage(Arc::new(shot))));
+    let score = |s| token_logps(s, &[&seq], 1.0, false).unwrap().logp;
+    let a = score((&seen.model).into());
+    let b = score(policy.scorer());
+    let diff = max_abs_diff(&a, &b);
+    assert!(diff < 1e-3, "max |Δ log p| = {diff}");
+    policy.model().set_adapters_enabled(false);
+    let moved = max_abs_diff(&score(policy.scorer()), &b);
+    assert!(moved > 1e-6, "the RL adapter left the policy as it was");
 }
