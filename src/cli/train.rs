@@ -70,7 +70,8 @@ struct RlArgs {
     /// Prompts: the mined states, or every action sample of the SFT corpus.
     #[arg(long, value_enum, default_value = "mined")]
     prompts: PromptSource,
-    /// The SFT run folder (its latest checkpoint is used) or a checkpoint folder.
+    /// The SFT run folder (its latest checkpoint is used) or a checkpoint folder; a
+    /// Qwen3-VL one (`tiny-vl`, `qwen3-vl-lora`) sees each prompt's screenshot.
     #[arg(long)]
     init: PathBuf,
     /// Dataset folder (default: the SFT run's dataset).
