@@ -531,3 +531,56 @@ fn runs_tab_opens_the_recipe_report_as_a_table() {
         "{m}"
     );
 }
+
+/// The smoke recipe with a `tiny-vl` SFT: the policy sees each step's screenshot in
+/// every stage after SFT (evaluation, its own collection, RL), and the RL checkpoint
+/// is a Qwen3-VL folder.
+#[test]
+fn smoke_recipe_with_a_tiny_vl_policy_trains_rl_that_sees_screenshots() {
+    require_live_env();
+    let d = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(repo().join("recipe-smoke.toml")).unwrap();
+    let vl_text = text
+        .replacen("[sft]\npreset = \"tiny\"", "[sft]\npreset = \"tiny-vl\"", 1)
+        .replacen(
+            "tiny = { vocab_size",
+            "vision = { hidden_size = 32, intermediate_size = 64, num_heads = 2, \
+             num_position_embeddings = 64, mrope_section = [6, 5, 5] }\n\
+             tiny = { vocab_size",
+            1,
+        )
+        .replacen(
+            "[rl]\npreset = \"tiny\"",
+            "[rl]\npreset = \"tiny\"\nvariants = [\"salvage-ds\"]",
+            1,
+        );
+    let markers = ["tiny-vl", "vision = {", "variants = [\"salvage-ds\"]"];
+    assert!(
+        markers.iter().all(|m| vl_text.matches(m).count() == 1),
+        "recipe-smoke.toml's [sft] or [rl] block moved; update this test"
+    );
+    let config = d.path().join("vl.toml");
+    std::fs::write(&config, vl_text).unwrap();
+    let out = d.path().join("recipe");
+    let (ok, stdout, stderr) = recipe(&[
+        "run",
+        "--config",
+        config.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(ok, "recipe run failed:\n{stdout}\n{stderr}");
+    let sft_log = std::fs::read_to_string(out.join("runs/sft-reflection/stdout.log")).unwrap();
+    assert!(!sft_log.contains(" 0 with a screenshot"), "{sft_log}");
+    let rl = out.join("runs/rl-salvage-ds-s1");
+    let rl_log = std::fs::read_to_string(rl.join("stdout.log")).unwrap();
+    assert!(
+        rl_log.contains("a Qwen3-VL policy") && !rl_log.contains(": 0 of"),
+        "{rl_log}"
+    );
+    assert!(rmsweb::model::vl::is_vl_folder(
+        &rl.join("checkpoints/step-2")
+    ));
+    let report = json(&out.join("report.json"));
+    assert!(report["rl"]["salvage-ds"]["pass1"].is_number(), "{report}");
+}
