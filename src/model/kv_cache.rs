@@ -165,6 +165,73 @@ impl KvCache {
         self.map(|t| Tensor::cat(&vec![t; n], 0))
     }
 
+    /// Every layer's cached keys passed through `f` (e.g. rotated further), values
+    /// as they are.
+    pub fn map_keys(&self, f: impl Fn(&Tensor) -> Result<Tensor>) -> Result<KvCache> {
+        let layers = self
+            .layers
+            .iter()
+            .map(|l| {
+                l.as_ref()
+                    .map(|l| -> Result<LayerKv> {
+                        Ok(match l {
+                            LayerKv::Concat(k, v) => LayerKv::Concat(f(k)?, v.clone()),
+                            LayerKv::Buffer { k, v, len } => LayerKv::Buffer {
+                                k: f(&k.narrow(2, 0, *len)?)?,
+                                v: v.narrow(2, 0, *len)?,
+                                len: *len,
+                            },
+                        })
+                    })
+                    .transpose()
+            })
+            .collect::<Result<_>>()?;
+        Ok(KvCache {
+            layers,
+            headroom: self.headroom,
+        })
+    }
+
+    /// Caches of one row each, of any lengths, as one decoding cache of their rows
+    /// in order: each left-padded with zeros to the longest (callers mask the pads
+    /// out of attention), with buffers that hold `headroom` more positions.
+    pub fn stack_left_padded(parts: &[KvCache], headroom: usize) -> Result<KvCache> {
+        let longest = parts.iter().map(KvCache::len).max().unwrap_or(0);
+        let n_layers = parts.first().map_or(0, |p| p.layers.len());
+        if parts
+            .iter()
+            .any(|p| p.layers.len() != n_layers || p.is_empty())
+        {
+            candle_core::bail!("stacked caches must be non-empty and of one model");
+        }
+        let mut layers = Vec::with_capacity(n_layers);
+        for li in 0..n_layers {
+            let mut ks = Vec::with_capacity(parts.len());
+            let mut vs = Vec::with_capacity(parts.len());
+            for p in parts {
+                let (k, v) = match p.layers[li].as_ref() {
+                    Some(LayerKv::Concat(k, v)) => (k.clone(), v.clone()),
+                    Some(LayerKv::Buffer { k, v, len }) => {
+                        (k.narrow(2, 0, *len)?, v.narrow(2, 0, *len)?)
+                    }
+                    None => candle_core::bail!("layer {li} of a stacked cache is empty"),
+                };
+                let pad = longest - k.dim(2)?;
+                ks.push(k.pad_with_zeros(2, pad, headroom)?);
+                vs.push(v.pad_with_zeros(2, pad, headroom)?);
+            }
+            layers.push(Some(LayerKv::Buffer {
+                k: Tensor::cat(&ks, 0)?.contiguous()?,
+                v: Tensor::cat(&vs, 0)?.contiguous()?,
+                len: longest,
+            }));
+        }
+        Ok(KvCache {
+            layers,
+            headroom: Some(headroom),
+        })
+    }
+
     /// Forgets every position from `len` on (nothing when it holds `len` or fewer):
     /// the next input continues at position `len`. A decoding cache keeps its buffers
     /// and overwrites the forgotten positions in place.

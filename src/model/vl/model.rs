@@ -71,6 +71,16 @@ impl VlCache {
         self.kv.len()
     }
 
+    /// The rotary position of the next token (`len + delta`).
+    pub fn next_position(&self) -> i64 {
+        self.kv.len() as i64 + self.delta
+    }
+
+    /// The decoder's keys and values.
+    pub fn kv(&self) -> &KvCache {
+        &self.kv
+    }
+
     /// Whether nothing is cached.
     pub fn is_empty(&self) -> bool {
         self.kv.is_empty()

@@ -14,17 +14,10 @@ pub mod sharpening;
 pub mod trainer;
 pub mod update;
 
-/// A 2-layer random model with sharpened (scaled) weights, so that sampling and
-/// log-probabilities are far from uniform in unit tests.
+/// The unit tests' 2-layer decoder, 32 wide, over `vocab` tokens.
 #[cfg(test)]
-pub(crate) fn test_model(
-    vocab: usize,
-    seed: u64,
-    scale: f64,
-    trainable: bool,
-) -> crate::model::Qwen3 {
-    use crate::model::{Qwen3, Qwen3Config};
-    let cfg = Qwen3Config {
+fn test_decoder_config(vocab: usize, max_positions: usize) -> crate::model::Qwen3Config {
+    crate::model::Qwen3Config {
         vocab_size: vocab,
         hidden_size: 32,
         intermediate_size: 48,
@@ -36,9 +29,22 @@ pub(crate) fn test_model(
         rope_theta: 10_000.0,
         rope_scaling: None,
         tie_word_embeddings: true,
-        max_position_embeddings: 64,
+        max_position_embeddings: max_positions,
         eos_token_id: None,
-    };
+    }
+}
+
+/// A 2-layer random model with sharpened (scaled) weights, so that sampling and
+/// log-probabilities are far from uniform in unit tests.
+#[cfg(test)]
+pub(crate) fn test_model(
+    vocab: usize,
+    seed: u64,
+    scale: f64,
+    trainable: bool,
+) -> crate::model::Qwen3 {
+    use crate::model::Qwen3;
+    let cfg = test_decoder_config(vocab, 64);
     let mut w = Qwen3::random_weights(&cfg, seed).unwrap();
     for v in w.values_mut() {
         if v.rank() == 2 {
@@ -53,4 +59,68 @@ pub(crate) fn test_model(
         trainable,
     )
     .unwrap()
+}
+
+/// A small random Qwen3-VL model (a 1-block tower over 4-px patches, a 2-layer decoder
+/// over 40 tokens: 36 opens an image, 37 closes it, 38 is the image token) whose
+/// decoder weights are sharpened by `scale`, and the image preprocessing it expects.
+#[cfg(test)]
+pub(crate) fn test_vl_model(
+    seed: u64,
+    scale: f64,
+) -> (crate::model::vl::Qwen3Vl, crate::model::vl::VlImageConfig) {
+    use crate::model::vl::{
+        MropeLayout, Qwen3Vl, VisionConfig, VisionModel, VlConfig, VlImageConfig, VlText,
+        VlTextConfig, VlTokenIds,
+    };
+    let vision = VisionConfig {
+        depth: 1,
+        hidden_size: 16,
+        intermediate_size: 32,
+        num_heads: 2,
+        patch_size: 4,
+        out_hidden_size: 32,
+        num_position_embeddings: 16,
+        deepstack_visual_indexes: vec![0],
+        ..VisionConfig::default()
+    };
+    let text = VlTextConfig {
+        decoder: test_decoder_config(40, 128),
+        mrope: MropeLayout::interleaved([2, 1, 1]),
+    };
+    let mut w = VisionModel::random_weights(&vision, seed).unwrap();
+    for (name, t) in VlText::random_weights(&text, seed + 1).unwrap() {
+        let t = if t.rank() == 2 {
+            (t * scale).unwrap()
+        } else {
+            t
+        };
+        w.insert(name, t);
+    }
+    let config = VlConfig {
+        text,
+        vision,
+        ids: VlTokenIds {
+            image_token_id: 38,
+            vision_start_token_id: 36,
+        },
+        vision_end_token_id: Some(37),
+        video_token_id: None,
+    };
+    let (model, _) = Qwen3Vl::from_config_weights(
+        &config,
+        w,
+        candle_core::DType::F32,
+        &candle_core::Device::Cpu,
+        false,
+    )
+    .unwrap();
+    let image = VlImageConfig {
+        patch_size: 4,
+        merge_size: 2,
+        min_pixels: 64,
+        max_pixels: 4096,
+        ..VlImageConfig::qwen3_vl()
+    };
+    (model, image)
 }

@@ -5,7 +5,7 @@
 use crate::model::prefix::PrefixCache;
 use crate::model::sample::{Constraint, SampleConfig};
 use crate::model::vl::prompt::Screenshot;
-use crate::model::vl::{Qwen3Vl, VlCache};
+use crate::model::vl::{MropePositions, Qwen3Vl, VlCache};
 use crate::model::{KvCache, Qwen3};
 use anyhow::Result;
 use candle_core::{D, DType, Tensor};
@@ -77,6 +77,9 @@ pub struct GroupDecoding<'a> {
     /// the rest and shift their relative positions), only what follows it is
     /// encoded. What is drawn is the same either way.
     pub prefix: Option<&'a PrefixCache>,
+    /// Tokens free decoding never draws (a Qwen3-VL model's image tokens: a response
+    /// is text). Grounded rows draw only what their rule allows anyway.
+    pub banned: &'a [u32],
 }
 
 /// Samples `n` responses to `prompt` (token ids), each stopping after any id in
@@ -173,6 +176,7 @@ pub fn sample_groups(
         cfg,
         seeds,
         rules,
+        banned: with.banned,
     };
     let mut step = |input: &Tensor, pos: usize, cache: &mut KvCache, km: Option<&Tensor>| {
         Ok(model.forward_hidden_masked(input, pos, Some(cache), km)?)
@@ -182,10 +186,12 @@ pub fn sample_groups(
 }
 
 /// [`sample_groups`] for a Qwen3-VL policy: a prompt with a screenshot (its image
-/// placeholders expanded) is encoded by the whole model, the tower run once, and its
-/// `n` rows decode after it on the decoder at the prompt's rotary offset; prompts
-/// without one decode together as [`sample_groups`] does. Row seeds are as there, so
-/// a group draws the same whichever prompts share its batch.
+/// placeholders expanded) is encoded alone by the whole model, the tower run once,
+/// then the `n` rows of every such prompt decode together on the decoder, each at
+/// its prompt's rotary offset, never drawing an image token (a response is text);
+/// prompts without one decode as [`sample_groups`] does.
+/// Row seeds are as there, so a group draws the same whichever prompts share its
+/// batch.
 #[allow(clippy::too_many_arguments)]
 pub fn sample_groups_seeing(
     vl: &Qwen3Vl,
@@ -206,6 +212,8 @@ pub fn sample_groups_seeing(
         "one constraint per prompt"
     );
     let decoder = vl.text().decoder();
+    let ids = vl.token_ids();
+    let banned = &[ids.image_token_id, ids.vision_start_token_id];
     let mut out: Vec<Vec<Rollout>> = vec![Vec::new(); prompts.len()];
     let text: Vec<usize> = (0..prompts.len())
         .filter(|&i| images[i].is_none())
@@ -224,38 +232,96 @@ pub fn sample_groups_seeing(
             GroupDecoding {
                 rules: rules.as_deref(),
                 prefix: with.prefix,
+                banned,
             },
         )?;
         for (&i, group) in text.iter().zip(sampled) {
             out[i] = group;
         }
     }
+    let seen: Vec<usize> = (0..prompts.len())
+        .filter(|&i| images[i].is_some())
+        .collect();
+    if seen.is_empty() {
+        return Ok(out);
+    }
     let max_pos = decoder.config.max_position_embeddings;
-    for (i, shot) in images.iter().enumerate() {
-        let Some(shot) = shot else { continue };
-        let prompt = prompts[i];
+    // Each prompt with its screenshot alone through the whole model.
+    let (mut parts, mut firsts, mut next) = (Vec::new(), Vec::new(), Vec::new());
+    for &i in &seen {
+        let (prompt, shot) = (prompts[i], images[i].unwrap_or_else(|| unreachable!()));
         anyhow::ensure!(
-            !prompt.is_empty() && prompt.len() < max_pos,
-            "prompt of {} tokens does not fit the model's {max_pos} positions",
-            prompt.len()
+            !prompt.is_empty() && prompt.len() + cfg.max_new_tokens < max_pos,
+            "prompt of {} tokens and {} new ones do not fit the model's {max_pos} positions",
+            prompt.len(),
+            cfg.max_new_tokens
         );
-        let mut cache = VlCache::for_decoding_with_headroom(cfg.max_new_tokens + 1);
+        let mut cache = VlCache::new();
         let hidden = vl.forward_hidden(prompt, Some(shot.images()), Some(&mut cache))?;
-        let first = decoder
-            .logits(&hidden.narrow(1, prompt.len() - 1, 1)?)?
-            .squeeze(1)?;
-        let d = Decode {
-            n,
-            stop,
-            cfg,
-            seeds: &seeds[i..=i],
-            rules: with.rules.map(|r| &r[i..=i]),
-        };
-        let mut step = |input: &Tensor, _: usize, cache: &mut VlCache, _: Option<&Tensor>| {
-            Ok(vl.continue_hidden(input, cache)?)
-        };
-        let mut group = decode_rows(decoder, &first, cache, None, prompt.len(), &d, &mut step)?;
-        out[i] = group.pop().unwrap_or_default();
+        firsts.push(hidden.narrow(1, prompt.len() - 1, 1)?);
+        next.push(cache.next_position());
+        parts.push(cache);
+    }
+    // Then all their rows decode together: rotary embeddings are relative, so each
+    // prompt's cached keys turn by the offset that puts its next token at the
+    // common position `start` (a uniform shift of all three M-RoPE axes is a plain
+    // rotation), and left padding is masked out.
+    let start = next.iter().copied().max().unwrap_or(0).max(0);
+    let longest = parts.iter().map(VlCache::len).max().unwrap_or(0);
+    let mut turned = Vec::with_capacity(parts.len());
+    for (p, &n) in parts.iter().zip(&next) {
+        let shift =
+            u32::try_from(start - n).map_err(|_| anyhow::anyhow!("rotary position overflows"))?;
+        let rope = vl.text().rope(&MropePositions::text(shift, 1)?)?;
+        turned.push(p.kv().map_keys(|k| {
+            // (1, kv, l, d) as l·kv rows at one position: the same turn for each.
+            let (b, h, l, d) = k.dims4()?;
+            crate::model::fused::rope(&k.contiguous()?.reshape((b, h * l, 1, d))?, &rope)?
+                .reshape((b, h, l, d))
+        })?);
+    }
+    let cache = KvCache::stack_left_padded(&turned, cfg.max_new_tokens + 1)?;
+    let key_mask: Vec<Vec<f32>> = parts
+        .iter()
+        .map(|p| {
+            let pads = longest - p.len();
+            let mut m = vec![PAD_MASK; pads];
+            m.resize(longest, 0.0);
+            m
+        })
+        .collect();
+    let first = decoder.logits(&Tensor::cat(&firsts, 0)?)?.squeeze(1)?;
+    let rules: Option<Vec<Constraint<'_>>> = with
+        .rules
+        .map(|r| seen.iter().map(|&i| r[i].clone()).collect());
+    let seeds: Vec<u64> = seen.iter().map(|&i| seeds[i]).collect();
+    let d = Decode {
+        n,
+        stop,
+        cfg,
+        seeds: &seeds,
+        rules: rules.as_deref(),
+        banned,
+    };
+    let text = vl.text();
+    let mut step = |input: &Tensor, pos: usize, cache: &mut KvCache, km: Option<&Tensor>| {
+        let at = u32::try_from(start + (pos - longest) as i64)
+            .map_err(|_| anyhow::anyhow!("rotary position overflows"))?;
+        let rope = text.rope(&MropePositions::text(at, 1)?)?;
+        let embeds = text.embed(input)?;
+        Ok(decoder.forward_embeds(embeds, &rope, Some(cache), km, &mut |_, x| Ok(x))?)
+    };
+    let groups = decode_rows(
+        decoder,
+        &first,
+        cache,
+        Some(key_mask),
+        longest,
+        &d,
+        &mut step,
+    )?;
+    for (&i, group) in seen.iter().zip(groups) {
+        out[i] = group;
     }
     Ok(out)
 }
@@ -287,6 +353,9 @@ struct Decode<'a, 'r> {
     seeds: &'a [u64],
     /// One per group.
     rules: Option<&'a [Constraint<'r>]>,
+    /// Tokens free decoding never draws (a Qwen3-VL model's image tokens: a
+    /// response is text).
+    banned: &'a [u32],
 }
 
 /// One forward step of the decoding rows: token ids `(rows, 1)` at position `pos`
@@ -361,7 +430,12 @@ fn decode_rows<C: RowCache>(
             }
             let t = match row_rules[i].as_mut() {
                 None => {
-                    let probs: Vec<f32> = logp[b].iter().map(|x| x.exp()).collect();
+                    let mut probs: Vec<f32> = logp[b].iter().map(|x| x.exp()).collect();
+                    for &t in d.banned {
+                        if let Some(p) = probs.get_mut(t as usize) {
+                            *p = 0.0;
+                        }
+                    }
                     draw(&probs, cfg.top_p, &mut rngs[i])
                 }
                 Some(c) => match c.pick(&logp[b], &pick_cfg, &mut rngs[i], stop) {
@@ -480,6 +554,7 @@ mod tests {
         let with_prefix = GroupDecoding {
             rules: None,
             prefix: Some(&prefix),
+            banned: &[],
         };
         let ids = |g: &[Vec<Rollout>]| -> Vec<Vec<u32>> {
             g.iter().flatten().map(|r| r.ids.clone()).collect()
@@ -555,6 +630,7 @@ mod tests {
         let with_rules = GroupDecoding {
             rules: Some(&rules),
             prefix: None,
+            banned: &[],
         };
         let grounded = sample_groups(&m, &[p1, p2], 8, &stop, &cfg, &seeds, with_rules).unwrap();
         for ((prompt, group), schema) in [p1, p2].iter().zip(&grounded).zip(&schemas) {
@@ -583,6 +659,85 @@ mod tests {
         assert!(accepted < 16, "free sampling happened to match the rule");
         // A prompt count the rules do not match is refused.
         assert!(sample_groups(&m, &[p1], 2, &stop, &cfg, &[1], with_rules).is_err());
+    }
+
+    /// A Qwen3-VL policy's groups decode together whatever their screenshots (other
+    /// sizes: other token counts and rotary offsets), prompt lengths (left padding)
+    /// or lack of one: every recorded log-probability is the whole model's on one
+    /// full pass of the prompt, its image and the response, and a group draws what
+    /// it draws alone.
+    #[test]
+    fn vl_groups_decoding_together_carry_the_full_passes_log_probs() {
+        let (vl, image_cfg) = crate::train::rl::test_vl_model(3, 6.0);
+        let dev = candle_core::Device::Cpu;
+        let shot = |w: u32, h: u32, c: u8| {
+            let img = image::RgbImage::from_fn(w, h, |x, y| {
+                image::Rgb([c, (x * 13 % 255) as u8, (y * 29 % 255) as u8])
+            });
+            Screenshot::of_image(&image::DynamicImage::ImageRgb8(img), &image_cfg, &dev).unwrap()
+        };
+        let (small, tall) = (shot(16, 16, 40), shot(16, 40, 200));
+        assert!(tall.tokens > small.tokens);
+        let with_image = |before: &[u32], s: &Screenshot, after: &[u32]| {
+            let mut p = before.to_vec();
+            p.push(36);
+            p.extend(std::iter::repeat_n(38, s.tokens));
+            p.push(37);
+            p.extend_from_slice(after);
+            p
+        };
+        let p1 = with_image(&[1, 2, 3], &small, &[5, 6]);
+        let p2 = with_image(&[1, 2], &tall, &[7, 8, 9, 10]);
+        let p3: Vec<u32> = vec![4, 5, 6, 7];
+        let p4 = with_image(&[], &small, &[9]);
+        let prompts: Vec<&[u32]> = vec![&p1, &p2, &p3, &p4];
+        let images = [Some(&small), Some(&tall), None, Some(&small)];
+        let cfg = RolloutConfig {
+            temperature: 1.0,
+            top_p: 1.0,
+            max_new_tokens: 6,
+        };
+        let stop = [39u32];
+        let seeds = [21, 22, 23, 24];
+        let free = GroupDecoding::default();
+        let groups =
+            sample_groups_seeing(&vl, &prompts, &images, 3, &stop, &cfg, &seeds, free).unwrap();
+        let mut spread = 0.0f32;
+        for (g, group) in groups.iter().enumerate() {
+            assert_eq!(group.len(), 3);
+            for r in group {
+                let mut ids = prompts[g].to_vec();
+                ids.extend(&r.ids);
+                let logits = vl
+                    .forward(&ids, images[g].map(Screenshot::images), None)
+                    .unwrap();
+                let lsm: Vec<Vec<f32>> =
+                    candle_nn::ops::log_softmax(&logits.squeeze(0).unwrap(), D::Minus1)
+                        .unwrap()
+                        .to_vec2()
+                        .unwrap();
+                for (k, (&t, &got)) in r.ids.iter().zip(&r.logps).enumerate() {
+                    let want = lsm[prompts[g].len() - 1 + k][t as usize];
+                    assert!((got - want).abs() < 1e-4, "group {g}: {got} vs {want}");
+                    spread = spread.max(-want);
+                }
+            }
+            // Alone, the group draws the same.
+            let alone = sample_groups_seeing(
+                &vl,
+                &prompts[g..=g],
+                &images[g..=g],
+                3,
+                &stop,
+                &cfg,
+                &seeds[g..=g],
+                free,
+            )
+            .unwrap();
+            let ids = |v: &[Rollout]| v.iter().map(|r| r.ids.clone()).collect::<Vec<_>>();
+            assert_eq!(ids(&alone[0]), ids(group), "group {g}");
+        }
+        assert!(spread > 0.5, "the draws are all near-certain ({spread})");
     }
 
     #[test]

@@ -484,6 +484,7 @@ fn sample_and_gate(ctx: &Ctx, cursor: &mut u64) -> Result<(Vec<Group>, usize, us
             let with = GroupDecoding {
                 rules: rules.as_deref(),
                 prefix: prefix.as_ref().filter(|_| unpadded),
+                ..GroupDecoding::default()
             };
             sampled.extend(match ctx.policy.vl() {
                 None => sample_groups(

@@ -54,10 +54,15 @@ fn run_rl(cfg: &RlConfig, dir: &Path) {
     assert_eq!(out, rmsweb::train::sft::Outcome::Finished);
 }
 
-/// Log-probabilities of `ids[start..]` from one full forward pass of the whole model
-/// with the screenshot.
-fn full_pass(vl: &Qwen3Vl, ids: &[u32], start: usize, shot: &Screenshot) -> Vec<f32> {
-    let logits = vl.forward(ids, Some(shot.images()), None).unwrap();
+/// Temperature of the sampling checks: high, so that rows draw unlikely tokens whose
+/// log-probabilities move with any error in the positions.
+const T: f64 = 4.0;
+
+/// Log-probabilities at temperature [`T`] of `ids[start..]` from one full forward
+/// pass of the whole model with the screenshot, if any.
+fn full_pass(vl: &Qwen3Vl, ids: &[u32], start: usize, shot: Option<&Screenshot>) -> Vec<f32> {
+    let logits = vl.forward(ids, shot.map(Screenshot::images), None).unwrap();
+    let logits = (logits / T).unwrap();
     let lsm = candle_nn::ops::log_softmax(&logits.squeeze(0).unwrap(), D::Minus1).unwrap();
     let lsm: Vec<Vec<f32>> = lsm.to_vec2().unwrap();
     (start..ids.len())
@@ -100,12 +105,36 @@ fn rl_on_a_tiny_vl_checkpoint_sees_the_screenshot_and_checkpoints_a_vl_folder() 
         "the placeholder is expanded to the image's token count"
     );
     let rc = RolloutConfig {
-        temperature: 1.0,
+        temperature: T,
         top_p: 1.0,
         max_new_tokens: 6,
     };
-    let prompts2: Vec<&[u32]> = vec![&ids[0], &ids[2]];
-    let seen = [Some(&*shots[0]), Some(&*shots[2])];
+    // Three groups decoding together: a 64x64 screenshot, a 96x128 one (more image
+    // tokens, another rotary offset) and a prompt cut short (left padding), besides
+    // a prompt shown no screenshot.
+    let tall = d.path().join("tall.png");
+    image::RgbImage::from_pixel(96, 128, image::Rgb([200, 120, 30]))
+        .save(&tall)
+        .unwrap();
+    let mut tall_prompt = ps[2].clone();
+    tall_prompt.screenshot = Some(tall.clone());
+    let tall_ids = encode_prompt(&policy, &tall_prompt, 4096).unwrap();
+    let short_ids = encode_prompt(&policy, &ps[3], ids[3].len() - 5).unwrap();
+    let mut blind = ps[1].clone();
+    blind.screenshot = None;
+    let blind_ids = encode_prompt(&policy, &blind, 4096).unwrap();
+    assert!(!blind_ids.contains(&image_token));
+    let tall_shot =
+        Arc::new(Screenshot::load(&tall, policy.image.as_ref().unwrap(), &Device::Cpu).unwrap());
+    assert!(tall_shot.tokens > shots[0].tokens && tall_ids.len() > ids[0].len());
+    let cases: Vec<(&[u32], Option<Arc<Screenshot>>)> = vec![
+        (&ids[0], Some(shots[0].clone())),
+        (&tall_ids, Some(tall_shot)),
+        (&blind_ids, None),
+        (&short_ids, Some(shots[3].clone())),
+    ];
+    let prompts2: Vec<&[u32]> = cases.iter().map(|c| c.0).collect();
+    let seen: Vec<Option<&Screenshot>> = cases.iter().map(|c| c.1.as_deref()).collect();
     let groups = sample_groups_seeing(
         vl,
         &prompts2,
@@ -113,23 +142,22 @@ fn rl_on_a_tiny_vl_checkpoint_sees_the_screenshot_and_checkpoints_a_vl_folder() 
         3,
         &policy.stop,
         &rc,
-        &[5, 6],
+        &[5, 6, 7, 8],
         GroupDecoding::default(),
     )
     .unwrap();
     for (g, group) in groups.iter().enumerate() {
-        let (prompt, shot) = (prompts2[g], seen[g].unwrap());
-        let image = SeenImage(shots[2 * g].clone());
+        let prompt = prompts2[g];
         assert_eq!(group.len(), 3);
         for r in group {
             let mut all = prompt.to_vec();
             all.extend(&r.ids);
-            let want = full_pass(vl, &all, prompt.len(), shot);
+            let want = full_pass(vl, &all, prompt.len(), seen[g]);
             for (a, b) in r.logps.iter().zip(&want) {
-                assert!((a - b).abs() < 1e-4, "{:?} vs {want:?}", r.logps);
+                assert!((a - b).abs() < 1e-4, "group {g}: {:?} vs {want:?}", r.logps);
             }
-            let seq = TrainSeq::rl(prompt, &r.ids).seeing(Some(image.clone()));
-            let lp = token_logps(policy.scorer(), &[&seq], 1.0, false).unwrap();
+            let seq = TrainSeq::rl(prompt, &r.ids).seeing(cases[g].1.clone().map(SeenImage));
+            let lp = token_logps(policy.scorer(), &[&seq], T, false).unwrap();
             let got = row(&lp.logp, 0, r.ids.len()).unwrap();
             for (a, b) in got.iter().zip(&want) {
                 assert!((a - b).abs() < 1e-4, "scored {got:?} vs {want:?}");
