@@ -239,22 +239,51 @@ pub fn sample_groups_seeing(
             out[i] = group;
         }
     }
-    let seen: Vec<usize> = (0..prompts.len())
-        .filter(|&i| images[i].is_some())
+    let seen: Vec<(usize, &Screenshot)> = images
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| s.map(|s| (i, s)))
         .collect();
     if seen.is_empty() {
         return Ok(out);
     }
+    let rules: Option<Vec<Constraint<'_>>> = with
+        .rules
+        .map(|r| seen.iter().map(|&(i, _)| r[i].clone()).collect());
+    let d = Decode {
+        n,
+        stop,
+        cfg,
+        seeds: &seen.iter().map(|&(i, _)| seeds[i]).collect::<Vec<_>>(),
+        rules: rules.as_deref(),
+        banned,
+    };
+    let shown: Vec<(&[u32], &Screenshot)> = seen.iter().map(|&(i, s)| (prompts[i], s)).collect();
+    let groups = sample_seen_groups(vl, &shown, &d)?;
+    for (&(i, _), group) in seen.iter().zip(groups) {
+        out[i] = group;
+    }
+    Ok(out)
+}
+
+/// The groups of prompts shown a screenshot, all rows decoding in one batch (see
+/// [`sample_groups_seeing`]).
+fn sample_seen_groups(
+    vl: &Qwen3Vl,
+    prompts: &[(&[u32], &Screenshot)],
+    d: &Decode<'_, '_>,
+) -> Result<Vec<Vec<Rollout>>> {
+    let decoder = vl.text().decoder();
     let max_pos = decoder.config.max_position_embeddings;
+    let headroom = d.cfg.max_new_tokens + 1;
     // Each prompt with its screenshot alone through the whole model.
     let (mut parts, mut firsts, mut next) = (Vec::new(), Vec::new(), Vec::new());
-    for &i in &seen {
-        let (prompt, shot) = (prompts[i], images[i].unwrap_or_else(|| unreachable!()));
+    for &(prompt, shot) in prompts {
         anyhow::ensure!(
-            !prompt.is_empty() && prompt.len() + cfg.max_new_tokens < max_pos,
+            !prompt.is_empty() && prompt.len() + headroom <= max_pos,
             "prompt of {} tokens and {} new ones do not fit the model's {max_pos} positions",
             prompt.len(),
-            cfg.max_new_tokens
+            d.cfg.max_new_tokens
         );
         let mut cache = VlCache::new();
         let hidden = vl.forward_hidden(prompt, Some(shot.images()), Some(&mut cache))?;
@@ -280,29 +309,16 @@ pub fn sample_groups_seeing(
                 .reshape((b, h, l, d))
         })?);
     }
-    let cache = KvCache::stack_left_padded(&turned, cfg.max_new_tokens + 1)?;
+    let cache = KvCache::stack_left_padded(&turned, headroom)?;
     let key_mask: Vec<Vec<f32>> = parts
         .iter()
         .map(|p| {
-            let pads = longest - p.len();
-            let mut m = vec![PAD_MASK; pads];
+            let mut m = vec![PAD_MASK; longest - p.len()];
             m.resize(longest, 0.0);
             m
         })
         .collect();
     let first = decoder.logits(&Tensor::cat(&firsts, 0)?)?.squeeze(1)?;
-    let rules: Option<Vec<Constraint<'_>>> = with
-        .rules
-        .map(|r| seen.iter().map(|&i| r[i].clone()).collect());
-    let seeds: Vec<u64> = seen.iter().map(|&i| seeds[i]).collect();
-    let d = Decode {
-        n,
-        stop,
-        cfg,
-        seeds: &seeds,
-        rules: rules.as_deref(),
-        banned,
-    };
     let text = vl.text();
     let mut step = |input: &Tensor, pos: usize, cache: &mut KvCache, km: Option<&Tensor>| {
         let at = u32::try_from(start + (pos - longest) as i64)
@@ -311,19 +327,15 @@ pub fn sample_groups_seeing(
         let embeds = text.embed(input)?;
         Ok(decoder.forward_embeds(embeds, &rope, Some(cache), km, &mut |_, x| Ok(x))?)
     };
-    let groups = decode_rows(
+    decode_rows(
         decoder,
         &first,
         cache,
         Some(key_mask),
         longest,
-        &d,
+        d,
         &mut step,
-    )?;
-    for (&i, group) in seen.iter().zip(groups) {
-        out[i] = group;
-    }
-    Ok(out)
+    )
 }
 
 /// A decoding cache whose batch rows can be picked.
