@@ -40,24 +40,6 @@ impl VlCache {
         }
     }
 
-    /// An empty cache for sampling whose buffers hold `headroom` more positions than
-    /// the prompt ([`KvCache::for_decoding_with_headroom`]).
-    pub fn for_decoding_with_headroom(headroom: usize) -> Self {
-        VlCache {
-            kv: KvCache::for_decoding_with_headroom(headroom),
-            delta: 0,
-        }
-    }
-
-    /// The cache with batch rows `idx` of this one (e.g. one prompt's cache repeated
-    /// for its rollouts, or the rows still decoding).
-    pub fn select_batch(&self, idx: &Tensor) -> Result<VlCache> {
-        Ok(VlCache {
-            kv: self.kv.select_batch(idx)?,
-            delta: self.delta,
-        })
-    }
-
     /// The cache with every batch row repeated `n` times in a row.
     pub fn repeat_batch(&self, n: usize) -> Result<VlCache> {
         Ok(VlCache {
@@ -74,6 +56,13 @@ impl VlCache {
     /// The rotary position of the next token (`len + delta`).
     pub fn next_position(&self) -> i64 {
         self.kv.len() as i64 + self.delta
+    }
+
+    /// [`Self::next_position`] as a text token's position (an error if it does not
+    /// fit).
+    fn next_text_position(&self) -> Result<u32> {
+        u32::try_from(self.next_position())
+            .map_err(|_| candle_core::Error::Msg("rotary position overflows".into()))
     }
 
     /// The decoder's keys and values.
@@ -168,12 +157,7 @@ impl Qwen3Vl {
         if cache.is_empty() {
             candle_core::bail!("a continuation needs the prompt in the cache");
         }
-        let start = i64::try_from(cache.len())
-            .ok()
-            .map(|p| p + cache.delta)
-            .and_then(|p| u32::try_from(p).ok())
-            .ok_or_else(|| candle_core::Error::Msg("rotary position overflows".into()))?;
-        let positions = MropePositions::text(start, l)?;
+        let positions = MropePositions::text(cache.next_text_position()?, l)?;
         let embeds = self.text.embed(ids)?;
         self.text
             .forward_hidden(&embeds, &positions, Some(&mut cache.kv), None)
@@ -190,7 +174,6 @@ impl Qwen3Vl {
         cache: Option<&mut VlCache>,
     ) -> Result<Tensor> {
         let dev = self.text.decoder().device().clone();
-        let past = cache.as_ref().map_or(0, |c| c.len());
         let grids = images.map_or(&[][..], |i| i.grid_thw);
         let positions = match cache.as_ref() {
             Some(c) if !c.is_empty() => {
@@ -199,12 +182,7 @@ impl Qwen3Vl {
                         "images go with the first call of a cache (the prompt), not a continuation"
                     );
                 }
-                let start = i64::try_from(past)
-                    .ok()
-                    .map(|p| p + c.delta)
-                    .and_then(|p| u32::try_from(p).ok())
-                    .ok_or_else(|| candle_core::Error::Msg("rotary position overflows".into()))?;
-                MropePositions::text(start, tokens.len())?
+                MropePositions::text(c.next_text_position()?, tokens.len())?
             }
             _ => rope_index(
                 tokens,

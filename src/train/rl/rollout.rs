@@ -338,24 +338,6 @@ fn sample_seen_groups(
     )
 }
 
-/// A decoding cache whose batch rows can be picked.
-pub trait RowCache: Sized {
-    /// The cache of rows `idx` (repeats allowed).
-    fn select_rows(&self, idx: &Tensor) -> Result<Self>;
-}
-
-impl RowCache for KvCache {
-    fn select_rows(&self, idx: &Tensor) -> Result<Self> {
-        Ok(self.select_batch(idx)?)
-    }
-}
-
-impl RowCache for VlCache {
-    fn select_rows(&self, idx: &Tensor) -> Result<Self> {
-        Ok(self.select_batch(idx)?)
-    }
-}
-
 /// What the rows of a batch of groups decode under.
 struct Decode<'a, 'r> {
     n: usize,
@@ -373,19 +355,19 @@ struct Decode<'a, 'r> {
 /// One forward step of the decoding rows: token ids `(rows, 1)` at position `pos`
 /// after `cache`, with the rows' key mask when the prompts were padded; returns the
 /// final hidden states `(rows, 1, hidden)`.
-type Step<'s, C> = dyn FnMut(&Tensor, usize, &mut C, Option<&Tensor>) -> Result<Tensor> + 's;
+type Step<'s> = dyn FnMut(&Tensor, usize, &mut KvCache, Option<&Tensor>) -> Result<Tensor> + 's;
 
 /// Decodes `d.n` rows per group from each group's logits after its prompt `first`
 /// `(groups, vocab)` and its cache (one row per group, `pos` positions, the per-group
 /// key mask when padded), one token per `step`.
-fn decode_rows<C: RowCache>(
+fn decode_rows(
     decoder: &Qwen3,
     first: &Tensor,
-    cache: C,
+    cache: KvCache,
     key_mask: Option<Vec<Vec<f32>>>,
     pos: usize,
     d: &Decode<'_, '_>,
-    step: &mut Step<'_, C>,
+    step: &mut Step<'_>,
 ) -> Result<Vec<Vec<Rollout>>> {
     let (n, stop, cfg) = (d.n, d.stop, d.cfg);
     let g = d.seeds.len();
@@ -401,7 +383,7 @@ fn decode_rows<C: RowCache>(
     let row_group: Vec<u32> = (0..rows).map(|r| (r / n) as u32).collect();
     let idx = Tensor::from_vec(row_group.clone(), rows, dev)?;
     let mut last = first.index_select(&idx, 0)?;
-    let mut cache = cache.select_rows(&idx)?;
+    let mut cache = cache.select_batch(&idx)?;
     let mut row_mask: Vec<Vec<f32>> = row_group
         .iter()
         .map(|&gi| key_mask[gi as usize].clone())
@@ -474,7 +456,7 @@ fn decode_rows<C: RowCache>(
         }
         if live.len() * 4 <= active.len() * 3 {
             let idx: Vec<u32> = live.iter().map(|&b| b as u32).collect();
-            cache = cache.select_rows(&Tensor::from_vec(idx, live.len(), dev)?)?;
+            cache = cache.select_batch(&Tensor::from_vec(idx, live.len(), dev)?)?;
             next = live.iter().map(|&b| next[b]).collect();
             row_mask = live
                 .iter()

@@ -268,18 +268,10 @@ fn group_hidden(
     let start = cache.len();
     let prefix = Tensor::new(&ctx[start..], dev)?.unsqueeze(0)?;
     let hp = model.forward_hidden(&prefix, start, Some(&mut cache))?;
-    let h = hp.dim(2)?;
-    let last = hp
-        .narrow(1, ctx.len() - start - 1, 1)?
-        .broadcast_as((m, 1, h))?
-        .contiguous()?;
-    if width == 1 {
-        return Ok(last);
-    }
-    let inp = Tensor::from_vec(response_inputs(group, width), (m, width - 1), dev)?;
-    let mut cache = cache.repeat_batch(m)?;
-    let hr = model.forward_hidden(&inp, ctx.len(), Some(&mut cache))?;
-    Ok(Tensor::cat(&[&last, &hr], 1)?)
+    with_responses(&hp, group, width, |inp| {
+        let mut cache = cache.repeat_batch(m)?;
+        Ok(model.forward_hidden(inp, ctx.len(), Some(&mut cache))?)
+    })
 }
 
 /// [`group_hidden`] for contexts that show `image`: the Qwen3-VL model encodes the
@@ -291,34 +283,40 @@ fn group_hidden_seeing(
     group: &[&TrainSeq],
     width: usize,
 ) -> Result<Tensor> {
-    let m = group.len();
     let mut cache = VlCache::new();
     let hp = vl.forward_hidden(ctx, Some(image.0.images()), Some(&mut cache))?;
-    let h = hp.dim(2)?;
-    let last = hp
-        .narrow(1, ctx.len() - 1, 1)?
+    with_responses(&hp, group, width, |inp| {
+        let mut cache = cache.repeat_batch(group.len())?;
+        Ok(vl.continue_hidden(inp, &mut cache)?)
+    })
+}
+
+/// The hidden states of `group` given its context's `(1, l, hidden)`: the context's
+/// last state for every sequence, then `continued` on each sequence's response
+/// tokens but the last (`(m, width − 1)`, padded with 0).
+fn with_responses(
+    context: &Tensor,
+    group: &[&TrainSeq],
+    width: usize,
+    continued: impl FnOnce(&Tensor) -> Result<Tensor>,
+) -> Result<Tensor> {
+    let (m, l, h) = (group.len(), context.dim(1)?, context.dim(2)?);
+    let last = context
+        .narrow(1, l - 1, 1)?
         .broadcast_as((m, 1, h))?
         .contiguous()?;
     if width == 1 {
         return Ok(last);
     }
-    let inp = response_inputs(group, width);
-    let inp = Tensor::from_vec(inp, (m, width - 1), hp.device())?;
-    let mut cache = cache.repeat_batch(m)?;
-    let hr = vl.continue_hidden(&inp, &mut cache)?;
-    Ok(Tensor::cat(&[&last, &hr], 1)?)
-}
-
-/// Each sequence's response tokens but the last, padded with 0 to `width - 1`.
-fn response_inputs(group: &[&TrainSeq], width: usize) -> Vec<u32> {
-    let mut inp = Vec::with_capacity(group.len() * (width - 1));
+    let mut inp = Vec::with_capacity(m * (width - 1));
     for s in group {
         let resp = &s.ids[s.resp_start..];
         for k in 0..width - 1 {
             inp.push(resp.get(k).copied().unwrap_or(0));
         }
     }
-    inp
+    let inp = Tensor::from_vec(inp, (m, width - 1), context.device())?;
+    Ok(Tensor::cat(&[&last, &continued(&inp)?], 1)?)
 }
 
 /// Row `i` of a `(batch, tokens)` tensor as numbers (its first `n` entries).

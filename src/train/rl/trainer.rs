@@ -464,7 +464,11 @@ fn sample_and_gate(ctx: &Ctx, cursor: &mut u64) -> Result<(Vec<Group>, usize, us
             .iter()
             .map(|(pi, _)| screenshot(ctx, *pi, &mut shots))
             .collect::<Result<_>>()?;
-        for (c, chunk) in draws.chunks(per_chunk).enumerate() {
+        for (chunk, chunk_images) in draws.chunks(per_chunk).zip(images.chunks(per_chunk)) {
+            let shown: Vec<Option<&Screenshot>> = chunk_images
+                .iter()
+                .map(|i| i.as_ref().map(|i| &*i.0))
+                .collect();
             let prompts: Vec<&[u32]> = chunk
                 .iter()
                 .map(|(pi, _)| ctx.prompt_ids[*pi].as_slice())
@@ -475,7 +479,10 @@ fn sample_and_gate(ctx: &Ctx, cursor: &mut u64) -> Result<(Vec<Group>, usize, us
                 .as_ref()
                 .map(|g| g.constraints(chunk.iter().map(|(pi, _)| *pi)));
             let unpadded = prompts.iter().all(|p| p.len() == prompts[0].len());
-            if ctx.shared_prefix > 0 && unpadded && prefix.is_none() {
+            // The prefix serves prompts decoded as text only (a screenshot's prompt is
+            // encoded whole by the VL model).
+            let some_text = shown.iter().any(Option::is_none);
+            if ctx.shared_prefix > 0 && unpadded && some_text && prefix.is_none() {
                 let longest = ctx.prompt_ids.iter().map(Vec::len).max().unwrap_or(0);
                 let headroom = longest - ctx.shared_prefix + cfg.max_new_tokens + 1;
                 let ids = &ctx.prompt_ids[0][..ctx.shared_prefix];
@@ -496,23 +503,16 @@ fn sample_and_gate(ctx: &Ctx, cursor: &mut u64) -> Result<(Vec<Group>, usize, us
                     &seeds,
                     with,
                 )?,
-                Some(vl) => {
-                    let shown: Vec<Option<&Screenshot>> = images
-                        [c * per_chunk..c * per_chunk + chunk.len()]
-                        .iter()
-                        .map(|i| i.as_ref().map(|i| &*i.0))
-                        .collect();
-                    sample_groups_seeing(
-                        vl,
-                        &prompts,
-                        &shown,
-                        cfg.n,
-                        &ctx.policy.stop,
-                        &rc,
-                        &seeds,
-                        with,
-                    )?
-                }
+                Some(vl) => sample_groups_seeing(
+                    vl,
+                    &prompts,
+                    &shown,
+                    cfg.n,
+                    &ctx.policy.stop,
+                    &rc,
+                    &seeds,
+                    with,
+                )?,
             });
         }
         for (((pi, _), rollouts), image) in draws.into_iter().zip(sampled).zip(images) {
