@@ -9,6 +9,7 @@ pub mod probe;
 pub mod prompts;
 pub mod report;
 pub mod rollout;
+pub mod rollout_seeing;
 pub mod seqs;
 pub mod sharpening;
 pub mod trainer;
