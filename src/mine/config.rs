@@ -55,6 +55,10 @@ pub struct MineConfig {
     pub progress_gate: f64,
     /// Half-width of the evidence window, in steps.
     pub evidence_window: usize,
+    /// Teachers whose failures and detours may be a pair's loc side (a trajectory's
+    /// `teacher`; a trailing `*` matches any rest, as `local:*` for every local
+    /// policy). Empty: every teacher. Successes come from any teacher.
+    pub loc_teachers: Vec<String>,
 }
 
 impl Default for MineConfig {
@@ -72,6 +76,7 @@ impl Default for MineConfig {
             obstruction_cap: 0.10,
             progress_gate: 0.5,
             evidence_window: 2,
+            loc_teachers: Vec::new(),
         }
     }
 }
@@ -127,7 +132,25 @@ impl MineConfig {
         if self.taxonomy.is_empty() {
             bail!("field `taxonomy` is empty");
         }
+        if self
+            .loc_teachers
+            .iter()
+            .any(|t| t.trim_end_matches('*').is_empty())
+        {
+            bail!(
+                "field `loc_teachers`: an entry is empty or only `*` (leave the list empty for every teacher)"
+            );
+        }
         Ok(())
+    }
+
+    /// Whether a failure or detour by `teacher` may be a pair's loc side.
+    pub fn accepts_loc(&self, teacher: &str) -> bool {
+        self.loc_teachers.is_empty()
+            || self.loc_teachers.iter().any(|t| match t.strip_suffix('*') {
+                Some(prefix) => teacher.starts_with(prefix),
+                None => teacher == t,
+            })
     }
 
     /// Whether `category` is one of the taxonomy's.

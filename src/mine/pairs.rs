@@ -1,7 +1,9 @@
 //! Trajectory pairs per task (ALGORITHMS.md §4.1): each verified success with each
 //! failed attempt (`fail_contrast`), and the shortest success with each success at
 //! least `detour_min_extra_steps` longer (`detour`). Caps per kind are applied after a
-//! deterministic ordering, so the same dataset always yields the same pairs.
+//! deterministic ordering, so the same dataset always yields the same pairs. The loc
+//! side (failure or detour) can be restricted to some teachers (`loc_teachers`: the
+//! recipe mines the SFT policy's own mistakes).
 
 use super::config::MineConfig;
 use super::pair::PairKind;
@@ -16,6 +18,8 @@ pub struct TrajMeta {
     pub attempt: u32,
     pub success: bool,
     pub steps: usize,
+    /// Who acted (`TrajectorySummary::teacher`).
+    pub teacher: String,
 }
 
 impl From<&TrajectorySummary> for TrajMeta {
@@ -26,6 +30,7 @@ impl From<&TrajectorySummary> for TrajMeta {
             attempt: s.attempt,
             success: s.outcome.success,
             steps: s.step_count,
+            teacher: s.teacher.clone(),
         }
     }
 }
@@ -50,6 +55,7 @@ pub fn build_pairs(trajs: &[TrajMeta], cfg: &MineConfig) -> Vec<TrajPair> {
     });
     let mut fail: Vec<usize> = (0..trajs.len())
         .filter(|&i| !trajs[i].success && trajs[i].steps > 0)
+        .filter(|&i| cfg.accepts_loc(&trajs[i].teacher))
         .collect();
     fail.sort_by(|&a, &b| {
         let (x, y) = (&trajs[a], &trajs[b]);
@@ -74,6 +80,7 @@ pub fn build_pairs(trajs: &[TrajMeta], cfg: &MineConfig) -> Vec<TrajPair> {
             .iter()
             .copied()
             .filter(|&i| trajs[i].steps >= min + cfg.detour_min_extra_steps)
+            .filter(|&i| cfg.accepts_loc(&trajs[i].teacher))
             .collect();
         longer.sort_by(|&a, &b| {
             let (x, y) = (&trajs[a], &trajs[b]);
@@ -104,6 +111,7 @@ mod tests {
             attempt,
             success,
             steps,
+            teacher: "scripted-miniwob".into(),
         }
     }
 
@@ -134,5 +142,42 @@ mod tests {
         assert_eq!(det, vec![(2, 1)]);
         cfg.max_pairs_per_kind = 1;
         assert_eq!(build_pairs(&trajs, &cfg).len(), 2);
+    }
+
+    #[test]
+    fn loc_teachers_keep_only_those_teachers_failures_and_detours() {
+        let policy = |mut m: TrajMeta| {
+            m.teacher = "local:sft-reflection".into();
+            m
+        };
+        let trajs = vec![
+            meta("a", 1, false, 5),
+            policy(meta("b", 1, false, 2)),
+            meta("c", 1, true, 2),
+            meta("d", 2, true, 6),
+            policy(meta("e", 1, true, 5)),
+        ];
+        let mut cfg = MineConfig::from_toml("loc_teachers = [\"local:*\"]").unwrap();
+        let pairs: Vec<_> = build_pairs(&trajs, &cfg)
+            .iter()
+            .map(|p| (p.kind, p.success, p.loc))
+            .collect();
+        // the teacher's failure (a) and detour (d) are not mined; its success (c) is
+        // the reference for the policy's failure and detour
+        assert_eq!(
+            pairs,
+            vec![
+                (PairKind::FailContrast, 2, 1),
+                (PairKind::FailContrast, 4, 1),
+                (PairKind::FailContrast, 3, 1),
+                (PairKind::Detour, 2, 4),
+            ]
+        );
+        cfg.loc_teachers = vec!["local:sft-reflection".into()];
+        assert_eq!(build_pairs(&trajs, &cfg).len(), 4);
+        cfg.loc_teachers = vec!["local".into()];
+        assert!(build_pairs(&trajs, &cfg).is_empty());
+        let e = MineConfig::from_toml("loc_teachers = [\"*\"]").unwrap_err();
+        assert!(format!("{e:#}").contains("loc_teachers"), "{e:#}");
     }
 }

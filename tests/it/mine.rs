@@ -96,6 +96,10 @@ impl Traj {
         }
         self
     }
+    fn by(mut self, teacher: &str) -> Self {
+        self.t.teacher = teacher.into();
+        self
+    }
     fn build(mut self) -> Trajectory {
         self.t.fill_progress();
         self.t
@@ -183,6 +187,44 @@ fn wrong_click_after_identical_prefix_is_the_divergence() {
     assert_eq!(p.domain, "shopping");
     assert_eq!(out.report.kept, 1);
     assert_eq!(out.report.by_category.get("wrong_element"), Some(&1));
+}
+
+/// The recipe mines only the SFT policy's mistakes: with `loc_teachers`, a scripted
+/// teacher's failure on the same instance is not a loc side, its success still the
+/// reference.
+#[test]
+fn loc_teachers_mine_only_the_named_teachers_failures() {
+    let dir = tempfile::tempdir().unwrap();
+    let ok = Traj::new("t1-a1", "t1", 1, true)
+        .by("scripted-miniwob")
+        .step(page("https://shop.test/", HOME), click(1))
+        .step(page("https://shop.test/list", LIST), click(5))
+        .step(page("https://shop.test/item/5", ITEM), click(9))
+        .step(page("https://shop.test/cart", CART), done(true))
+        .build();
+    let failing = |id: &str, teacher: &str, wrong: i64| {
+        Traj::new(id, "t1", 2, false)
+            .by(teacher)
+            .step(page("https://shop.test/", HOME), click(1))
+            .step(page("https://shop.test/list", LIST), click(wrong))
+            .step(page("https://shop.test/item/6", ITEM), done(false))
+            .build()
+    };
+    let trajs = [
+        ok,
+        failing("t1-a2", "scripted-miniwob", 6),
+        failing("t1-p1", "local:sft-reflection", 7),
+    ];
+    let ds = dataset(dir.path(), &[task("t1", "shopping")], &trajs);
+    let locs = |cfg: &MineConfig| -> Vec<String> {
+        let out = mine_dataset(&ds, cfg, &HeuristicJudge, &|_| {}).unwrap();
+        out.pairs.iter().map(|p| p.loc.trajectory.clone()).collect()
+    };
+    // Both fail at the same state: quality control keeps one pair per success step
+    // (`duplicate_success_step`), the teacher's, crowding out the policy's mistake.
+    assert_eq!(locs(&MineConfig::default()), ["t1-a2"]);
+    let cfg = MineConfig::from_toml("loc_teachers = [\"local:*\"]").unwrap();
+    assert_eq!(locs(&cfg), ["t1-p1"]);
 }
 
 #[test]
