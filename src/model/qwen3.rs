@@ -510,11 +510,16 @@ impl Qwen3 {
             );
         }
         let x = self.embed(input_ids)?;
-        let rope = RopeTables::new(
-            self.cos.narrow(0, start_pos, l)?,
-            self.sin.narrow(0, start_pos, l)?,
-        )?;
+        let rope = self.rope_at(start_pos, l)?;
         self.forward_embeds(x, &rope, cache, key_mask, &mut |_, x| Ok(x))
+    }
+
+    /// The rotary tables of positions `start .. start + len`.
+    pub fn rope_at(&self, start: usize, len: usize) -> Result<RopeTables> {
+        RopeTables::new(
+            self.cos.narrow(0, start, len)?,
+            self.sin.narrow(0, start, len)?,
+        )
     }
 
     /// Token embeddings `(batch, seq, hidden)` of `input_ids` `(batch, seq)`.

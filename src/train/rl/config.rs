@@ -195,8 +195,9 @@ impl RlConfig {
                 max_new_tokens: 96,
                 // A whole generation batch decodes together (finished rows leave
                 // the batch): on live MiniWoB prompts, 2 cores, generation took 21%
-                // less time than one group at a time (32.4 vs 41.1 s over 4 steps),
-                // though padded prompts forgo the shared-prefix cache.
+                // less time than one group at a time (32.4 vs 41.1 s over 4 steps).
+                // Prompts of different lengths still reuse the shared prefix (each
+                // encodes only its rest, its keys turned by its padding).
                 decode_rows: 64,
                 max_prompt_tokens: 1024,
                 checkpoint_every: 10,

@@ -2,6 +2,7 @@
 //! encoded once and its cache repeated for the batch of `n` continuations, which
 //! then decode together, one token per forward pass.
 
+use crate::model::fused::RopeTables;
 use crate::model::prefix::PrefixCache;
 use crate::model::sample::{Constraint, SampleConfig};
 use crate::model::{KvCache, Qwen3};
@@ -70,10 +71,10 @@ pub struct GroupDecoding<'a> {
     /// whole vocabulary, the one the update recomputes.
     pub rules: Option<&'a [Constraint<'a>]>,
     /// A prefix already encoded with the same weights (the system prompt all RL
-    /// prompts share): when every prompt continues it and none needs padding (one
-    /// prompt, or prompts of one length: padding would sit between the prefix and
-    /// the rest and shift their relative positions), only what follows it is
-    /// encoded. What is drawn is the same either way.
+    /// prompts share): when every prompt continues it, only what follows it is
+    /// encoded, in one batch for prompts of one length, else each prompt alone
+    /// after its own copy, then turned to a common next position (see
+    /// [`sample_groups`]). What is drawn is the same either way.
     pub prefix: Option<&'a PrefixCache>,
     /// Tokens free decoding never draws (a Qwen3-VL model's image tokens: a response
     /// is text). Grounded rows draw only what their rule allows anyway.
@@ -109,7 +110,11 @@ pub fn sample_group(
 /// prompt's cache repeated for its `n` rows, and all rows decode together.
 /// Row `i` of group `g` draws from a generator seeded by `(seeds[g], i)`, as
 /// [`sample_group`] does, so batching does not change what is drawn. `with` adds
-/// per-prompt rules and a shared encoded prefix.
+/// per-prompt rules and a shared encoded prefix. Prompts of different lengths that
+/// all continue the prefix are encoded one by one after a copy of it (padding
+/// cannot sit between the prefix and the rest), and each one's cached keys are
+/// turned by its padding so that every next token sits at one position: rotary
+/// embeddings are relative, so that is the same as encoding it left-padded.
 pub fn sample_groups(
     model: &Qwen3,
     prompts: &[&[u32]],
@@ -138,10 +143,25 @@ pub fn sample_groups(
     let dev = model.device();
     let g = prompts.len();
     let padded = prompts.iter().any(|p| p.len() < lmax);
-    // The shared prefix's positions come from its cache (unpadded prompts only).
     let prefix = with
         .prefix
-        .filter(|p| !padded && prompts.iter().all(|q| p.continued_by(q)));
+        .filter(|p| prompts.iter().all(|q| p.continued_by(q)));
+    let d = Decode {
+        n,
+        stop,
+        cfg,
+        seeds,
+        rules,
+        banned: with.banned,
+    };
+    let mut step = |input: &Tensor, pos: usize, cache: &mut KvCache, km: Option<&Tensor>| {
+        Ok(model.forward_hidden_masked(input, pos, Some(cache), km)?)
+    };
+    if let (true, Some(prefix)) = (padded, prefix) {
+        let (first, cache, key_mask) = encode_after_prefix(model, prompts, prefix, cfg)?;
+        return decode_rows(model, &first, cache, Some(key_mask), lmax, &d, &mut step);
+    }
+    // The shared prefix's positions come from its cache (unpadded prompts here).
     let start = prefix.map_or(0, PrefixCache::len);
     let rest = lmax - start;
     let mut ids = Vec::with_capacity(g * rest);
@@ -168,19 +188,52 @@ pub fn sample_groups(
     };
     let hidden = model.forward_hidden_masked(&input, start, Some(&mut cache), km.as_ref())?;
     let first = model.logits(&hidden.narrow(1, rest - 1, 1)?)?.squeeze(1)?; // (g, vocab)
-    let d = Decode {
-        n,
-        stop,
-        cfg,
-        seeds,
-        rules,
-        banned: with.banned,
-    };
-    let mut step = |input: &Tensor, pos: usize, cache: &mut KvCache, km: Option<&Tensor>| {
-        Ok(model.forward_hidden_masked(input, pos, Some(cache), km)?)
-    };
     let key_mask = padded.then_some(key_mask);
     decode_rows(model, &first, cache, key_mask, lmax, &d, &mut step)
+}
+
+/// Prompts of different lengths that all continue `prefix`: each encoded alone after
+/// a copy of it, its keys turned by its padding (so that its next token sits at the
+/// longest prompt's length), stacked left-padded. Returns the logits after each
+/// prompt `(groups, vocab)`, the cache and its key mask.
+fn encode_after_prefix(
+    model: &Qwen3,
+    prompts: &[&[u32]],
+    prefix: &PrefixCache,
+    cfg: &RolloutConfig,
+) -> Result<(Tensor, KvCache, Vec<Vec<f32>>)> {
+    let lmax = prompts.iter().map(|p| p.len()).max().unwrap_or(0);
+    let start = prefix.len();
+    let (mut parts, mut lasts, mut key_mask) = (Vec::new(), Vec::new(), Vec::new());
+    for p in prompts {
+        let mut cache = prefix.copies(1)?;
+        let rest = Tensor::new(&p[start..], model.device())?.unsqueeze(0)?;
+        let hidden = model.forward_hidden(&rest, start, Some(&mut cache))?;
+        lasts.push(hidden.narrow(1, p.len() - start - 1, 1)?);
+        let pads = lmax - p.len();
+        parts.push(match pads {
+            0 => cache,
+            _ => turn_keys(&cache, &model.rope_at(pads, 1)?)?,
+        });
+        let mut m = vec![PAD_MASK; pads];
+        m.resize(lmax, 0.0);
+        key_mask.push(m);
+    }
+    // Room for every token a row may decode: the buffers never grow.
+    let cache = KvCache::stack_left_padded(&parts, cfg.max_new_tokens + 1)?;
+    let first = model.logits(&Tensor::cat(&lasts, 0)?)?.squeeze(1)?;
+    Ok((first, cache, key_mask))
+}
+
+/// `cache` with every cached key turned by the rotary table of one position `rope`
+/// (moving all of them that many positions later; values are unchanged).
+pub(super) fn turn_keys(cache: &KvCache, rope: &RopeTables) -> Result<KvCache> {
+    Ok(cache.map_keys(|k| {
+        // (b, kv, l, d) as l·kv rows at one position: the same turn for each.
+        let (b, h, l, d) = k.dims4()?;
+        crate::model::fused::rope(&k.contiguous()?.reshape((b, h * l, 1, d))?, rope)?
+            .reshape((b, h, l, d))
+    })?)
 }
 
 /// What the rows of a batch of groups decode under.
@@ -381,8 +434,10 @@ mod tests {
     }
 
     /// Prompts that continue an encoded prefix draw exactly what they draw encoded
-    /// whole, with the model's log-probabilities; where a prompt does not continue
-    /// the prefix, or prompts need padding, it is not used and nothing changes.
+    /// whole, with the model's log-probabilities, whether they are of one length or
+    /// not (then each is encoded after its own copy and its keys turned by its
+    /// padding); where a prompt does not continue the prefix, it is not used and
+    /// nothing changes.
     #[test]
     fn sampling_after_a_shared_prefix_draws_what_whole_prompts_draw() {
         let m = model();
@@ -390,6 +445,7 @@ mod tests {
         let stop = [39u32];
         let (p1, p2): (&[u32], &[u32]) = (&[1, 2, 3, 4, 5, 6, 7], &[1, 2, 3, 4, 9, 8, 7]);
         let short: &[u32] = &[1, 2, 3, 4, 9];
+        let mid: &[u32] = &[1, 2, 3, 4, 6, 5];
         let prefix = PrefixCache::encode(&m, &[1, 2, 3, 4], 8).unwrap();
         let with_prefix = GroupDecoding {
             rules: None,
@@ -399,7 +455,13 @@ mod tests {
         let ids = |g: &[Vec<Rollout>]| -> Vec<Vec<u32>> {
             g.iter().flatten().map(|r| r.ids.clone()).collect()
         };
-        for prompts in [&[p1, p2][..], &[p1][..], &[short][..], &[p2, short][..]] {
+        for prompts in [
+            &[p1, p2][..],
+            &[p1][..],
+            &[short][..],
+            &[p2, short][..],
+            &[short, p1, mid][..],
+        ] {
             let seeds: Vec<u64> = (0..prompts.len() as u64).map(|i| 40 + i).collect();
             let plain = sample_groups(
                 &m,

@@ -4,7 +4,7 @@
 //! one decode as [`super::rollout::sample_groups`] does.
 
 use super::rollout::{
-    Decode, GroupDecoding, PAD_MASK, Rollout, RolloutConfig, decode_rows, sample_groups,
+    Decode, GroupDecoding, PAD_MASK, Rollout, RolloutConfig, decode_rows, sample_groups, turn_keys,
 };
 use crate::model::KvCache;
 use crate::model::sample::Constraint;
@@ -130,12 +130,7 @@ fn sample_seen_groups(
         let shift =
             u32::try_from(start - n).map_err(|_| anyhow::anyhow!("rotary position overflows"))?;
         let rope = vl.text().rope(&MropePositions::text(shift, 1)?)?;
-        turned.push(p.kv().map_keys(|k| {
-            // (1, kv, l, d) as l·kv rows at one position: the same turn for each.
-            let (b, h, l, d) = k.dims4()?;
-            crate::model::fused::rope(&k.contiguous()?.reshape((b, h * l, 1, d))?, &rope)?
-                .reshape((b, h, l, d))
-        })?);
+        turned.push(turn_keys(p.kv(), &rope)?);
     }
     let cache = KvCache::stack_left_padded(&turned, headroom)?;
     let key_mask: Vec<Vec<f32>> = parts

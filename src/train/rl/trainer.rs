@@ -445,8 +445,7 @@ fn sample_and_gate(ctx: &Ctx, cursor: &mut u64) -> Result<(Vec<Group>, usize, us
     // Screenshots loaded this step, by prompt (a prompt drawn twice shares one).
     let mut shots = HashMap::new();
     // The shared prefix under this step's weights, with room for any prompt's rest
-    // and its response; encoded on the first chunk that can use it (prompts of one
-    // length: `sample_groups` does not pad after a prefix).
+    // and its response; encoded on the first chunk that can use it.
     let mut prefix: Option<PrefixCache> = None;
     while accepted < cfg.train_batch && batches < cfg.max_gen_batches {
         // The batch's prompts (and their seeds), then its rollouts, several groups
@@ -479,11 +478,10 @@ fn sample_and_gate(ctx: &Ctx, cursor: &mut u64) -> Result<(Vec<Group>, usize, us
                 .grounding
                 .as_ref()
                 .map(|g| g.constraints(chunk.iter().map(|(pi, _)| *pi)));
-            let unpadded = prompts.iter().all(|p| p.len() == prompts[0].len());
             // The prefix serves prompts decoded as text only (a screenshot's prompt is
             // encoded whole by the VL model).
             let some_text = shown.iter().any(Option::is_none);
-            if ctx.shared_prefix > 0 && unpadded && some_text && prefix.is_none() {
+            if ctx.shared_prefix > 0 && some_text && prefix.is_none() {
                 let longest = ctx.prompt_ids.iter().map(Vec::len).max().unwrap_or(0);
                 let headroom = longest - ctx.shared_prefix + cfg.max_new_tokens + 1;
                 let ids = &ctx.prompt_ids[0][..ctx.shared_prefix];
@@ -491,7 +489,7 @@ fn sample_and_gate(ctx: &Ctx, cursor: &mut u64) -> Result<(Vec<Group>, usize, us
             }
             let with = GroupDecoding {
                 rules: rules.as_deref(),
-                prefix: prefix.as_ref().filter(|_| unpadded),
+                prefix: prefix.as_ref(),
                 ..GroupDecoding::default()
             };
             sampled.extend(match ctx.policy.vl() {
