@@ -2,6 +2,7 @@
 //! decoder with multimodal rotary positions and DeepStack injection, and the two joined.
 
 pub mod adapter;
+mod bicubic;
 pub mod checkpoint;
 pub mod model;
 pub mod mrope;
