@@ -159,7 +159,10 @@ impl EnvArgs {
 
 /// Arguments of `rmsweb eval`.
 #[derive(clap::Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct Args {
+    #[command(subcommand)]
+    pub command: Option<EvalCommand>,
     /// Comma-separated tasks: `miniwob:click-button,miniwob:enter-text`.
     #[arg(long, value_delimiter = ',', required = true)]
     pub tasks: Vec<String>,
@@ -190,8 +193,52 @@ pub struct Args {
     pub env: Box<EnvArgs>,
 }
 
+/// `rmsweb eval` subcommands.
+#[derive(clap::Subcommand)]
+pub enum EvalCommand {
+    /// Two evaluations' results JSONs (`--out`) side by side, episodes paired by task
+    /// and seed: pass@1 per task type, the episodes each solved that the other did not
+    /// (lost, gained) and McNemar's exact p-value on them.
+    Compare(CompareArgs),
+}
+
+/// Arguments of `rmsweb eval compare`.
+#[derive(clap::Args)]
+pub struct CompareArgs {
+    /// The base evaluation (e.g. the SFT policy's).
+    pub base: PathBuf,
+    /// The evaluation to compare with it (e.g. an RL policy's, on the same seeds).
+    pub new: PathBuf,
+    /// Print the comparison as one JSON object instead of the table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn compare(args: CompareArgs) -> Result<()> {
+    use rmsweb::eval::compare::{compare, load_report, render};
+    let base = load_report(&args.base)?;
+    let new = load_report(&args.new)?;
+    let c = compare(&base, &new);
+    if c.total.paired == 0 {
+        bail!(
+            "{} and {} share no episode (same task and seed)",
+            args.base.display(),
+            args.new.display()
+        );
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&c)?);
+    } else {
+        print!("{}", render(&c));
+    }
+    Ok(())
+}
+
 /// Runs the subcommand.
 pub fn run(args: Args) -> Result<()> {
+    if let Some(EvalCommand::Compare(c)) = args.command {
+        return compare(c);
+    }
     if args.episodes == 0 {
         bail!("--episodes must be at least 1");
     }

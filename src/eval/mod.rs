@@ -4,6 +4,8 @@
 //! mean steps on solved episodes. Every episode can be saved as a trajectory, with
 //! its screenshots, into a dataset so it can be browsed and mined.
 
+pub mod compare;
+
 use crate::env::MiniwobEnv;
 use crate::env::miniwob::task_name;
 use crate::policy::{Policy, PolicyInput};

@@ -10,6 +10,7 @@ mod curate;
 mod curriculum;
 mod dataset;
 mod env;
+mod eval_compare;
 mod fixtures;
 mod fused;
 mod hf;
