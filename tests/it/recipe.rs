@@ -263,6 +263,36 @@ fn check_report(out: &Path) {
         assert!(md.contains(want), "report.md lacks {want:?}:\n{md}");
     }
     assert!(!md.contains("Incomplete"), "{md}");
+    // Each variant's row pairs its held-out episodes with the SFT policy's by task and
+    // seed: what only SFT solved and what only the variant solved.
+    let solved = |name: &str| -> BTreeMap<(String, u64), bool> {
+        json(&out.join(format!("eval/{name}.json")))["episodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                let key = (
+                    e["task"].as_str().unwrap().to_string(),
+                    e["seed"].as_u64().unwrap(),
+                );
+                (key, e["success"].as_bool().unwrap())
+            })
+            .collect()
+    };
+    let sft = solved("sft-reflection");
+    for v in VARIANTS {
+        let rl = solved(&format!("rl-{v}-s1"));
+        let lost = sft.iter().filter(|(k, ok)| **ok && !rl[*k]).count();
+        let gained = sft.iter().filter(|(k, ok)| !**ok && rl[*k]).count();
+        let row = md
+            .lines()
+            .find(|l| l.starts_with(&format!("| {v} |")))
+            .unwrap_or_else(|| panic!("no Table 2 row for {v}:\n{md}"));
+        assert!(
+            row.contains(&format!("| {lost} / {gained} (")),
+            "{v}: {row}"
+        );
+    }
     for f in ["pass1.png", "yield.png", "dynamics.png"] {
         let p = out.join("figures").join(f);
         assert!(

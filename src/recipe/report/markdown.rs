@@ -4,6 +4,7 @@
 use super::data::Inputs;
 use super::stats::steps_saved;
 use super::summary::{Analysis, DYNAMICS, PolicyResult, ReflectionArm, policy_arm, trend};
+use crate::eval::compare::mcnemar_exact;
 use crate::policy::scripted::REFLECTION_MISTAKE_FACTOR;
 use crate::recipe::plan::Stage;
 use crate::recipe::progress::human_time;
@@ -78,7 +79,7 @@ fn table2(out: &mut String, a: &Analysis, inputs: &Inputs) {
     );
     let _ = writeln!(
         out,
-        "| policy | pass@1 | 95% interval | episodes | vs SFT | steps on solved |\n|---|---|---|---|---|---|"
+        "| policy | pass@1 | 95% interval | episodes | vs SFT | lost / gained (p) | steps on solved |\n|---|---|---|---|---|---|---|"
     );
     let mut rows: Vec<(&str, &PolicyResult)> = vec![("SFT", &a.sft)];
     for r in &a.rl {
@@ -87,7 +88,7 @@ fn table2(out: &mut String, a: &Analysis, inputs: &Inputs) {
     for (label, p) in rows {
         let _ = writeln!(
             out,
-            "| {label} | {} | {} | {} | {} | {} |",
+            "| {label} | {} | {} | {} | {} | {} | {} |",
             f3(p.pass1),
             ci(p),
             p.episodes,
@@ -96,9 +97,20 @@ fn table2(out: &mut String, a: &Analysis, inputs: &Inputs) {
             } else {
                 delta(p, &a.sft)
             },
+            match p.vs_sft {
+                Some((lost, gained)) => {
+                    format!("{lost} / {gained} ({:.3})", mcnemar_exact(lost, gained))
+                }
+                None => "–".into(),
+            },
             f2(p.steps_solved)
         );
     }
+    let _ = writeln!(
+        out,
+        "
+lost / gained: held-out episodes the SFT policy solved and the variant did not,          and the reverse, paired by task and seed (summed over RL seeds, each against the          same SFT episodes); p: McNemar's exact two-sided test on them. An unchanged          pass@1 can hide solved episodes traded for others (`rmsweb eval compare`)."
+    );
     if seeds.len() > 1 {
         let _ = writeln!(out, "\nPer RL seed (pass@1, episodes):\n");
         let _ = write!(out, "| variant |");

@@ -5,6 +5,7 @@
 use super::data::{Inputs, MetricsLine};
 use super::stats::{Z95, mean, wilson};
 use crate::eval::EvalReport;
+use crate::eval::compare::compare;
 use crate::recipe::layout::sft_run_name;
 use crate::recipe::plan::Arm;
 use std::collections::BTreeMap;
@@ -25,6 +26,10 @@ pub struct PolicyResult {
     pub per_task: BTreeMap<String, (usize, usize)>,
     /// RL seed → (successes, episodes); empty for SFT.
     pub per_seed: Vec<(u64, usize, usize)>,
+    /// Against the SFT policy's evaluation, episodes paired by task and seed and
+    /// summed over RL seeds: (solved by SFT only, solved by this policy only). `None`
+    /// for SFT itself or without an SFT evaluation.
+    pub vs_sft: Option<(usize, usize)>,
 }
 
 impl PolicyResult {
@@ -63,6 +68,7 @@ impl PolicyResult {
             checkpoint,
             per_task,
             per_seed,
+            vs_sft: None,
         }
     }
 
@@ -175,6 +181,7 @@ pub fn analyse(inputs: &Inputs) -> anyhow::Result<Analysis> {
         p.per_seed.clear();
         p
     };
+    let sft_eval = inputs.evals.get(&sft_run_name(Arm::Reflection));
     let mut rl = Vec::new();
     for v in inputs.cfg.variants()? {
         let mut reports = Vec::new();
@@ -188,7 +195,14 @@ pub fn analyse(inputs: &Inputs) -> anyhow::Result<Analysis> {
                 }
             }
         }
-        rl.push(PolicyResult::from_reports(&v.name(), &reports, checkpoint));
+        let mut p = PolicyResult::from_reports(&v.name(), &reports, checkpoint);
+        p.vs_sft = sft_eval.filter(|_| !reports.is_empty()).map(|base| {
+            reports.iter().fold((0, 0), |(l, g), (_, r)| {
+                let t = compare(base, r).total;
+                (l + t.lost, g + t.gained)
+            })
+        });
+        rl.push(p);
     }
     Ok(Analysis {
         tasks: inputs.cfg.task_names(),
