@@ -108,8 +108,10 @@ fn table2(out: &mut String, a: &Analysis, inputs: &Inputs) {
     }
     let _ = writeln!(
         out,
-        "
-lost / gained: held-out episodes the SFT policy solved and the variant did not,          and the reverse, paired by task and seed (summed over RL seeds, each against the          same SFT episodes); p: McNemar's exact two-sided test on them. An unchanged          pass@1 can hide solved episodes traded for others (`rmsweb eval compare`)."
+        "\nlost / gained: held-out episodes the SFT policy solved and the variant did not, \
+         and the reverse, paired by task and seed (summed over RL seeds, each against the \
+         same SFT episodes); p: McNemar's exact two-sided test on them. An unchanged \
+         pass@1 can hide solved episodes traded for others (`rmsweb eval compare`)."
     );
     if seeds.len() > 1 {
         let _ = writeln!(out, "\nPer RL seed (pass@1, episodes):\n");
