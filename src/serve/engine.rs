@@ -18,6 +18,7 @@
 //! and image encoded by the whole model once per sampled sequence.
 
 use crate::model::constrain::{Matcher, Schema};
+use crate::model::kv_cache::left_pad_mask;
 use crate::model::policy::VlSide;
 use crate::model::sample::{SampleConfig, pick_allowed};
 use crate::model::vl::VlCache;
@@ -33,9 +34,6 @@ use std::sync::mpsc;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
 pub use crate::model::sample::CANDIDATES;
-
-/// Additive key mask on left padding (finite: see `Qwen3::forward_hidden_masked`).
-const PAD_MASK: f32 = -1e9;
 
 /// What one request asks the engine for.
 #[derive(Debug, Clone)]
@@ -249,9 +247,7 @@ impl Core {
             let pads = lmax - j.req.prompt.len();
             ids.extend(std::iter::repeat_n(0u32, pads));
             ids.extend_from_slice(&j.req.prompt);
-            let mut m = vec![PAD_MASK; pads];
-            m.extend(std::iter::repeat_n(0.0f32, j.req.prompt.len()));
-            masks.push(m);
+            masks.push(left_pad_mask(pads, lmax));
         }
         let mask_tensor = |rows: &[&Vec<f32>], width: usize| -> Result<Tensor> {
             let flat: Vec<f32> = rows.iter().flat_map(|r| r.iter().copied()).collect();

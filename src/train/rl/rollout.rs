@@ -3,6 +3,7 @@
 //! then decode together, one token per forward pass.
 
 use crate::model::fused::RopeTables;
+use crate::model::kv_cache::left_pad_mask;
 use crate::model::prefix::PrefixCache;
 use crate::model::sample::{Constraint, SampleConfig};
 use crate::model::{KvCache, Qwen3};
@@ -57,9 +58,6 @@ fn draw(probs: &[f32], top_p: f64, rng: &mut impl Rng) -> u32 {
     }
     crate::model::sample::nucleus(probs, top_p, rng)
 }
-
-/// Additive key mask on left padding (finite: see `Qwen3::forward_hidden_masked`).
-pub(super) const PAD_MASK: f32 = -1e9;
 
 /// What a batch of groups decodes under besides the settings.
 #[derive(Clone, Copy, Default)]
@@ -170,9 +168,7 @@ pub fn sample_groups(
         let pads = lmax - p.len();
         ids.extend(std::iter::repeat_n(0u32, pads));
         ids.extend_from_slice(&p[start..]);
-        let mut m = vec![PAD_MASK; pads];
-        m.extend(std::iter::repeat_n(0.0f32, p.len()));
-        key_mask.push(m);
+        key_mask.push(left_pad_mask(pads, lmax));
     }
     let mut cache = match prefix {
         Some(p) => p.copies(g)?,
@@ -215,9 +211,7 @@ fn encode_after_prefix(
             0 => cache,
             _ => turn_keys(&cache, &model.rope_at(pads, 1)?)?,
         });
-        let mut m = vec![PAD_MASK; pads];
-        m.resize(lmax, 0.0);
-        key_mask.push(m);
+        key_mask.push(left_pad_mask(pads, lmax));
     }
     // Room for every token a row may decode: the buffers never grow.
     let cache = KvCache::stack_left_padded(&parts, cfg.max_new_tokens + 1)?;

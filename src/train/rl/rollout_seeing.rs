@@ -4,9 +4,10 @@
 //! one decode as [`super::rollout::sample_groups`] does.
 
 use super::rollout::{
-    Decode, GroupDecoding, PAD_MASK, Rollout, RolloutConfig, decode_rows, sample_groups, turn_keys,
+    Decode, GroupDecoding, Rollout, RolloutConfig, decode_rows, sample_groups, turn_keys,
 };
 use crate::model::KvCache;
+use crate::model::kv_cache::left_pad_mask;
 use crate::model::sample::Constraint;
 use crate::model::vl::prompt::Screenshot;
 use crate::model::vl::{MropePositions, Qwen3Vl, VlCache};
@@ -135,11 +136,7 @@ fn sample_seen_groups(
     let cache = KvCache::stack_left_padded(&turned, headroom)?;
     let key_mask: Vec<Vec<f32>> = parts
         .iter()
-        .map(|p| {
-            let mut m = vec![PAD_MASK; longest - p.len()];
-            m.resize(longest, 0.0);
-            m
-        })
+        .map(|p| left_pad_mask(longest - p.len(), longest))
         .collect();
     let first = decoder.logits(&Tensor::cat(&firsts, 0)?)?.squeeze(1)?;
     let text = vl.text();
