@@ -166,10 +166,11 @@ pub struct Args {
     /// Comma-separated tasks: `miniwob:click-button,miniwob:enter-text`.
     #[arg(long, value_delimiter = ',', required = true)]
     pub tasks: Vec<String>,
-    /// Episodes per task (seeds S, S+1, ...).
+    /// Task instances per task type (seeds S, S+1, ...).
     #[arg(long, default_value_t = 10)]
     pub episodes: usize,
-    /// k of pass@k.
+    /// k of pass@k: attempts per instance, the policy re-seeded for each (a local
+    /// model needs --temperature > 0 for its attempts to differ).
     #[arg(long, default_value_t = 1)]
     pub k: usize,
     /// First seed.
@@ -196,8 +197,8 @@ pub struct Args {
 /// `rmsweb eval` subcommands.
 #[derive(clap::Subcommand)]
 pub enum EvalCommand {
-    /// Two evaluations' results JSONs (`--out`) side by side, episodes paired by task
-    /// and seed: pass@1 per task type, the episodes each solved that the other did not
+    /// Two evaluations' results JSONs (`--out`) side by side, episodes paired by task,
+    /// seed and attempt: pass@1 per task type, the episodes each solved that the other did not
     /// (lost, gained) and McNemar's exact p-value on them.
     Compare(CompareArgs),
 }
@@ -221,7 +222,7 @@ fn compare(args: CompareArgs) -> Result<()> {
     let c = compare(&base, &new);
     if c.total.paired == 0 {
         bail!(
-            "{} and {} share no episode (same task and seed)",
+            "{} and {} share no episode (same task, seed and attempt)",
             args.base.display(),
             args.new.display()
         );
@@ -256,10 +257,13 @@ pub fn run(args: Args) -> Result<()> {
             );
         }
     }
-    if args.k > args.episodes {
+    if args.k == 0 {
+        bail!("--k must be at least 1");
+    }
+    if args.k > 1 && args.policy.policy == "local" && args.policy.temperature == 0.0 {
         eprintln!(
-            "note: --k {} exceeds --episodes {}; pass@k is not reported",
-            args.k, args.episodes
+            "note: --k {} with a greedy local policy (--temperature 0): every attempt repeats the first",
+            args.k
         );
     }
     let mut policy = args.policy.build()?;
@@ -284,7 +288,7 @@ pub fn run(args: Args) -> Result<()> {
         max_steps: args.max_steps,
         reflection: args.reflection.clone(),
     };
-    let bar = indicatif::ProgressBar::new((args.tasks.len() * args.episodes) as u64);
+    let bar = indicatif::ProgressBar::new((args.tasks.len() * args.episodes * args.k) as u64);
     bar.set_style(
         indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} episodes {elapsed} {msg}")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),

@@ -5,7 +5,7 @@
 //! attempt fails, or succeeds in more than `detour_factor` × the shortest success
 //! known for that task instance (the same task id: page and seed — from earlier
 //! collections in the dataset, [`known_shortest`], or this run), a [`Reflector`] distils a short reflection
-//! from it and the next attempt's prompt carries it ([`PolicyInput::reflection`]), up
+//! from it and the next attempt's prompt carries it ([`PolicyInput::reflection`](crate::policy::PolicyInput::reflection)), up
 //! to `rounds` attempts. Every attempt is stored (`attempt` = `round` = its number
 //! for that seed, `reflection`, source [`COLLECT_SOURCE`]); failures feed the miner.
 //!
@@ -28,18 +28,15 @@ pub use report::{AttemptRecord, CollectReport, RoundStats, compare_table, summar
 use crate::env::MiniwobEnv;
 use crate::env::miniwob::task_name;
 use crate::eval::{EpisodeOptions, prepare_dataset, run_episode};
-use crate::policy::{Policy, PolicyInput, PolicyOutput};
-use crate::trajectory::{Dataset, Task};
+use crate::policy::Policy;
+pub use crate::policy::attempt::{ATTEMPT_SEED_STRIDE, AttemptSeeded};
+use crate::trajectory::Dataset;
 use anyhow::{Context, Result};
 use std::collections::BTreeMap;
 use std::time::Instant;
 
 /// The `source` of trajectories written by collection.
 pub const COLLECT_SOURCE: &str = "rmsweb-collect";
-
-/// Stride between the policy seeds of successive attempts (a prime, so attempt
-/// streams of neighbouring seeds do not collide).
-pub const ATTEMPT_SEED_STRIDE: u64 = 1_000_003;
 
 /// What to collect.
 #[derive(Debug, Clone)]
@@ -76,28 +73,6 @@ impl Default for CollectConfig {
             reflection: true,
             max_steps: 10,
         }
-    }
-}
-
-/// Wraps a policy so that [`Policy::reset`] gets the attempt's policy seed.
-pub struct AttemptSeeded<'a> {
-    pub inner: &'a mut dyn Policy,
-    pub attempt: u32,
-}
-
-impl Policy for AttemptSeeded<'_> {
-    fn name(&self) -> String {
-        self.inner.name()
-    }
-    fn reset(&mut self, task: &Task, seed: u64) {
-        let salt = ATTEMPT_SEED_STRIDE.wrapping_mul(u64::from(self.attempt.saturating_sub(1)));
-        self.inner.reset(task, seed.wrapping_add(salt));
-    }
-    fn notes(&self) -> Vec<String> {
-        self.inner.notes()
-    }
-    fn act(&mut self, input: &PolicyInput<'_>) -> Result<PolicyOutput> {
-        self.inner.act(input)
     }
 }
 

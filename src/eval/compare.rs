@@ -1,5 +1,5 @@
 //! Two evaluations of the same episodes side by side (`rmsweb eval compare`): episodes
-//! are paired by task and seed, and each task type shows what the second policy
+//! are paired by task, seed and attempt, and each task type shows what the second policy
 //! solved that the first did not (gained) and the reverse (lost), with McNemar's
 //! exact test on those discordant pairs. On the same seeds this is the comparison
 //! that separates a real change from noise, and it shows when an equal pass@1 hides
@@ -16,7 +16,7 @@ use std::path::Path;
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PairedRow {
     pub task: String,
-    /// Episodes both evaluations ran (same task and seed).
+    /// Episodes both evaluations ran (same task, seed and attempt).
     pub paired: usize,
     pub base_solved: usize,
     pub new_solved: usize,
@@ -98,14 +98,14 @@ fn row(task: &str, pairs: &[(&EpisodeRecord, &EpisodeRecord)]) -> PairedRow {
     }
 }
 
-/// Pairs the episodes of `base` and `new` by task and seed and compares them per task
+/// Pairs the episodes of `base` and `new` by task, seed and attempt and compares them per task
 /// type and overall. An episode repeated within one evaluation counts once (its first
 /// record).
 pub fn compare(base: &EvalReport, new: &EvalReport) -> Comparison {
     let index = |r: &EvalReport| {
-        let mut m: HashMap<(String, u64), usize> = HashMap::new();
+        let mut m: HashMap<(String, u64, u32), usize> = HashMap::new();
         for (i, e) in r.episodes.iter().enumerate() {
-            m.entry((e.task.clone(), e.seed)).or_insert(i);
+            m.entry((e.task.clone(), e.seed, e.attempt)).or_insert(i);
         }
         m
     };
@@ -174,7 +174,9 @@ pub fn render(c: &Comparison) -> String {
             c.base_only, c.new_only
         ));
     }
-    out.push_str("\np: McNemar's exact two-sided test on lost vs gained (same task and seed)\n");
+    out.push_str(
+        "\np: McNemar's exact two-sided test on lost vs gained (same task, seed and attempt)\n",
+    );
     out
 }
 

@@ -1,18 +1,21 @@
 //! Evaluation harness: runs a [`Policy`] on live MiniWoB++ episodes in a real
 //! browser, takes the outcome from the page's own reward, and reports pass@1 (mean
-//! over episodes), pass@k (the unbiased estimator over each task's episodes) and
-//! mean steps on solved episodes. Every episode can be saved as a trajectory, with
+//! over episodes), pass@k and mean steps on solved episodes. With k > 1 each task
+//! instance (task and seed) gets k attempts, the policy re-seeded for each (as a
+//! collection retry is, [`AttemptSeeded`]); pass@k is the share of instances one of
+//! whose k attempts succeeded (the unbiased estimator with n = k per instance). Every episode can be saved as a trajectory, with
 //! its screenshots, into a dataset so it can be browsed and mined.
 
 pub mod compare;
 
 use crate::env::MiniwobEnv;
 use crate::env::miniwob::task_name;
+use crate::policy::attempt::AttemptSeeded;
 use crate::policy::{Policy, PolicyInput};
 use crate::trajectory::{ActionResult, Dataset, Outcome, Step, Task, Timing, Trajectory};
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -24,9 +27,9 @@ pub const EVAL_SOURCE: &str = "rmsweb-eval";
 pub struct EvalConfig {
     /// Task names (`click-button` or `miniwob:click-button`).
     pub tasks: Vec<String>,
-    /// Episodes per task (seeds `seed`, `seed + 1`, ...).
+    /// Task instances per task (seeds `seed`, `seed + 1`, ...).
     pub episodes: usize,
-    /// The k of pass@k.
+    /// The k of pass@k: attempts per instance (at least 1).
     pub k: usize,
     pub seed: u64,
     pub max_steps: usize,
@@ -39,6 +42,9 @@ pub struct EvalConfig {
 pub struct EpisodeRecord {
     pub task: String,
     pub seed: u64,
+    /// The attempt at this instance, 1..=k (1 in results written before attempts).
+    #[serde(default = "first_attempt")]
+    pub attempt: u32,
     pub instruction: String,
     pub success: bool,
     /// The page's raw reward (`WOB_RAW_REWARD_GLOBAL`), 0 when the page never finished.
@@ -49,14 +55,20 @@ pub struct EpisodeRecord {
     pub seconds: f64,
 }
 
+fn first_attempt() -> u32 {
+    1
+}
+
 /// Per-task figures.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct TaskSummary {
     pub task: String,
+    /// Episodes run (instances × attempts).
     pub episodes: usize,
     pub successes: usize,
     pub pass_at_1: f64,
-    /// `None` when the task has fewer than k episodes.
+    /// Mean over the task's instances (seeds) with at least k attempts of the
+    /// unbiased pass@k estimator; `None` when no instance has k attempts.
     pub pass_at_k: Option<f64>,
     pub mean_steps_solved: Option<f64>,
     pub mean_reward: f64,
@@ -72,7 +84,7 @@ pub struct EvalReport {
     pub episodes_total: usize,
     /// Mean success over all episodes.
     pub pass_at_1: f64,
-    /// Mean over tasks of their pass@k (tasks with at least k episodes).
+    /// Mean over tasks of their pass@k (tasks with an instance of k attempts).
     pub pass_at_k: Option<f64>,
     pub mean_steps_solved: Option<f64>,
     pub elapsed_s: f64,
@@ -123,12 +135,22 @@ pub fn summarize(
                 .map(|e| e.steps as f64)
                 .collect();
             let rewards: Vec<f64> = eps.iter().map(|e| e.reward).collect();
+            let mut instances: BTreeMap<u64, (usize, usize)> = BTreeMap::new();
+            for e in &eps {
+                let (tried, ok) = instances.entry(e.seed).or_default();
+                *tried += 1;
+                *ok += usize::from(e.success);
+            }
+            let ks: Vec<f64> = instances
+                .values()
+                .filter_map(|&(tried, ok)| pass_at_k(tried, ok, cfg.k))
+                .collect();
             TaskSummary {
                 task: t.clone(),
                 episodes: n,
                 successes: c,
                 pass_at_1: c as f64 / n.max(1) as f64,
-                pass_at_k: pass_at_k(n, c, cfg.k),
+                pass_at_k: mean(&ks),
                 mean_steps_solved: mean(&solved),
                 mean_reward: mean(&rewards).unwrap_or(0.0),
             }
@@ -377,6 +399,7 @@ pub fn run_episode(
     let record = EpisodeRecord {
         task: name,
         seed,
+        attempt: 1,
         instruction: task.instruction.clone(),
         success,
         reward,
@@ -419,7 +442,7 @@ pub fn new_run_id() -> String {
     )
 }
 
-/// Runs every (task, episode) and aggregates. With a dataset, each episode is
+/// Runs every (task, seed, attempt) and aggregates. With a dataset, each episode is
 /// appended as it finishes (its task too, once), screenshots included.
 /// `on_episode` is called after each episode (for progress display).
 pub fn evaluate(
@@ -437,22 +460,36 @@ pub fn evaluate(
         let name = task_name(task);
         for e in 0..cfg.episodes {
             let seed = cfg.seed + e as u64;
-            let opts = EpisodeOptions {
-                max_steps: cfg.max_steps,
-                reflection: cfg.reflection.as_deref(),
-                trajectory_id: format!("{run_id}-{name}-s{seed}"),
-                screenshots: sink.as_ref(),
-            };
-            let (t, traj, rec) = run_episode(env, policy, name, seed, &opts)
-                .with_context(|| format!("episode {name} seed {seed}"))?;
-            if let Some(ds) = dataset.as_deref_mut() {
-                if known.insert(t.task_id.clone()) {
-                    ds.append_tasks(std::slice::from_ref(&t))?;
+            for attempt in 1..=cfg.k.max(1) as u32 {
+                // One attempt keeps the id it always had; repeated ones are told apart.
+                let trajectory_id = if cfg.k > 1 {
+                    format!("{run_id}-{name}-s{seed}-a{attempt}")
+                } else {
+                    format!("{run_id}-{name}-s{seed}")
+                };
+                let opts = EpisodeOptions {
+                    max_steps: cfg.max_steps,
+                    reflection: cfg.reflection.as_deref(),
+                    trajectory_id,
+                    screenshots: sink.as_ref(),
+                };
+                let mut p = AttemptSeeded {
+                    inner: &mut *policy,
+                    attempt,
+                };
+                let (t, mut traj, mut rec) = run_episode(env, &mut p, name, seed, &opts)
+                    .with_context(|| format!("episode {name} seed {seed} attempt {attempt}"))?;
+                traj.attempt = attempt;
+                rec.attempt = attempt;
+                if let Some(ds) = dataset.as_deref_mut() {
+                    if known.insert(t.task_id.clone()) {
+                        ds.append_tasks(std::slice::from_ref(&t))?;
+                    }
+                    ds.append_trajectories(std::slice::from_ref(&traj))?;
                 }
-                ds.append_trajectories(std::slice::from_ref(&traj))?;
+                on_episode(&rec);
+                records.push(rec);
             }
-            on_episode(&rec);
-            records.push(rec);
         }
     }
     Ok(summarize(
@@ -527,6 +564,7 @@ mod tests {
         EpisodeRecord {
             task: task.into(),
             seed: 0,
+            attempt: 1,
             instruction: String::new(),
             success,
             reward: if success { 1.0 } else { -1.0 },
@@ -567,5 +605,46 @@ mod tests {
         assert_eq!(r.mean_steps_solved, Some(4.0));
         assert_eq!(r.episodes_per_minute, 4.0);
         assert!(table(&r).contains("pass@2"));
+    }
+
+    #[test]
+    fn pass_at_k_is_per_instance_not_pooled_over_seeds() {
+        let cfg = EvalConfig {
+            tasks: vec![],
+            episodes: 3,
+            k: 2,
+            seed: 0,
+            max_steps: 5,
+            reflection: None,
+        };
+        let at = |seed: u64, attempt: u32, success: bool| EpisodeRecord {
+            seed,
+            attempt,
+            ..rec("a", success, 1)
+        };
+        // Seed 0 is solved twice, seed 1 never: one instance of two is solved within
+        // two attempts. Pooling the four episodes as samples of one problem would say
+        // 1 - C(2,2)/C(4,2) = 0.83. Seed 2 has one attempt only and is left out.
+        let r = summarize(
+            "p",
+            &cfg,
+            vec![
+                at(0, 1, true),
+                at(0, 2, true),
+                at(1, 1, false),
+                at(1, 2, false),
+                at(2, 1, true),
+            ],
+            60.0,
+        );
+        assert_eq!(r.tasks[0].episodes, 5);
+        assert_eq!(r.tasks[0].pass_at_1, 0.6);
+        assert_eq!(r.tasks[0].pass_at_k, Some(0.5));
+        assert_eq!(r.pass_at_k, Some(0.5));
+        // Results written before attempts existed read as first attempts.
+        let old = r#"{"task":"a","seed":3,"instruction":"","success":true,"reward":1.0,
+            "steps":1,"reason":"","trajectory_id":"t","seconds":0.1}"#;
+        let e: EpisodeRecord = serde_json::from_str(old).unwrap();
+        assert_eq!(e.attempt, 1);
     }
 }

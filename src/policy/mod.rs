@@ -12,6 +12,7 @@
 //!   layout, chosen with [`prompt::PromptOptions::format`] ([`format::PromptFormat`]);
 //!   [`observation`] holds what both formats show besides elements.
 
+pub mod attempt;
 pub mod browser_use;
 pub mod chat;
 pub mod format;

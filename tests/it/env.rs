@@ -274,15 +274,33 @@ fn evaluation_saves_trajectories_with_screenshots_into_a_dataset() {
     })
     .unwrap();
     env.screenshots = false;
-    assert_eq!(seen, 4);
-    assert_eq!(report.episodes_total, 4);
+    // k = 2: two attempts at each of the 2 × 2 instances.
+    assert_eq!(seen, 8);
+    assert_eq!(report.episodes_total, 8);
     assert_eq!(report.pass_at_1, 1.0);
     assert_eq!(report.pass_at_k, Some(1.0));
+    let attempts: Vec<(String, u64, u32)> = report
+        .episodes
+        .iter()
+        .map(|e| (e.task.clone(), e.seed, e.attempt))
+        .collect();
+    assert_eq!(
+        attempts[..4],
+        [
+            ("click-option".to_string(), 100, 1),
+            ("click-option".to_string(), 100, 2),
+            ("click-option".to_string(), 101, 1),
+            ("click-option".to_string(), 101, 2),
+        ]
+    );
     let ds = Dataset::open(dir.path()).unwrap();
-    assert_eq!(ds.trajectory_count(), 4);
+    assert_eq!(ds.trajectory_count(), 8);
     assert_eq!(ds.task_count(), 4);
-    for i in 0..4 {
+    let mut ids = std::collections::BTreeSet::new();
+    for i in 0..8 {
         let t = ds.trajectory(i).unwrap();
+        assert!(ids.insert(t.id.clone()), "trajectory id {} repeated", t.id);
+        assert_eq!(t.attempt, report.episodes[i].attempt);
         assert!(t.outcome.success);
         assert_eq!(t.teacher, TEACHER_NAME);
         for s in &t.steps {

@@ -9,6 +9,7 @@ fn episode(task: &str, seed: u64, success: bool) -> EpisodeRecord {
     EpisodeRecord {
         task: task.into(),
         seed,
+        attempt: 1,
         instruction: String::new(),
         success,
         reward: if success { 1.0 } else { -1.0 },
