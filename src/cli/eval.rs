@@ -198,8 +198,8 @@ pub struct Args {
 #[derive(clap::Subcommand)]
 pub enum EvalCommand {
     /// Two evaluations' results JSONs (`--out`) side by side, episodes paired by task,
-    /// seed and attempt: pass@1 per task type, the episodes each solved that the other did not
-    /// (lost, gained) and McNemar's exact p-value on them.
+    /// seed and attempt: pass@1 per task type, the episodes each solved that the other
+    /// did not (lost, gained) and McNemar's exact p-value on them.
     Compare(CompareArgs),
 }
 

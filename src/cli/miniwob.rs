@@ -103,6 +103,7 @@ fn run_one(a: RunArgs) -> Result<()> {
         max_steps: a.max_steps,
         reflection: None,
         trajectory_id: format!("{}-{name}-s{}", new_run_id(), a.seed),
+        attempt: 1,
         screenshots: sink.as_ref(),
     };
     let (task, traj, rec) = run_episode(&mut env, policy.as_mut(), &name, a.seed, &opts)?;

@@ -11,9 +11,10 @@
 //!
 //! Episodes are run by the evaluation's [`run_episode`], so collection and evaluation
 //! see the same observation, actions and outcome. Each attempt re-seeds the policy
-//! with `seed + 1_000_003 × (attempt − 1)` (through [`AttemptSeeded`]) while the
-//! page keeps the episode seed: the task instance is the same, the teacher's sampling
-//! is fresh, as an LLM teacher sampled at temperature would be. Without this, a
+//! with `seed + 1_000_003 × (attempt − 1)` ([`run_episode`] applies
+//! [`AttemptSeeded`](crate::policy::attempt::AttemptSeeded)) while the page keeps the
+//! episode seed: the task instance is the same, the teacher's sampling is fresh, as
+//! an LLM teacher sampled at temperature would be. Without this, a
 //! retry of a deterministic policy would replay the failed attempt exactly.
 //!
 //! With `reflection` off ([`CollectConfig::reflection`] false) the same retries
@@ -29,7 +30,6 @@ use crate::env::MiniwobEnv;
 use crate::env::miniwob::task_name;
 use crate::eval::{EpisodeOptions, prepare_dataset, run_episode};
 use crate::policy::Policy;
-pub use crate::policy::attempt::{ATTEMPT_SEED_STRIDE, AttemptSeeded};
 use crate::trajectory::Dataset;
 use anyhow::{Context, Result};
 use std::collections::BTreeMap;
@@ -139,15 +139,11 @@ pub fn collect(
                     max_steps: cfg.max_steps,
                     reflection: reflection.as_ref().map(|r| r.text.as_str()),
                     trajectory_id: format!("{run_id}-{name}-s{seed}-a{round}"),
+                    attempt: round,
                     screenshots: sink.as_ref(),
                 };
-                let mut p = AttemptSeeded {
-                    inner: &mut *policy,
-                    attempt: round,
-                };
-                let (t, mut traj, ep) = run_episode(env, &mut p, &name, seed, &opts)
+                let (t, mut traj, ep) = run_episode(env, policy, &name, seed, &opts)
                     .with_context(|| format!("{name} seed {seed} attempt {round}"))?;
-                traj.attempt = round;
                 traj.round = round;
                 traj.source = COLLECT_SOURCE.into();
                 if let Some(note) = reflection.as_ref().and_then(|r| r.note.as_ref())

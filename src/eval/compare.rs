@@ -1,6 +1,6 @@
 //! Two evaluations of the same episodes side by side (`rmsweb eval compare`): episodes
-//! are paired by task, seed and attempt, and each task type shows what the second policy
-//! solved that the first did not (gained) and the reverse (lost), with McNemar's
+//! are paired by task, seed and attempt, and each task type shows what the second
+//! policy solved that the first did not (gained) and the reverse (lost), with McNemar's
 //! exact test on those discordant pairs. On the same seeds this is the comparison
 //! that separates a real change from noise, and it shows when an equal pass@1 hides
 //! many solved episodes traded for others.
@@ -98,8 +98,8 @@ fn row(task: &str, pairs: &[(&EpisodeRecord, &EpisodeRecord)]) -> PairedRow {
     }
 }
 
-/// Pairs the episodes of `base` and `new` by task, seed and attempt and compares them per task
-/// type and overall. An episode repeated within one evaluation counts once (its first
+/// Pairs the episodes of `base` and `new` by task, seed and attempt and compares them
+/// per task type and overall. An episode repeated within one evaluation counts once (its first
 /// record).
 pub fn compare(base: &EvalReport, new: &EvalReport) -> Comparison {
     let index = |r: &EvalReport| {

@@ -3,8 +3,9 @@
 //! over episodes), pass@k and mean steps on solved episodes. With k > 1 each task
 //! instance (task and seed) gets k attempts, the policy re-seeded for each (as a
 //! collection retry is, [`AttemptSeeded`]); pass@k is the share of instances one of
-//! whose k attempts succeeded (the unbiased estimator with n = k per instance). Every episode can be saved as a trajectory, with
-//! its screenshots, into a dataset so it can be browsed and mined.
+//! whose k attempts succeeded (the unbiased estimator with n = k per instance).
+//! Every episode can be saved as a trajectory, with its screenshots, into a dataset
+//! so it can be browsed and mined.
 
 pub mod compare;
 
@@ -217,6 +218,9 @@ pub struct EpisodeOptions<'a> {
     pub reflection: Option<&'a str>,
     /// The trajectory id to write (also the screenshot folder name).
     pub trajectory_id: String,
+    /// The attempt at this instance (1-based): the policy is reset with that
+    /// attempt's seed ([`AttemptSeeded`]) and the trajectory and record carry it.
+    pub attempt: u32,
     pub screenshots: Option<&'a ScreenshotSink>,
 }
 
@@ -230,6 +234,10 @@ pub fn run_episode(
     opts: &EpisodeOptions<'_>,
 ) -> Result<(Task, Trajectory, EpisodeRecord)> {
     let name = task_name(task).to_string();
+    let policy = &mut AttemptSeeded {
+        inner: policy,
+        attempt: opts.attempt,
+    };
     let started = Instant::now();
     let instruction = env.start_episode(&name, seed)?;
     let task = miniwob_task(
@@ -380,7 +388,7 @@ pub fn run_episode(
     let mut traj = Trajectory {
         id: opts.trajectory_id.clone(),
         task_id: task.task_id.clone(),
-        attempt: 1,
+        attempt: opts.attempt,
         round: 1,
         reflection: opts.reflection.map(str::to_owned),
         source: EVAL_SOURCE.into(),
@@ -399,7 +407,7 @@ pub fn run_episode(
     let record = EpisodeRecord {
         task: name,
         seed,
-        attempt: 1,
+        attempt: opts.attempt,
         instruction: task.instruction.clone(),
         success,
         reward,
@@ -471,16 +479,11 @@ pub fn evaluate(
                     max_steps: cfg.max_steps,
                     reflection: cfg.reflection.as_deref(),
                     trajectory_id,
+                    attempt,
                     screenshots: sink.as_ref(),
                 };
-                let mut p = AttemptSeeded {
-                    inner: &mut *policy,
-                    attempt,
-                };
-                let (t, mut traj, mut rec) = run_episode(env, &mut p, name, seed, &opts)
+                let (t, traj, rec) = run_episode(env, policy, name, seed, &opts)
                     .with_context(|| format!("episode {name} seed {seed} attempt {attempt}"))?;
-                traj.attempt = attempt;
-                rec.attempt = attempt;
                 if let Some(ds) = dataset.as_deref_mut() {
                     if known.insert(t.task_id.clone()) {
                         ds.append_tasks(std::slice::from_ref(&t))?;

@@ -38,6 +38,7 @@ fn opts(id: &str) -> EpisodeOptions<'static> {
         max_steps: 8,
         reflection: None,
         trajectory_id: id.to_string(),
+        attempt: 1,
         screenshots: None,
     }
 }
