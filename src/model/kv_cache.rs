@@ -170,6 +170,52 @@ impl KvCache {
         self.map(|t| t.index_select(idx, 0))
     }
 
+    /// Keeps the batch rows `keep` (ascending, distinct), in that order. A decoding
+    /// cache moves them to the front of its own buffers and allocates nothing (only
+    /// the cached positions of each moved row are copied), where [`Self::select_batch`]
+    /// allocates and fills new buffers: as rows finish sampling, a 64-row cache of
+    /// live MiniWoB prompts is tens of megabytes per layer, each new one paid in page
+    /// faults. The buffers must not be shared with a clone of this cache (it would
+    /// see the rows move); a fresh `select_batch` result never is.
+    pub fn retain_rows(&mut self, keep: &[usize]) -> Result<()> {
+        let rows = self
+            .layers
+            .iter()
+            .flatten()
+            .next()
+            .map(|l| match l {
+                LayerKv::Concat(k, _) | LayerKv::Buffer { k, .. } => k.dim(0),
+            })
+            .transpose()?
+            .unwrap_or(0);
+        if keep.windows(2).any(|w| w[0] >= w[1]) || keep.last().is_some_and(|&b| b >= rows) {
+            candle_core::bail!("retain_rows: {keep:?} is not ascending within {rows} rows");
+        }
+        for layer in self.layers.iter_mut().flatten() {
+            match layer {
+                LayerKv::Concat(k, v) => {
+                    let idx: Vec<u32> = keep.iter().map(|&b| b as u32).collect();
+                    let idx = Tensor::from_vec(idx, keep.len(), k.device())?;
+                    *k = k.index_select(&idx, 0)?;
+                    *v = v.index_select(&idx, 0)?;
+                }
+                LayerKv::Buffer { k, v, len } => {
+                    for (j, &b) in keep.iter().enumerate().filter(|(j, b)| j != *b) {
+                        for t in [&*k, &*v] {
+                            // Row `b`'s cached positions, copied out first: `slice_set`
+                            // refuses a source that shares the target's storage.
+                            let row = t.narrow(0, b, 1)?.narrow(2, 0, *len)?.force_contiguous()?;
+                            t.narrow(0, j, 1)?.slice_set(&row, 2, 0)?;
+                        }
+                    }
+                    *k = k.narrow(0, 0, keep.len())?;
+                    *v = v.narrow(0, 0, keep.len())?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// The cache of a batch-1 prefix repeated for a batch of `n` continuations (the
     /// prompt is encoded once, then `n` samples decode from it).
     pub fn repeat_batch(&self, n: usize) -> Result<KvCache> {
@@ -258,5 +304,79 @@ impl KvCache {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::Device;
+
+    /// A one-layer cache of `rows` rows and `len` positions (distinct values), buffered
+    /// with `headroom` positions to spare or, without, concatenated.
+    fn cache(rows: usize, len: usize, headroom: Option<usize>) -> KvCache {
+        let n = rows * 2 * len * 3;
+        let k = Tensor::arange(0f32, n as f32, &Device::Cpu)
+            .unwrap()
+            .reshape((rows, 2, len, 3))
+            .unwrap();
+        let v = (&k * -1.0).unwrap();
+        let mut slot = None;
+        LayerKv::append(&mut slot, k, v, headroom).unwrap();
+        KvCache {
+            layers: vec![slot],
+            headroom,
+        }
+    }
+
+    /// The cached keys and values as nested vectors (positions `..len` only).
+    fn contents(c: &KvCache) -> (Vec<f32>, Vec<f32>) {
+        let flat = |t: &Tensor| t.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        match c.layers[0].as_ref().unwrap() {
+            LayerKv::Concat(k, v) => (flat(k), flat(v)),
+            LayerKv::Buffer { k, v, len } => (
+                flat(&k.narrow(2, 0, *len).unwrap()),
+                flat(&v.narrow(2, 0, *len).unwrap()),
+            ),
+        }
+    }
+
+    /// One more position for every row of `c`.
+    fn push(c: &mut KvCache, rows: usize) {
+        let k = Tensor::full(7f32, (rows, 2, 1, 3), &Device::Cpu).unwrap();
+        let v = Tensor::full(-7f32, (rows, 2, 1, 3), &Device::Cpu).unwrap();
+        LayerKv::append(&mut c.layers[0], k, v, c.headroom).unwrap();
+    }
+
+    #[test]
+    fn retaining_rows_in_place_equals_selecting_them_and_decoding_goes_on() {
+        for headroom in [Some(2), Some(0), None] {
+            let mut a = cache(5, 4, headroom);
+            let idx = Tensor::new(&[1u32, 3, 4], &Device::Cpu).unwrap();
+            let mut b = a.select_batch(&idx).unwrap();
+            a.retain_rows(&[1, 3, 4]).unwrap();
+            assert_eq!(contents(&a), contents(&b), "{headroom:?}");
+            // The next positions land in the kept rows (growing the buffer when full).
+            push(&mut a, 3);
+            push(&mut b, 3);
+            assert_eq!(a.len(), 5);
+            assert_eq!(contents(&a), contents(&b), "{headroom:?}");
+            a.retain_rows(&[0, 2]).unwrap();
+            b = b
+                .select_batch(&Tensor::new(&[0u32, 2], &Device::Cpu).unwrap())
+                .unwrap();
+            assert_eq!(contents(&a), contents(&b), "{headroom:?}");
+        }
+    }
+
+    #[test]
+    fn retaining_rows_refuses_unordered_or_missing_rows() {
+        let mut c = cache(3, 2, Some(1));
+        let before = contents(&c);
+        for keep in [&[2usize, 1][..], &[0, 0], &[1, 3]] {
+            let e = c.retain_rows(keep).unwrap_err().to_string();
+            assert!(e.contains("not ascending within 3 rows"), "{e}");
+        }
+        assert_eq!(contents(&c), before);
     }
 }

@@ -296,12 +296,7 @@ impl Core {
                 break;
             }
             if still.len() < active.len() {
-                let keep = Tensor::from_vec(
-                    still.iter().map(|&k| k as u32).collect::<Vec<_>>(),
-                    still.len(),
-                    dev,
-                )?;
-                cache = cache.select_batch(&keep)?;
+                cache.retain_rows(&still)?;
                 next = still.iter().map(|&k| next[k]).collect();
                 active = still.iter().map(|&k| active[k]).collect();
             }

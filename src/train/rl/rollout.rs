@@ -348,8 +348,7 @@ pub(super) fn decode_rows(
             break;
         }
         if live.len() * 4 <= active.len() * 3 {
-            let idx: Vec<u32> = live.iter().map(|&b| b as u32).collect();
-            cache = cache.select_batch(&Tensor::from_vec(idx, live.len(), dev)?)?;
+            cache.retain_rows(&live)?;
             next = live.iter().map(|&b| next[b]).collect();
             row_mask = live
                 .iter()
