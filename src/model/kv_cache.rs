@@ -1,7 +1,9 @@
 //! The decoder's key/value cache: grown by concatenation (differentiable, for the RL
 //! scorer's shared contexts) or written in place into preallocated buffers (sampling).
 
+use super::fused::SharedRows;
 use candle_core::{Result, Tensor};
+use std::sync::Arc;
 
 /// Additive key mask on left padding (finite: see `Qwen3::forward_hidden_masked`).
 const PAD_MASK: f32 = -1e9;
@@ -117,6 +119,9 @@ pub struct KvCache {
     /// Buffered (decoding) caches: positions a fresh buffer holds beyond its first
     /// input before it grows.
     pub(super) headroom: Option<usize>,
+    /// Rows that are copies of another over their first positions (a prompt's
+    /// samples), for the decode kernel to read those keys once per group.
+    pub(super) shared: Option<SharedRows>,
 }
 
 impl KvCache {
@@ -136,6 +141,7 @@ impl KvCache {
         KvCache {
             layers: Vec::new(),
             headroom: Some(headroom),
+            shared: None,
         }
     }
 
@@ -161,13 +167,32 @@ impl KvCache {
         Ok(KvCache {
             layers,
             headroom: self.headroom,
+            shared: None,
         })
     }
 
     /// The cache rows `idx` (a u32 tensor of batch indices), e.g. each prompt of a
-    /// batch repeated for its samples.
+    /// batch repeated for its samples. Rows selected from one row are recorded as
+    /// copies over the positions cached now ([`Self::shared_rows`]).
     pub fn select_batch(&self, idx: &Tensor) -> Result<KvCache> {
-        self.map(|t| t.index_select(idx, 0))
+        let mut out = self.map(|t| t.index_select(idx, 0))?;
+        let rows = idx.to_vec1::<u32>()?;
+        let leader: Vec<usize> = rows
+            .iter()
+            .map(|r| rows.iter().position(|s| s == r).unwrap_or(0))
+            .collect();
+        if leader.iter().enumerate().any(|(i, &l)| l != i) && !self.is_empty() {
+            out.shared = Some(SharedRows {
+                leader: Arc::new(leader),
+                len: self.len(),
+            });
+        }
+        Ok(out)
+    }
+
+    /// Which rows are copies of which over their first positions, when known.
+    pub fn shared_rows(&self) -> Option<&SharedRows> {
+        self.shared.as_ref()
     }
 
     /// Keeps the batch rows `keep` (ascending, distinct), in that order. A decoding
@@ -213,6 +238,7 @@ impl KvCache {
                 }
             }
         }
+        self.shared = self.shared.take().and_then(|s| s.retain(keep));
         Ok(())
     }
 
@@ -246,6 +272,7 @@ impl KvCache {
         Ok(KvCache {
             layers,
             headroom: self.headroom,
+            shared: None,
         })
     }
 
@@ -286,6 +313,7 @@ impl KvCache {
         Ok(KvCache {
             layers,
             headroom: Some(headroom),
+            shared: None,
         })
     }
 
@@ -302,6 +330,9 @@ impl KvCache {
                 }
                 _ => {}
             }
+        }
+        if let Some(s) = self.shared.as_mut() {
+            s.len = s.len.min(len);
         }
         Ok(())
     }
@@ -326,6 +357,7 @@ mod tests {
         KvCache {
             layers: vec![slot],
             headroom,
+            shared: None,
         }
     }
 
@@ -378,5 +410,25 @@ mod tests {
             assert!(e.contains("not ascending within 3 rows"), "{e}");
         }
         assert_eq!(contents(&c), before);
+    }
+
+    #[test]
+    fn rows_selected_from_one_row_are_recorded_as_sharing_what_was_cached() {
+        let c = cache(2, 4, Some(3));
+        let idx = Tensor::new(&[0u32, 0, 1, 1, 1], &Device::Cpu).unwrap();
+        let mut s = c.select_batch(&idx).unwrap();
+        let shared = s.shared_rows().unwrap();
+        assert_eq!((*shared.leader).clone(), vec![0, 0, 2, 2, 2]);
+        assert_eq!(shared.len, 4);
+        // New positions differ per row; the record stays at the copied ones.
+        push(&mut s, 5);
+        assert_eq!(s.shared_rows().unwrap().len, 4);
+        s.retain_rows(&[1, 3, 4]).unwrap();
+        assert_eq!(*s.shared_rows().unwrap().leader, vec![0, 1, 1]);
+        s.truncate(2).unwrap();
+        assert_eq!(s.shared_rows().unwrap().len, 2);
+        // Distinct rows share nothing.
+        let idx = Tensor::new(&[1u32, 0], &Device::Cpu).unwrap();
+        assert!(c.select_batch(&idx).unwrap().shared_rows().is_none());
     }
 }

@@ -356,6 +356,7 @@ impl Qwen3 {
             let amask = AttentionMask {
                 causal_past: Some(past),
                 key_bias,
+                shared: cache.as_ref().and_then(|c| c.shared_rows().cloned()),
             };
             (amask, None)
         } else {
@@ -373,6 +374,7 @@ impl Qwen3 {
             let amask = AttentionMask {
                 causal_past: None,
                 key_bias: None,
+                shared: None,
             };
             (amask, mask)
         };

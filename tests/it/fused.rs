@@ -174,6 +174,7 @@ fn masked_softmax_matches_the_additive_mask_path() {
     let mask = AttentionMask {
         causal_past: Some(past),
         key_bias: Some(key_bias(b, keys)),
+        shared: None,
     };
     assert_fused_matches("softmax", &[rand(&[b, h, q, keys], 10)], 1e-5, &|t| {
         let dtype = t[0].dtype();
@@ -201,6 +202,7 @@ fn attention_core_matches_the_composite_attention() {
     let mask = AttentionMask {
         causal_past: Some(0),
         key_bias: Some(key_bias(b, l)),
+        shared: None,
     };
     let inputs = [
         rand(&[b, l, nh, d], 12),

@@ -21,7 +21,7 @@ mod swiglu;
 
 pub use attention::attention;
 use candle_core::{CpuStorage, DType, Layout, Result, Storage, Tensor};
-pub use decode::decode_attention;
+pub use decode::{SharedRows, decode_attention};
 pub use linear::linear;
 pub use log_probs::target_log_probs;
 pub use norm::rms_norm;

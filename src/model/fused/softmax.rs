@@ -13,6 +13,8 @@ pub struct AttentionMask {
     /// Additive per-key values `(batch, keys)`, row-major (e.g. a large negative value
     /// on left padding).
     pub key_bias: Option<Arc<Vec<f32>>>,
+    /// Rows that hold the same first keys (read once by the decode kernel).
+    pub shared: Option<super::SharedRows>,
 }
 
 impl AttentionMask {

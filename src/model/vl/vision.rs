@@ -395,6 +395,7 @@ impl Block {
         let mask = AttentionMask {
             causal_past: None,
             key_bias: None,
+            shared: None,
         };
         let mut outs = Vec::with_capacity(frames.spans.len());
         for (&(start, len), rope) in frames.spans.iter().zip(&frames.rope) {
