@@ -160,7 +160,9 @@ pub fn decode_attention(
 /// and `leader[leader[r]] == leader[r] <= r`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SharedRows {
+    /// Per row, the row whose first positions it copies (itself when none).
     pub leader: Arc<Vec<usize>>,
+    /// How many first positions the copies hold alike.
     pub len: usize,
 }
 
