@@ -3,7 +3,6 @@
 
 use super::fused::SharedRows;
 use candle_core::{Result, Tensor};
-use std::sync::Arc;
 
 /// Additive key mask on left padding (finite: see `Qwen3::forward_hidden_masked`).
 const PAD_MASK: f32 = -1e9;
@@ -176,16 +175,8 @@ impl KvCache {
     /// copies over the positions cached now ([`Self::shared_rows`]).
     pub fn select_batch(&self, idx: &Tensor) -> Result<KvCache> {
         let mut out = self.map(|t| t.index_select(idx, 0))?;
-        let rows = idx.to_vec1::<u32>()?;
-        let leader: Vec<usize> = rows
-            .iter()
-            .map(|r| rows.iter().position(|s| s == r).unwrap_or(0))
-            .collect();
-        if leader.iter().enumerate().any(|(i, &l)| l != i) && !self.is_empty() {
-            out.shared = Some(SharedRows {
-                leader: Arc::new(leader),
-                len: self.len(),
-            });
+        if !self.is_empty() {
+            out.shared = SharedRows::of(&idx.to_vec1::<u32>()?, self.len());
         }
         Ok(out)
     }

@@ -167,23 +167,29 @@ pub struct SharedRows {
 }
 
 impl SharedRows {
-    /// The sharing among the rows `keep` (ascending) once only they remain; `None`
-    /// when no two of them share.
-    pub fn retain(&self, keep: &[usize]) -> Option<SharedRows> {
-        let leader: Vec<usize> = keep
+    /// The sharing of rows whose first `len` positions are alike exactly when their
+    /// `keys` are (e.g. the row each was selected from); `None` when no two are.
+    pub fn of<K: PartialEq>(keys: &[K], len: usize) -> Option<SharedRows> {
+        let leader: Vec<usize> = keys
             .iter()
-            .map(|&r| {
-                let l = self.leader.get(r).copied().unwrap_or(r);
-                keep.iter()
-                    .position(|&o| self.leader.get(o).copied().unwrap_or(o) == l)
-                    .unwrap_or(0)
-            })
+            .enumerate()
+            .map(|(i, k)| keys.iter().position(|o| o == k).unwrap_or(i))
             .collect();
         let any = leader.iter().enumerate().any(|(i, &l)| l != i);
         any.then(|| SharedRows {
             leader: Arc::new(leader),
-            len: self.len,
+            len,
         })
+    }
+
+    /// The sharing among the rows `keep` (ascending) once only they remain; `None`
+    /// when no two of them share.
+    pub fn retain(&self, keep: &[usize]) -> Option<SharedRows> {
+        let leaders: Vec<usize> = keep
+            .iter()
+            .map(|&r| self.leader.get(r).copied().unwrap_or(r))
+            .collect();
+        Self::of(&leaders, self.len)
     }
 }
 
