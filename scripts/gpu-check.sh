@@ -19,6 +19,10 @@
 # tokenizer and data order:
 #   tiny/cpu, tiny/cuda:0 (auto dtype = f32), tiny/cuda:0 with dtype=bf16, then
 #   qwen3-lora on the tiny checkpoint: cpu (f32) and cuda:0 (auto dtype = bf16).
+# Then on tiny/cuda:0's checkpoint, on cpu and cuda:0 (a local policy: f32 on the CPU,
+# bf16 on a GPU): `score` of a short conversation (log-probs within 3e-2), greedy
+# `generate` of 48 tokens (the same ids), and RL_STEPS (default 2) Salvage-DS steps on
+# the fixtures' mined pairs (finite losses; mean timings per step).
 # Step 1's loss is computed before any update, so each GPU run's first loss must match
 # the CPU's: within 1e-3 (relative) in f32 and 3e-2 in bf16.
 set -uo pipefail
@@ -28,6 +32,12 @@ OUT=${OUT:-$(mktemp -d)}
 STEPS=${STEPS:-4}
 RUN_TIMEOUT=${RUN_TIMEOUT:-240}
 mkdir -p "$OUT"
+# CPU reference runs use a few threads. On the lent H200 machine (16 cores by nproc) the
+# default thread count (one per core) did not finish 2 tiny steps in 25 s; with
+# RAYON_NUM_THREADS=4 the 4 steps of tiny/cpu took 5 s. The cause was not found (a CPU
+# quota below the core count would do it: candle's pools spin while they wait). A run
+# stops gracefully on SIGTERM only between steps, so every timeout also kills (-k).
+export RAYON_NUM_THREADS=${RAYON_NUM_THREADS:-4}
 W=$(mktemp -d)
 SUMMARY="$OUT/summary.txt"
 : >"$SUMMARY"
@@ -82,7 +92,7 @@ run() {
   mkdir -p "$dir"
   [[ -f "$W/tiny-cpu/tokenizer.json" && "$name" == tiny-* ]] && cp "$W/tiny-cpu/tokenizer.json" "$dir/"
   local t0=$SECONDS
-  timeout "$RUN_TIMEOUT" "$BIN" train sft --dataset fixtures --device "$device" --run-dir "$dir" \
+  timeout -k 10 "$RUN_TIMEOUT" "$BIN" train sft --dataset fixtures --device "$device" --run-dir "$dir" \
     --steps "$STEPS" "$@" >"$dir/cli.out" 2>&1
   local rc=$?
   {
@@ -135,6 +145,94 @@ for cpu, gpu, tol, want in [("tiny-cpu", "tiny-cuda", 1e-3, "F32"),
 sys.exit(0 if ok else 1)
 PY
 [[ ${PIPESTATUS[0]} -eq 0 ]] || fail=1
+
+# The other GPU paths, on tiny-cuda's checkpoint: scoring (the training forward without
+# gradients) and greedy generation (the KV-cached decode) on cpu and cuda:0, then a
+# Salvage-DS run of RL_STEPS steps on each device (batched sampling with shared prompt
+# rows, row retention, reference scoring, the update), with its per-step timings.
+RL_STEPS=${RL_STEPS:-2}
+tck="$W/tiny-cuda/checkpoints/step-$STEPS"
+conv="$W/conversation.json"
+cat >"$conv" <<'JSON'
+[{"role": "system", "content": "You are a web agent. Reply with one action."},
+ {"role": "user", "content": "Task: Click the button labelled \"Submit\".\nElements:\n[0] button Submit\n[1] link Home\n[2] input text"},
+ {"role": "assistant", "content": "click element [0] (Submit)"}]
+JSON
+python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); json.dump(m[:2], open(sys.argv[2], "w"))' \
+  "$conv" "$W/prompt.json"
+side() { # side NAME DEVICE ARGS...: one command's JSON output into $W/NAME.json
+  local name=$1 dev=$2
+  shift 2
+  if ! timeout -k 10 120 "$BIN" "$@" --device "$dev" --json >"$W/$name.json" 2>"$W/$name.err"; then
+    say "FAIL: $name: $(grep -m1 -i 'error\|panicked' "$W/$name.err")"
+    fail=1
+  fi
+}
+if [[ -d "$tck" ]]; then
+  for dev in cpu cuda:0; do
+    tag=${dev%%:*}
+    side "score-$tag" "$dev" score --checkpoint "$tck" --messages "$conv"
+    side "generate-$tag" "$dev" generate --checkpoint "$tck" --messages "$W/prompt.json" --max-tokens 48
+    t0=$SECONDS
+    timeout -k 10 "$RUN_TIMEOUT" "$BIN" train rl --preset tiny --init "$W/tiny-cuda" --dataset fixtures \
+      --device "$dev" --run-dir "$W/rl-$tag" --steps "$RL_STEPS" >"$W/rl-$tag.out" 2>&1
+    rc=$?
+    {
+      echo "===== rl-$tag ($dev): exit $rc in $((SECONDS - t0)) s"
+      tail -n 5 "$W/rl-$tag.out"
+      cat "$W/rl-$tag/metrics.jsonl" 2>/dev/null
+    } >>"$OUT/runs.log"
+    [[ $rc -eq 0 ]] || { say "FAIL: rl-$tag exited $rc: $(grep -m1 -i 'error\|panicked' "$W/rl-$tag.out")"; fail=1; }
+  done
+  python3 - "$W" <<'PY' | tee -a "$SUMMARY"
+import json, math, pathlib, sys
+w = pathlib.Path(sys.argv[1])
+def js(name):
+    try:
+        return json.loads((w / f"{name}.json").read_text())
+    except Exception:
+        return None
+ok = True
+a, b = js("score-cpu"), js("score-cuda")
+if a and b:
+    la = [t["logprob"] for s in a["sequences"] for t in s["tokens"]]
+    lb = [t["logprob"] for s in b["sequences"] for t in s["tokens"]]
+    d = max((abs(x - y) for x, y in zip(la, lb)), default=float("nan"))
+    # A local policy loads in f32 on the CPU and in bf16 on a GPU (model::policy).
+    good = len(la) == len(lb) > 0 and d <= 3e-2
+    ok &= good
+    print(f"{'ok  ' if good else 'FAIL'}: score cuda (bf16) vs cpu (f32): {len(lb)} tokens, "
+          f"max |logprob diff| {d:.2e} (tol 3e-2)")
+else:
+    print("FAIL: score: missing output"); ok = False
+a, b = js("generate-cpu"), js("generate-cuda")
+if a and b:
+    same = next((i for i, (x, y) in enumerate(zip(a["ids"], b["ids"])) if x != y), min(len(a["ids"]), len(b["ids"])))
+    good = a["ids"] == b["ids"]
+    ok &= good
+    print(f"{'ok  ' if good else 'FAIL'}: greedy generate cuda vs cpu: {len(b['ids'])} vs {len(a['ids'])} tokens, "
+          f"identical for the first {same}; tokens/s cuda {b['tokens_per_s']:.0f}, cpu {a['tokens_per_s']:.0f}")
+else:
+    print("FAIL: generate: missing output"); ok = False
+for tag in ["cpu", "cuda"]:
+    p = w / f"rl-{tag}" / "metrics.jsonl"
+    rows = [json.loads(l)["data"] for l in p.read_text().splitlines()] if p.exists() else []
+    rows = [r for r in rows if "timing_s/step" in r]
+    if not rows:
+        print(f"FAIL: rl-{tag}: no step metrics"); ok = False; continue
+    finite = all(math.isfinite(r.get("actor/grad_norm", 0.0)) and math.isfinite(r.get("actor/pg_loss", 0.0)) for r in rows)
+    ok &= finite
+    parts = " ".join(f"{k}={sum(r.get('timing_s/' + k, 0) for r in rows) / len(rows):.2f}"
+                     for k in ["step", "gen", "probe", "ref", "update_actor"])
+    print(f"{'ok  ' if finite else 'FAIL'}: rl-{tag}: {len(rows)} steps, mean s: {parts}; "
+          f"reward {[round(r.get('critic/score/mean', float('nan')), 3) for r in rows]}")
+sys.exit(0 if ok else 1)
+PY
+  [[ ${PIPESTATUS[0]} -eq 0 ]] || fail=1
+else
+  say "FAIL: no tiny-cuda checkpoint at $tck: scoring, generation and RL not run"
+  fail=1
+fi
 
 if [[ $fail -eq 0 ]]; then say "gpu-check: PASS"; else say "gpu-check: FAIL"; fi
 exit $fail
