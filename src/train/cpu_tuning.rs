@@ -34,7 +34,7 @@ pub fn keep_tensor_memory() {
 
 /// Sets candle's thread-pool variables the user has not set: a short idle spin
 /// (`CANDLE_BARRIER_POOL_SPIN_LIMIT`, so workers park instead of spinning) and the
-/// thread count (`RAYON_NUM_THREADS`, candle's own default computed once: without
+/// thread count (`RAYON_NUM_THREADS`, [`pool_threads`] computed once: without
 /// it candle re-reads `/proc/cpuinfo` on every matrix multiplication, 7 % of an RL
 /// step's CPU time, mostly in token-by-token sampling).
 ///
@@ -47,8 +47,43 @@ pub unsafe fn configure_thread_pools() {
         unsafe { std::env::set_var("CANDLE_BARRIER_POOL_SPIN_LIMIT", WORKER_SPIN_LIMIT) };
     }
     if std::env::var_os("RAYON_NUM_THREADS").is_none() {
-        let n = candle_core::utils::get_num_threads();
+        let available = std::thread::available_parallelism().ok().map(usize::from);
+        let n = pool_threads(candle_core::utils::get_num_threads(), available);
         // SAFETY: as above.
         unsafe { std::env::set_var("RAYON_NUM_THREADS", n.to_string()) };
+    }
+}
+
+/// Threads for candle's pools when the user sets none: candle's own default, the
+/// physical cores `/proc/cpuinfo` lists (in a container, the host's), capped by the
+/// CPUs this process may use (`available`: its affinity mask and cgroup CPU quota, as
+/// `std::thread::available_parallelism` reads them). Uncapped, a container given 16 of
+/// a large host's cores starts a thread per host core, and candle's pools spin while
+/// they wait: the likely cause of what the lent H200 machine (16 cores by `nproc`)
+/// showed, 2 tiny SFT steps unfinished after 25 s at the default count, 5 s at 4.
+pub fn pool_threads(candle_default: usize, available: Option<usize>) -> usize {
+    available
+        .map_or(candle_default, |a| candle_default.min(a))
+        .max(1)
+}
+
+/// The thread count candle's CPU kernels use (after [`configure_thread_pools`]).
+pub fn cpu_threads() -> usize {
+    candle_core::utils::get_num_threads()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pool_threads;
+
+    #[test]
+    fn pool_threads_never_exceed_the_usable_cpus() {
+        // A container with 16 CPUs of a host whose /proc/cpuinfo lists 96 cores.
+        assert_eq!(pool_threads(96, Some(16)), 16);
+        // Fewer physical cores than usable logical CPUs: candle's count stands.
+        assert_eq!(pool_threads(8, Some(16)), 8);
+        // Unknown: candle's count; never zero.
+        assert_eq!(pool_threads(8, None), 8);
+        assert_eq!(pool_threads(0, None), 1);
     }
 }

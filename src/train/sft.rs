@@ -491,8 +491,14 @@ fn train_inner(
         run.truncate_metrics_after(step)?;
         run.log(&format!("resumed from checkpoint step {step}"))?;
     }
+    let threads = if device.is_cpu() {
+        let t = crate::train::cpu_tuning::cpu_threads();
+        format!(" ({t} thread{})", if t == 1 { "" } else { "s" })
+    } else {
+        String::new()
+    };
     run.log(&format!(
-        "training {total} steps of {eff} samples ({n} samples, {} epochs) on {} in {:?}",
+        "training {total} steps of {eff} samples ({n} samples, {} epochs) on {}{threads} in {:?}",
         cfg.epochs,
         cfg.device,
         model.decoder().dtype()

@@ -971,3 +971,33 @@ fn grounded_decoding_keeps_a_random_model_to_shown_elements_and_instruction_valu
         }
     }
 }
+
+/// The CPU thread count follows the CPUs the process may use, not the cores
+/// `/proc/cpuinfo` lists: pinned to one CPU, training runs one thread (and says so).
+#[cfg(target_os = "linux")]
+#[test]
+fn training_uses_the_cpus_it_is_pinned_to() {
+    let d = tempfile::tempdir().unwrap();
+    let ds = d.path().join("ds");
+    make_dataset(&ds, 9);
+    let run = d.path().join("run");
+    let mut cmd = std::process::Command::new("taskset");
+    cmd.args(["-c", "0", env!("CARGO_BIN_EXE_rmsweb")])
+        .args(["train", "sft", "--preset", "tiny", "--dataset"])
+        .arg(&ds)
+        .arg("--run-dir")
+        .arg(&run)
+        .args(["--steps", "1", "--set", "checkpoint_every=0"])
+        .env_remove("RAYON_NUM_THREADS");
+    for s in test_overrides() {
+        cmd.args(["--set", &s]);
+    }
+    let out = cmd.output().expect("taskset (util-linux) runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let log = std::fs::read_to_string(run.join("stdout.log")).unwrap();
+    assert!(log.contains(" on cpu (1 thread) in F32"), "{log}");
+}
