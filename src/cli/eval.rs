@@ -38,7 +38,8 @@ pub struct PolicyArgs {
     /// Chat retries on timeouts and 5xx.
     #[arg(long, default_value_t = 3)]
     pub retries: u32,
-    /// Local model: a model folder or a training checkpoint (`runs/ID/checkpoints/step-N`).
+    /// Local model: a model folder, a training checkpoint (`runs/ID/checkpoints/step-N`)
+    /// or a run folder (its latest complete checkpoint).
     #[arg(long)]
     pub checkpoint: Option<PathBuf>,
     /// Local model: device (`cpu` or `cuda:N`).
@@ -115,11 +116,13 @@ impl PolicyArgs {
             "local" => {
                 let Some(dir) = &self.checkpoint else {
                     bail!(
-                        "--policy local needs --checkpoint DIR (a model folder or a run checkpoint)"
+                        "--policy local needs --checkpoint DIR (a model folder, a run checkpoint or a run folder)"
                     );
                 };
                 let device = rmsweb::model::parse_device(&self.device)?;
-                let mut model = rmsweb::model::LocalModelPolicy::from_checkpoint(dir, &device)?;
+                let ckpt = rmsweb::train::run::resolve_checkpoint(dir)?;
+                let mut model = rmsweb::model::LocalModelPolicy::from_checkpoint(&ckpt, &device)
+                    .with_context(|| format!("loading {}", ckpt.display()))?;
                 model.sampling.temperature = self.temperature;
                 let name = format!("local:{}", dir.display());
                 let mut policy = rmsweb::policy::local::LocalPolicy::new(model, name);

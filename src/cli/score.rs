@@ -26,25 +26,9 @@ pub struct Args {
     json: bool,
 }
 
-/// The checkpoint folder `dir` names: itself, or the latest complete checkpoint of
-/// the run folder it is.
-pub fn resolve_checkpoint(dir: &Path) -> Result<PathBuf> {
-    if dir.join("checkpoints").is_dir() && !dir.join("model.safetensors").is_file() {
-        let run = rmsweb::train::run::RunDir::open(dir)?;
-        let (_, ckpt) = run.latest_checkpoint().with_context(|| {
-            format!(
-                "{}: a run folder without a complete checkpoint",
-                dir.display()
-            )
-        })?;
-        return Ok(ckpt);
-    }
-    Ok(dir.to_path_buf())
-}
-
 /// Loads the checkpoint `dir` names onto `device`.
 pub fn load(dir: &Path, device: &str) -> Result<LocalModelPolicy> {
-    let ckpt = resolve_checkpoint(dir)?;
+    let ckpt = rmsweb::train::run::resolve_checkpoint(dir)?;
     LocalModelPolicy::from_checkpoint(&ckpt, &parse_device(device)?)
         .with_context(|| format!("loading {}", ckpt.display()))
 }

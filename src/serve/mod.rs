@@ -39,7 +39,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use engine::{Engine, Event, Finish, GenRequest};
 use serde_json::{Value, json};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -87,36 +87,9 @@ struct App {
     created: u64,
 }
 
-/// The model folder a `--checkpoint` names: a run folder resolves to its latest
-/// complete checkpoint (`checkpoints/step-N` with `trainer_state.json`).
-pub fn resolve_checkpoint(dir: &Path) -> Result<PathBuf> {
-    let ckpts = dir.join("checkpoints");
-    if !ckpts.is_dir() {
-        return Ok(dir.to_path_buf());
-    }
-    std::fs::read_dir(&ckpts)
-        .with_context(|| format!("reading {}", ckpts.display()))?
-        .filter_map(|e| e.ok())
-        .filter_map(|e| {
-            let n: u64 = e
-                .file_name()
-                .to_string_lossy()
-                .strip_prefix("step-")?
-                .parse()
-                .ok()?;
-            e.path()
-                .join("trainer_state.json")
-                .exists()
-                .then(|| (n, e.path()))
-        })
-        .max_by_key(|(n, _)| *n)
-        .map(|(_, p)| p)
-        .with_context(|| format!("{}: the run has no complete checkpoint", dir.display()))
-}
-
 /// Loads the model and serves until Ctrl-C (or SIGTERM).
 pub fn serve(cfg: ServeConfig) -> Result<()> {
-    let dir = resolve_checkpoint(&cfg.checkpoint)?;
+    let dir = crate::train::run::resolve_checkpoint(&cfg.checkpoint)?;
     let device = crate::model::parse_device(&cfg.device)?;
     let model = LocalModelPolicy::from_checkpoint(&dir, &device)
         .with_context(|| format!("loading {}", dir.display()))?;

@@ -245,6 +245,20 @@ impl RunDir {
     }
 }
 
+/// The model folder a `--checkpoint` names: the folder itself, or, for a run folder
+/// (a `checkpoints/` folder and no `model.safetensors`), its latest complete checkpoint
+/// (`checkpoints/step-N` with `trainer_state.json`).
+pub fn resolve_checkpoint(dir: &Path) -> Result<PathBuf> {
+    if !dir.join("checkpoints").is_dir() || dir.join("model.safetensors").is_file() {
+        return Ok(dir.to_path_buf());
+    }
+    let run = RunDir::open(dir)?;
+    let (_, ckpt) = run
+        .latest_checkpoint()
+        .with_context(|| format!("{}: the run has no complete checkpoint", dir.display()))?;
+    Ok(ckpt)
+}
+
 /// Applies `key=value` overrides to a serializable config and returns the resulting
 /// TOML text. Keys are dotted paths of existing keys (an unknown key is an error);
 /// values are TOML (`lr=1e-3`, `lora.target_modules=["q_proj"]`), and a value that is
@@ -339,6 +353,32 @@ mod tests {
         // An unfinished folder is ignored.
         std::fs::create_dir_all(run.checkpoint_dir(4)).unwrap();
         assert_eq!(run.latest_checkpoint().unwrap().0, 2);
+    }
+
+    #[test]
+    fn a_checkpoint_argument_resolves_run_folders_to_their_latest_complete_checkpoint() {
+        let d = tempfile::tempdir().unwrap();
+        let run = RunDir::open(d.path().join("run")).unwrap();
+        let err = resolve_checkpoint(run.root()).unwrap_err().to_string();
+        assert!(err.contains("no complete checkpoint"), "{err}");
+        for step in [2, 10] {
+            write_checkpoint(&run, step, |p| {
+                Ok(std::fs::write(p.join("trainer_state.json"), "{}")?)
+            })
+            .unwrap();
+        }
+        std::fs::create_dir_all(run.checkpoint_dir(12)).unwrap();
+        assert_eq!(
+            resolve_checkpoint(run.root()).unwrap(),
+            run.checkpoint_dir(10)
+        );
+        // A checkpoint or a model folder names itself.
+        let ckpt = run.checkpoint_dir(2);
+        assert_eq!(resolve_checkpoint(&ckpt).unwrap(), ckpt);
+        let model = d.path().join("model");
+        std::fs::create_dir_all(model.join("checkpoints")).unwrap();
+        std::fs::write(model.join("model.safetensors"), b"").unwrap();
+        assert_eq!(resolve_checkpoint(&model).unwrap(), model);
     }
 
     #[test]
