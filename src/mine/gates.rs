@@ -71,7 +71,7 @@ impl VisualGate {
 }
 
 fn readable_image(root: &Path, rel: &str) -> Result<(), String> {
-    let path = resolve_inside(root, rel).map_err(|e| format!("screenshot {rel}: {e}"))?;
+    let path = resolve_inside(root, rel).map_err(|e| format!("screenshot: {e}"))?;
     let reader = image::ImageReader::open(&path)
         .map_err(|e| format!("screenshot {rel}: {e}"))?
         .with_guessed_format()

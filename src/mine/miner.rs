@@ -35,6 +35,8 @@ struct TaskResult {
     mined: Vec<MinedPair>,
     pairs_by_kind: BTreeMap<String, u64>,
     rejections: BTreeMap<String, u64>,
+    /// The first detail seen for each rejection reason that has one.
+    rejection_examples: BTreeMap<String, String>,
     candidates: BTreeMap<String, u64>,
     label_notes: BTreeMap<String, u64>,
     errors: Vec<String>,
@@ -160,6 +162,9 @@ fn mine_task(
             Some(m) => out.mined.push(m),
             None => {
                 let reason = r.rejection.unwrap_or_else(|| "no_candidates".into());
+                if let Some(d) = r.rejection_detail {
+                    out.rejection_examples.entry(reason.clone()).or_insert(d);
+                }
                 *out.rejections.entry(reason).or_default() += 1;
             }
         }
@@ -215,6 +220,9 @@ pub fn mine_dataset(
         mined.extend(r.mined);
         add(&mut report.trajectory_pairs, r.pairs_by_kind);
         add(&mut report.rejections, r.rejections);
+        for (k, d) in r.rejection_examples {
+            report.rejection_examples.entry(k).or_insert(d);
+        }
         add(&mut report.candidates, r.candidates);
         add(&mut report.label_notes, r.label_notes);
         for e in r.errors {

@@ -68,6 +68,10 @@ pub struct Report {
     pub by_label_source: BTreeMap<String, u64>,
     /// Every reason a trajectory pair or a mined pair was dropped, with its count.
     pub rejections: BTreeMap<String, u64>,
+    /// For a rejection reason with details (a failed gate), the first one met: the
+    /// reason behind a count, e.g. every screenshot unreadable.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub rejection_examples: BTreeMap<String, String>,
     /// Candidate step pairs by verdict.
     pub candidates: BTreeMap<String, u64>,
     /// Notes from labelling (judge fallbacks), with counts.
@@ -145,6 +149,10 @@ impl Report {
         section(&mut out, "by category", &self.by_category);
         section(&mut out, "by domain", &self.by_domain);
         section(&mut out, "rejections", &self.rejections);
+        for (k, d) in &self.rejection_examples {
+            let d: String = clean_line(d).chars().take(240).collect();
+            out.push_str(&format!("  {}, e.g.: {d}\n", clean_line(k)));
+        }
         let s = &self.scores;
         out.push_str(&format!(
             "\nscore  min {:.3}  p10 {:.3}  median {:.3}  p90 {:.3}  max {:.3}  mean {:.3}\n",

@@ -178,6 +178,9 @@ pub struct PairOutcome {
     /// `trivial_difference`, `search_wording_only`, `route_choice`,
     /// `gate_failed:<gates>`.
     pub rejection: Option<String>,
+    /// What the gates said of that furthest candidate, when a gate failed it (e.g. a
+    /// screenshot path that leads outside the dataset root).
+    pub rejection_detail: Option<String>,
     /// Candidates per verdict.
     pub candidate_counts: BTreeMap<String, u64>,
     /// Every candidate (only when asked for: `mine explain`).
@@ -467,6 +470,10 @@ pub fn evaluate_pair(
             loc_failure: (kind == PairKind::FailContrast).then(|| failure_kind(l)),
         }
     });
+    let rejection_detail = match (&mined, &furthest) {
+        (None, Some(Verdict::GateFailed { reasons, .. })) => Some(reasons.join("; ")),
+        _ => None,
+    };
     let rejection = if mined.is_some() {
         None
     } else {
@@ -484,6 +491,7 @@ pub fn evaluate_pair(
         label,
         mined,
         rejection,
+        rejection_detail,
         candidate_counts: counts,
         trace,
     }

@@ -159,11 +159,9 @@ fn success_shop(id: &str, task: &str) -> Trajectory {
         .build()
 }
 
-// ---------- known answers ----------
-
-#[test]
-fn wrong_click_after_identical_prefix_is_the_divergence() {
-    let dir = tempfile::tempdir().unwrap();
+/// A success and a failure of task t1 that diverge at step 2 (Reviews instead of
+/// Add to cart).
+fn wrong_click_pair() -> (Trajectory, Trajectory) {
     let ok = success_shop("t1-a1", "t1");
     let bad = Traj::new("t1-a2", "t1", 2, false)
         .step(page("https://shop.test/", HOME), click(1))
@@ -171,6 +169,15 @@ fn wrong_click_after_identical_prefix_is_the_divergence() {
         .step(page("https://shop.test/item/5", ITEM), click(8))
         .step(page("https://shop.test/item/5/reviews", &[]), done(false))
         .build();
+    (ok, bad)
+}
+
+// ---------- known answers ----------
+
+#[test]
+fn wrong_click_after_identical_prefix_is_the_divergence() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ok, bad) = wrong_click_pair();
     let ds = dataset(dir.path(), &[task("t1", "shopping")], &[ok, bad]);
     let out = mine(&ds);
     assert_eq!(out.pairs.len(), 1, "{:?}", out.report.rejections);
@@ -187,6 +194,35 @@ fn wrong_click_after_identical_prefix_is_the_divergence() {
     assert_eq!(p.domain, "shopping");
     assert_eq!(out.report.kept, 1);
     assert_eq!(out.report.by_category.get("wrong_element"), Some(&1));
+}
+
+/// Screenshots reached through a link that leaves the dataset root are refused; the
+/// report says why the visual gate failed, in report.json and on the terminal, instead
+/// of a bare count.
+#[cfg(unix)]
+#[test]
+fn a_failed_gate_shows_its_reason_in_the_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ok, bad) = wrong_click_pair();
+    let root = dir.path().join("ds");
+    let ds = dataset(&root, &[task("t1", "shopping")], &[ok, bad]);
+    // The screenshots move out of the dataset; a link to them stays in.
+    let outside = dir.path().join("shots");
+    std::fs::rename(root.join("screenshots"), &outside).unwrap();
+    std::os::unix::fs::symlink(&outside, root.join("screenshots")).unwrap();
+    let out = mine(&ds);
+    assert!(out.pairs.is_empty());
+    let key = "gate_failed:visual";
+    assert_eq!(out.report.rejections.get(key), Some(&1));
+    let why = &out.report.rejection_examples[key];
+    assert!(why.contains("outside the dataset root"), "{why}");
+    assert!(
+        out.report
+            .summary_table()
+            .contains(&format!("{key}, e.g.: "))
+    );
+    let json = serde_json::to_value(&out.report).unwrap();
+    assert!(json["rejection_examples"][key].is_string(), "{json}");
 }
 
 /// The recipe mines only the SFT policy's mistakes: with `loc_teachers`, a scripted
@@ -819,13 +855,7 @@ fn unreadable_records_are_reported_and_skipped() {
 // ---------- labelling ----------
 
 fn wrong_click_dataset(dir: &Path) -> Dataset {
-    let ok = success_shop("t1-a1", "t1");
-    let bad = Traj::new("t1-a2", "t1", 2, false)
-        .step(page("https://shop.test/", HOME), click(1))
-        .step(page("https://shop.test/list", LIST), click(5))
-        .step(page("https://shop.test/item/5", ITEM), click(8))
-        .step(page("https://shop.test/item/5/reviews", &[]), done(false))
-        .build();
+    let (ok, bad) = wrong_click_pair();
     dataset(dir, &[task("t1", "shopping")], &[ok, bad])
 }
 
