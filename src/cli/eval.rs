@@ -119,10 +119,7 @@ impl PolicyArgs {
                         "--policy local needs --checkpoint DIR (a model folder, a run checkpoint or a run folder)"
                     );
                 };
-                let device = rmsweb::model::parse_device(&self.device)?;
-                let ckpt = rmsweb::train::run::resolve_checkpoint(dir)?;
-                let mut model = rmsweb::model::LocalModelPolicy::from_checkpoint(&ckpt, &device)
-                    .with_context(|| format!("loading {}", ckpt.display()))?;
+                let mut model = super::score::load(dir, &self.device)?;
                 model.sampling.temperature = self.temperature;
                 let name = format!("local:{}", dir.display());
                 let mut policy = rmsweb::policy::local::LocalPolicy::new(model, name);

@@ -510,6 +510,19 @@ fn test_overrides() -> Vec<String> {
     .collect()
 }
 
+/// Appends `train sft --preset tiny` on `ds` into `run` for `steps` steps, without
+/// periodic checkpoints, with the small test model.
+fn tiny_sft_args(cmd: &mut std::process::Command, ds: &Path, run: &Path, steps: usize) {
+    cmd.args(["train", "sft", "--preset", "tiny", "--dataset"])
+        .arg(ds)
+        .arg("--run-dir")
+        .arg(run)
+        .args(["--steps", &steps.to_string(), "--set", "checkpoint_every=0"]);
+    for s in test_overrides() {
+        cmd.args(["--set", &s]);
+    }
+}
+
 fn metrics(run: &Path) -> Vec<serde_json::Value> {
     std::fs::read_to_string(run.join("metrics.jsonl"))
         .unwrap_or_default()
@@ -714,14 +727,7 @@ fn sigterm_stops_gracefully_with_a_checkpoint() {
     make_dataset(&ds, 9);
     let run = d.path().join("run");
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_rmsweb"));
-    cmd.args(["train", "sft", "--preset", "tiny", "--dataset"])
-        .arg(&ds)
-        .arg("--run-dir")
-        .arg(&run)
-        .args(["--steps", "100000", "--set", "checkpoint_every=0"]);
-    for s in test_overrides() {
-        cmd.args(["--set", &s]);
-    }
+    tiny_sft_args(&mut cmd, &ds, &run, 100_000);
     let mut child = cmd
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -983,15 +989,8 @@ fn training_uses_the_cpus_it_is_pinned_to() {
     let run = d.path().join("run");
     let mut cmd = std::process::Command::new("taskset");
     cmd.args(["-c", "0", env!("CARGO_BIN_EXE_rmsweb")])
-        .args(["train", "sft", "--preset", "tiny", "--dataset"])
-        .arg(&ds)
-        .arg("--run-dir")
-        .arg(&run)
-        .args(["--steps", "1", "--set", "checkpoint_every=0"])
         .env_remove("RAYON_NUM_THREADS");
-    for s in test_overrides() {
-        cmd.args(["--set", &s]);
-    }
+    tiny_sft_args(&mut cmd, &ds, &run, 1);
     let out = cmd.output().expect("taskset (util-linux) runs");
     assert!(
         out.status.success(),
