@@ -247,16 +247,28 @@ impl RunDir {
 
 /// The model folder a `--checkpoint` names: the folder itself, or, for a run folder
 /// (a `checkpoints/` folder and no `model.safetensors`), its latest complete checkpoint
-/// (`checkpoints/step-N` with `trainer_state.json`).
+/// (`checkpoints/step-N` with `trainer_state.json`). An RL checkpoint kept without its
+/// merged model (only `adapter/`, the small part worth copying between machines)
+/// resolves to that adapter, which names its base model.
 pub fn resolve_checkpoint(dir: &Path) -> Result<PathBuf> {
-    if !dir.join("checkpoints").is_dir() || dir.join("model.safetensors").is_file() {
-        return Ok(dir.to_path_buf());
+    let ckpt = if !dir.join("checkpoints").is_dir() || has_model(dir) {
+        dir.to_path_buf()
+    } else {
+        let run = RunDir::open(dir)?;
+        let (_, ckpt) = run
+            .latest_checkpoint()
+            .with_context(|| format!("{}: the run has no complete checkpoint", dir.display()))?;
+        ckpt
+    };
+    let adapter = ckpt.join("adapter");
+    if !has_model(&ckpt) && adapter.join("adapter_config.json").is_file() {
+        return Ok(adapter);
     }
-    let run = RunDir::open(dir)?;
-    let (_, ckpt) = run
-        .latest_checkpoint()
-        .with_context(|| format!("{}: the run has no complete checkpoint", dir.display()))?;
     Ok(ckpt)
+}
+
+fn has_model(dir: &Path) -> bool {
+    dir.join("model.safetensors").is_file() || dir.join("model.safetensors.index.json").is_file()
 }
 
 /// Applies `key=value` overrides to a serializable config and returns the resulting
@@ -379,6 +391,16 @@ mod tests {
         std::fs::create_dir_all(model.join("checkpoints")).unwrap();
         std::fs::write(model.join("model.safetensors"), b"").unwrap();
         assert_eq!(resolve_checkpoint(&model).unwrap(), model);
+        // A checkpoint kept without its merged model loads through its adapter, named
+        // directly or through its run folder; with the model there, the model wins.
+        let adapter = ckpt.join("adapter");
+        std::fs::create_dir_all(&adapter).unwrap();
+        std::fs::write(adapter.join("adapter_config.json"), "{}").unwrap();
+        assert_eq!(resolve_checkpoint(&ckpt).unwrap(), adapter);
+        std::fs::remove_dir_all(run.checkpoint_dir(10)).unwrap();
+        assert_eq!(resolve_checkpoint(run.root()).unwrap(), adapter);
+        std::fs::write(ckpt.join("model.safetensors"), b"").unwrap();
+        assert_eq!(resolve_checkpoint(&ckpt).unwrap(), ckpt);
     }
 
     #[test]
