@@ -280,6 +280,30 @@ pub struct RlSection {
     pub seeds: Vec<u64>,
     /// Overrides of the RL config keys (`--set`), e.g. `set = { n = 8, lr = 1e-3 }`.
     pub set: toml::Table,
+    /// How each run's checkpoint is chosen for the held-out evaluation.
+    pub validation: ValidationSection,
+}
+
+/// Checkpoint choice on validation seeds: every complete checkpoint of an RL run is
+/// evaluated on seeds disjoint from the training and held-out ones, and the held-out
+/// evaluation takes the best (ties: the earlier step). Off (`episodes = 0`): the
+/// run's last checkpoint.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ValidationSection {
+    /// Validation episodes per task type and checkpoint; 0 turns the choice off.
+    pub episodes: usize,
+    /// First validation seed: seeds `seed_start .. seed_start + episodes`.
+    pub seed_start: u64,
+}
+
+impl Default for ValidationSection {
+    fn default() -> Self {
+        ValidationSection {
+            episodes: 0,
+            seed_start: 20_000,
+        }
+    }
 }
 
 impl Default for RlSection {
@@ -291,6 +315,7 @@ impl Default for RlSection {
             variants: DEFAULT_VARIANTS.iter().map(|s| s.to_string()).collect(),
             seeds: vec![1],
             set: toml::Table::new(),
+            validation: ValidationSection::default(),
         }
     }
 }
@@ -493,6 +518,21 @@ impl RecipeConfig {
             train.start,
             train.end
         );
+        let v = &self.rl.validation;
+        if v.episodes > 0 {
+            let val = seed_range(v.seed_start, v.episodes);
+            for (other, what) in [(&train, "training"), (&held, "held-out evaluation")] {
+                ensure!(
+                    !overlaps(&val, other),
+                    "key `rl.validation.seed_start`: validation seeds {}..{} overlap the {what} \
+                     seeds {}..{}; checkpoints must be chosen on seeds of their own",
+                    val.start,
+                    val.end,
+                    other.start,
+                    other.end
+                );
+            }
+        }
         let s = &self.sft_collect;
         ensure!(s.rounds > 0, "key `sft_collect.rounds`: at least 1");
         ensure!(s.max_steps > 0, "key `sft_collect.max_steps`: at least 1");
@@ -611,6 +651,29 @@ mod tests {
             "{MIN}[collect]\nseeds = 20\n[eval]\nseed_start = 20\nepisodes = 10\n"
         ))
         .unwrap();
+    }
+
+    #[test]
+    fn validation_seeds_must_be_their_own() {
+        // Off by default: nothing to check.
+        let c = RecipeConfig::from_toml(MIN).unwrap();
+        assert_eq!(c.rl.validation.episodes, 0);
+        for (start, what) in [(5, "training"), (10_003, "held-out")] {
+            let e = err(&format!(
+                "{MIN}[rl.validation]\nepisodes = 4\nseed_start = {start}\n"
+            ));
+            assert!(
+                e.contains("rl.validation.seed_start") && e.contains(what),
+                "{e}"
+            );
+        }
+        let c = RecipeConfig::from_toml(&format!(
+            "{MIN}[rl.validation]\nepisodes = 4\nseed_start = 10010\n"
+        ))
+        .unwrap();
+        assert_eq!(c.rl.validation.seed_start, 10_010);
+        let e = err(&format!("{MIN}[rl.validation]\nepisode = 4\n"));
+        assert!(e.contains("episode"), "{e}");
     }
 
     #[test]

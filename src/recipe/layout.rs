@@ -61,6 +61,11 @@ impl Layout {
         self.root.join("eval").join(format!("{name}.json"))
     }
 
+    /// The validation reports of an RL run's checkpoints (`step-N.json`).
+    pub fn validation_reports(&self, name: &str) -> PathBuf {
+        self.root.join("eval").join("validation").join(name)
+    }
+
     /// An evaluation's episodes (a dataset).
     pub fn eval_dataset(&self, name: &str) -> PathBuf {
         self.root.join("eval").join(name)

@@ -61,7 +61,7 @@ fn run_unit(ctx: &mut Ctx<'_>, unit: &Unit) -> Result<Done> {
         Work::Mine => steps::mine::run(ctx, &unit.id),
         Work::Rl { variant, seed } => steps::train::rl(ctx, unit, *variant, *seed),
         Work::EvalRl { variant, seed } => {
-            steps::evaluate::run(ctx, &unit.id, &rl_run_name(variant, *seed))
+            steps::evaluate::rl(ctx, &unit.id, &rl_run_name(variant, *seed))
         }
         Work::Report => super::report::render(layout).map(|outputs| Done {
             outputs,

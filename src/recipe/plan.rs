@@ -270,6 +270,14 @@ pub fn plan(cfg: &RecipeConfig) -> Result<Vec<Unit>> {
         "steps": cfg.rl.steps,
         "set": cfg.rl.set,
     });
+    // The checkpoint choice is part of the RL evaluations only: changing it re-runs
+    // them, not the training. Off, the key is the plain evaluation's (folders made
+    // before the choice existed stay up to date).
+    let eval_rl_cfg = if cfg.rl.validation.episodes == 0 {
+        eval_cfg.clone()
+    } else {
+        serde_json::json!({ "eval": eval_cfg, "validation": cfg.rl.validation })
+    };
     let mut rl_ids = Vec::new();
     for variant in cfg.variants()? {
         for &seed in &cfg.rl.seeds {
@@ -282,7 +290,7 @@ pub fn plan(cfg: &RecipeConfig) -> Result<Vec<Unit>> {
             );
             eval_ids.push(p.add(
                 Work::EvalRl { variant, seed },
-                &eval_cfg,
+                &eval_rl_cfg,
                 std::slice::from_ref(&r),
             ));
             rl_ids.push(r);
@@ -370,6 +378,16 @@ mod tests {
         ] {
             assert_ne!(base[k], filt[k], "{k}");
         }
+        // The checkpoint choice changes the RL evaluations and the report only.
+        let val = keys(&plan(&cfg("[rl.validation]\nepisodes = 2\n")).unwrap());
+        let changed: Vec<&String> = base.keys().filter(|k| base[*k] != val[*k]).collect();
+        assert!(
+            changed
+                .iter()
+                .all(|k| k.starts_with("eval-rl/") || *k == "report"),
+            "{changed:?}"
+        );
+        assert_eq!(changed.len(), 4 + 1);
         // The environment section is not part of any key.
         let env = keys(&plan(&cfg("[env]\nchromium = \"/opt/chrome\"\n")).unwrap());
         assert_eq!(base, env);

@@ -231,8 +231,16 @@ impl RunDir {
 
     /// The latest complete checkpoint (one with `trainer_state.json`), if any.
     pub fn latest_checkpoint(&self) -> Option<(u64, PathBuf)> {
-        let rd = std::fs::read_dir(self.root.join("checkpoints")).ok()?;
-        rd.filter_map(|e| e.ok())
+        self.complete_checkpoints().pop()
+    }
+
+    /// Every complete checkpoint (one with `trainer_state.json`), by step.
+    pub fn complete_checkpoints(&self) -> Vec<(u64, PathBuf)> {
+        let Ok(rd) = std::fs::read_dir(self.root.join("checkpoints")) else {
+            return Vec::new();
+        };
+        let mut out: Vec<(u64, PathBuf)> = rd
+            .filter_map(|e| e.ok())
             .filter_map(|e| {
                 let name = e.file_name().to_string_lossy().to_string();
                 let n: u64 = name.strip_prefix("step-")?.parse().ok()?;
@@ -241,7 +249,9 @@ impl RunDir {
                     .exists()
                     .then(|| (n, e.path()))
             })
-            .max_by_key(|(n, _)| *n)
+            .collect();
+        out.sort_by_key(|(n, _)| *n);
+        out
     }
 }
 
@@ -365,6 +375,16 @@ mod tests {
         // An unfinished folder is ignored.
         std::fs::create_dir_all(run.checkpoint_dir(4)).unwrap();
         assert_eq!(run.latest_checkpoint().unwrap().0, 2);
+        // Listed by step number, not by name (step-10 after step-9).
+        for step in [10, 9] {
+            write_checkpoint(&run, step, |p| {
+                Ok(std::fs::write(p.join("trainer_state.json"), "{}")?)
+            })
+            .unwrap();
+        }
+        let steps: Vec<u64> = run.complete_checkpoints().iter().map(|c| c.0).collect();
+        assert_eq!(steps, [2, 9, 10]);
+        assert_eq!(run.latest_checkpoint().unwrap().0, 10);
     }
 
     #[test]

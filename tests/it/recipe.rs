@@ -184,6 +184,7 @@ fn check_outputs(out: &Path) {
         }
         assert!(!jsonl(&run.join("metrics.jsonl")).is_empty());
     }
+    check_checkpoint_choice(out);
     // eval: every policy on the held-out seed 1000 of each task type.
     let mut names = vec!["sft-reflection".to_string(), "sft-baseline".to_string()];
     names.extend(VARIANTS.iter().map(|v| format!("rl-{v}-s1")));
@@ -200,6 +201,43 @@ fn check_outputs(out: &Path) {
         assert_eq!(
             jsonl(&out.join(format!("eval/{n}/trajectories.jsonl"))).len(),
             2
+        );
+    }
+}
+
+/// `[rl.validation]`: every complete checkpoint of each RL run was evaluated on the
+/// validation seed 2000 of each task type, and the held-out evaluation used the best
+/// (ties: the earlier step), as its record, report.json and report.md say.
+fn check_checkpoint_choice(out: &Path) {
+    let recs = records(out);
+    for v in VARIANTS {
+        let name = format!("rl-{v}-s1");
+        let steps = rmsweb::train::run::RunDir::open(out.join("runs").join(&name))
+            .unwrap()
+            .complete_checkpoints();
+        assert!(steps.len() >= 2, "{v}: a checkpoint every step");
+        let mut best: Option<(u64, f64)> = None;
+        let mut listed = Vec::new();
+        for (step, _) in &steps {
+            let e = json(&out.join(format!("eval/validation/{name}/step-{step}.json")));
+            assert_eq!(e["episodes_total"], 2, "{v} step {step}");
+            for ep in e["episodes"].as_array().unwrap() {
+                assert_eq!(ep["seed"], 2000, "{v} step {step}");
+            }
+            let p = e["pass_at_1"].as_f64().unwrap();
+            if best.is_none_or(|(_, b)| p > b) {
+                best = Some((*step, p));
+            }
+            listed.push(serde_json::json!({ "step": step, "pass1": p }));
+        }
+        let chosen = best.unwrap().0;
+        let summary = &recs[&format!("eval-rl/{name}")]["summary"];
+        assert_eq!(summary["validation"]["chosen"], chosen, "{v}");
+        assert_eq!(summary["validation"]["steps"], Value::Array(listed), "{v}");
+        assert_eq!(
+            summary["checkpoint"],
+            format!("runs/{name}/checkpoints/step-{chosen}"),
+            "{v}"
         );
     }
 }
@@ -263,6 +301,16 @@ fn check_report(out: &Path) {
         assert!(md.contains(want), "report.md lacks {want:?}:\n{md}");
     }
     assert!(!md.contains("Incomplete"), "{md}");
+    // The checkpoint each RL row uses is named with its validation scores.
+    assert!(md.contains("Checkpoint choice on validation seeds"), "{md}");
+    for v in VARIANTS {
+        let ck = r["rl"][v]["checkpoint"].as_str().unwrap();
+        let step = ck.rsplit("step-").next().unwrap();
+        assert!(
+            md.contains(&format!("| rl-{v}-s1 | {step} | ")),
+            "{v}: chosen step {step} not in report.md:\n{md}"
+        );
+    }
     // Each variant's row pairs its held-out episodes with the SFT policy's by task and
     // seed: what only SFT solved and what only the variant solved.
     let solved = |name: &str| -> BTreeMap<(String, u64), bool> {

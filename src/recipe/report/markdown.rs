@@ -334,6 +334,64 @@ fn stage_times(out: &mut String, inputs: &Inputs) {
 
 /// The whole `report.md`; `figures` says whether the PNGs were drawn, `note` is
 /// said when they were not.
+/// Which checkpoint of each RL run the held-out rows use, when `rl.validation` chose
+/// them: every checkpoint's validation pass@1, the chosen one in bold.
+fn checkpoint_choice(out: &mut String, inputs: &Inputs) {
+    let v = &inputs.cfg.rl.validation;
+    if v.episodes == 0 {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "### Checkpoint choice on validation seeds
+
+Each RL row above uses the run's \
+         checkpoint with the best pass@1 on validation seeds {} ({} episodes per type and \
+         checkpoint; never trained on, mined or held out); ties go to the earlier step.\n",
+        seed_span(v.seed_start, v.episodes),
+        v.episodes
+    );
+    let _ = writeln!(
+        out,
+        "| run | chosen step | validation pass@1 by step |\n|---|---|---|"
+    );
+    let Ok(names) = super::data::rl_names(&inputs.cfg) else {
+        return;
+    };
+    for (_, _, name) in names {
+        let sel = inputs
+            .records
+            .get(&format!("eval-rl/{name}"))
+            .and_then(|r| r.summary.get("validation"));
+        let Some(sel) = sel else {
+            let _ = writeln!(out, "| {name} | – | – |");
+            continue;
+        };
+        let chosen = sel.get("chosen").and_then(|c| c.as_u64());
+        let steps: Vec<String> = sel
+            .get("steps")
+            .and_then(|s| s.as_array())
+            .into_iter()
+            .flatten()
+            .filter_map(|x| Some((x.get("step")?.as_u64()?, x.get("pass1")?.as_f64()?)))
+            .map(|(step, p)| {
+                if Some(step) == chosen {
+                    format!("**{step}: {p:.3}**")
+                } else {
+                    format!("{step}: {p:.3}")
+                }
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "| {name} | {} | {} |",
+            chosen.map_or("–".into(), |c| c.to_string()),
+            steps.join(" · ")
+        );
+    }
+    let _ = writeln!(out);
+}
+
 pub fn render(a: &Analysis, inputs: &Inputs, figures: bool, note: Option<&str>) -> String {
     let mut out = String::new();
     let c = &inputs.cfg;
@@ -357,6 +415,7 @@ pub fn render(a: &Analysis, inputs: &Inputs, figures: bool, note: Option<&str>) 
         let _ = writeln!(out);
     }
     table2(&mut out, a, inputs);
+    checkpoint_choice(&mut out, inputs);
     if figures {
         let _ = writeln!(out, "![pass@1 per policy](figures/pass1.png)\n");
     }
