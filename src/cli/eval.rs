@@ -197,9 +197,10 @@ pub struct Args {
 /// `rmsweb eval` subcommands.
 #[derive(clap::Subcommand)]
 pub enum EvalCommand {
-    /// Two evaluations' results JSONs (`--out`) side by side, episodes paired by task,
+    /// Evaluations' results JSONs (`--out`) side by side, episodes paired by task,
     /// seed and attempt: pass@1 per task type, the episodes each solved that the other
-    /// did not (lost, gained) and McNemar's exact p-value on them.
+    /// did not (lost, gained) and McNemar's exact p-value on them; several compared
+    /// evaluations (RL seeds) are each paired with the base, then pooled.
     Compare(CompareArgs),
 }
 
@@ -208,25 +209,31 @@ pub enum EvalCommand {
 pub struct CompareArgs {
     /// The base evaluation (e.g. the SFT policy's).
     pub base: PathBuf,
-    /// The evaluation to compare with it (e.g. an RL policy's, on the same seeds).
-    pub new: PathBuf,
+    /// The evaluation to compare with it (e.g. an RL policy's, on the same seeds);
+    /// several (one per RL seed, say) are each paired with the base and pooled.
+    #[arg(required = true)]
+    pub new: Vec<PathBuf>,
     /// Print the comparison as one JSON object instead of the table.
     #[arg(long)]
     pub json: bool,
 }
 
 fn compare(args: CompareArgs) -> Result<()> {
-    use rmsweb::eval::compare::{compare, load_report, render};
+    use rmsweb::eval::compare::{compare, compare_pooled, load_report, render};
     let base = load_report(&args.base)?;
-    let new = load_report(&args.new)?;
-    let c = compare(&base, &new);
-    if c.total.paired == 0 {
-        bail!(
-            "{} and {} share no episode (same task, seed and attempt)",
-            args.base.display(),
-            args.new.display()
-        );
+    let mut news = Vec::with_capacity(args.new.len());
+    for path in &args.new {
+        let new = load_report(path)?;
+        if compare(&base, &new).total.paired == 0 {
+            bail!(
+                "{} and {} share no episode (same task, seed and attempt)",
+                args.base.display(),
+                path.display()
+            );
+        }
+        news.push(new);
     }
+    let c = compare_pooled(&base, &news);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&c)?);
     } else {

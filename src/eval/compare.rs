@@ -3,7 +3,8 @@
 //! policy solved that the first did not (gained) and the reverse (lost), with McNemar's
 //! exact test on those discordant pairs. On the same seeds this is the comparison
 //! that separates a real change from noise, and it shows when an equal pass@1 hides
-//! many solved episodes traded for others.
+//! many solved episodes traded for others. Several evaluations of one policy kind (RL
+//! seeds) pool: each is paired with the base's episodes and the counts add up.
 
 use super::{EpisodeRecord, EvalReport};
 use crate::util::sanitize::clean_line;
@@ -28,16 +29,28 @@ pub struct PairedRow {
     pub p_value: f64,
 }
 
+/// One compared evaluation's overall figures against the base.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunRow {
+    pub policy: String,
+    pub total: PairedRow,
+}
+
 /// The whole comparison.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Comparison {
     pub base: String,
+    /// The compared policy (several joined by ", " when pooled).
     pub new: String,
+    /// Per task type, pooled over the compared evaluations.
     pub tasks: Vec<PairedRow>,
     pub total: PairedRow,
-    /// Episodes of the base without a counterpart in the new evaluation.
+    /// Each compared evaluation alone (one entry unless pooled).
+    pub runs: Vec<RunRow>,
+    /// Episodes of the base without a counterpart in a compared evaluation (summed
+    /// over them).
     pub base_only: usize,
-    /// Episodes of the new evaluation without a counterpart in the base.
+    /// Episodes of the compared evaluations without a counterpart in the base.
     pub new_only: usize,
 }
 
@@ -102,6 +115,13 @@ fn row(task: &str, pairs: &[(&EpisodeRecord, &EpisodeRecord)]) -> PairedRow {
 /// per task type and overall. An episode repeated within one evaluation counts once (its first
 /// record).
 pub fn compare(base: &EvalReport, new: &EvalReport) -> Comparison {
+    compare_pooled(base, std::slice::from_ref(new))
+}
+
+/// Compares each of `news` with `base` as [`compare`] does and pools the pairs: the
+/// rows sum every evaluation's lost and gained episodes, each against the same base
+/// episodes (as the recipe report pools RL seeds).
+pub fn compare_pooled(base: &EvalReport, news: &[EvalReport]) -> Comparison {
     let index = |r: &EvalReport| {
         let mut m: HashMap<(String, u64, u32), usize> = HashMap::new();
         for (i, e) in r.episodes.iter().enumerate() {
@@ -109,26 +129,40 @@ pub fn compare(base: &EvalReport, new: &EvalReport) -> Comparison {
         }
         m
     };
-    let (bi, ni) = (index(base), index(new));
+    let bi = index(base);
     let mut by_task: BTreeMap<&str, Vec<(&EpisodeRecord, &EpisodeRecord)>> = BTreeMap::new();
-    for (key, &i) in &bi {
-        if let Some(&j) = ni.get(key) {
-            let b = &base.episodes[i];
-            by_task
-                .entry(b.task.as_str())
-                .or_default()
-                .push((b, &new.episodes[j]));
+    let (mut runs, mut base_only, mut new_only) = (Vec::new(), 0, 0);
+    for new in news {
+        let ni = index(new);
+        let mut pairs = Vec::new();
+        for (key, &i) in &bi {
+            if let Some(&j) = ni.get(key) {
+                pairs.push((&base.episodes[i], &new.episodes[j]));
+            }
+        }
+        base_only += bi.len() - pairs.len();
+        new_only += ni.len() - pairs.len();
+        runs.push(RunRow {
+            policy: new.policy.clone(),
+            total: row("all", &pairs),
+        });
+        for (b, n) in pairs {
+            by_task.entry(b.task.as_str()).or_default().push((b, n));
         }
     }
     let all: Vec<_> = by_task.values().flatten().copied().collect();
-    let paired = all.len();
     Comparison {
         base: base.policy.clone(),
-        new: new.policy.clone(),
+        new: news
+            .iter()
+            .map(|n| n.policy.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
         tasks: by_task.iter().map(|(t, p)| row(t, p)).collect(),
         total: row("all", &all),
-        base_only: bi.len() - paired,
-        new_only: ni.len() - paired,
+        runs,
+        base_only,
+        new_only,
     }
 }
 
@@ -140,32 +174,49 @@ fn rate(solved: usize, n: usize) -> String {
     }
 }
 
-/// The comparison as a table: one row per task type, then all of them.
+fn table_row(label: &str, r: &PairedRow) -> String {
+    format!(
+        "{:<28} {:>6} {:>7} {:>7} {:>5} {:>6} {:>8.4}\n",
+        label,
+        r.paired,
+        rate(r.base_solved, r.paired),
+        rate(r.new_solved, r.paired),
+        r.lost,
+        r.gained,
+        r.p_value
+    )
+}
+
+/// The comparison as a table: one row per task type, then all of them; pooled, first
+/// each compared evaluation's overall row.
 pub fn render(c: &Comparison) -> String {
-    let mut out = format!(
-        "base {}\nnew  {}\n\n{:<28} {:>6} {:>7} {:>7} {:>5} {:>6} {:>8}\n",
-        clean_line(&c.base),
-        clean_line(&c.new),
-        "task",
-        "paired",
-        "base",
-        "new",
-        "lost",
-        "gained",
-        "p"
-    );
+    let header = |first: &str, new: &str| {
+        format!(
+            "{first:<28} {:>6} {:>7} {new:>7} {:>5} {:>6} {:>8}\n",
+            "paired", "base", "lost", "gained", "p"
+        )
+    };
+    let mut out = format!("base {}\n", clean_line(&c.base));
+    if c.runs.len() > 1 {
+        out.push_str(&format!(
+            "new  {} evaluations, each paired with the base's episodes, then pooled\n\n",
+            c.runs.len()
+        ));
+        out.push_str(&header("evaluation", "new"));
+        for r in &c.runs {
+            out.push_str(&table_row(&clean_line(&r.policy), &r.total));
+        }
+        out.push('\n');
+        out.push_str(&header("task", "pooled"));
+    } else {
+        out.push_str(&format!("new  {}\n\n", clean_line(&c.new)));
+        out.push_str(&header("task", "new"));
+    }
     for r in c.tasks.iter().chain(std::iter::once(&c.total)) {
         let task = clean_line(&r.task);
-        let task = task.strip_prefix("miniwob:").unwrap_or(&task);
-        out.push_str(&format!(
-            "{:<28} {:>6} {:>7} {:>7} {:>5} {:>6} {:>8.4}\n",
-            task,
-            r.paired,
-            rate(r.base_solved, r.paired),
-            rate(r.new_solved, r.paired),
-            r.lost,
-            r.gained,
-            r.p_value
+        out.push_str(&table_row(
+            task.strip_prefix("miniwob:").unwrap_or(&task),
+            r,
         ));
     }
     if c.base_only + c.new_only > 0 {

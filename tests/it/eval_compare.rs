@@ -1,4 +1,5 @@
-//! `rmsweb eval compare`: two evaluations' results paired by task and seed.
+//! `rmsweb eval compare`: evaluations' results paired by task and seed, alone or
+//! pooled over several compared evaluations.
 
 use rmsweb::eval::{EpisodeRecord, EvalReport};
 use serde_json::Value;
@@ -154,4 +155,81 @@ fn compare_names_the_file_line_and_field_of_bad_input() {
     );
     let (ok, _, err) = compare(&[&a, &b], false);
     assert!(!ok && err.contains("share no episode"), "{err}");
+}
+
+/// Several RL seeds against one SFT evaluation: each is listed alone, then the pairs
+/// pool (lost and gained add up, each run against the same base episodes).
+#[test]
+fn compare_pools_several_evaluations_against_one_base() {
+    let d = tempfile::tempdir().unwrap();
+    let base_path = d.path().join("sft.json");
+    let base_ok = [true, true, false, false];
+    let base: Vec<_> = (0..4)
+        .map(|s| episode("miniwob:click-tab", s, base_ok[s as usize]))
+        .collect();
+    write(&base_path, &report("local:sft", base));
+    // Seed 1 trades one solved episode for another; seed 2 gains both.
+    let runs = [
+        ("local:rl-s1", [false, true, true, false]),
+        ("local:rl-s2\u{7}", [true, true, true, true]),
+    ];
+    let mut paths = vec![base_path.clone()];
+    for (i, (name, ok)) in runs.iter().enumerate() {
+        let p = d.path().join(format!("rl{i}.json"));
+        let eps = (0..4)
+            .map(|s| episode("miniwob:click-tab", s, ok[s as usize]))
+            .collect();
+        write(&p, &report(name, eps));
+        paths.push(p);
+    }
+    let args: Vec<&Path> = paths.iter().map(|p| p.as_path()).collect();
+    let (ok, out, err) = compare(&args, true);
+    assert!(ok, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let runs_v = v["runs"].as_array().unwrap();
+    assert_eq!(runs_v.len(), 2);
+    assert_eq!(
+        (&runs_v[0]["total"]["lost"], &runs_v[0]["total"]["gained"]),
+        (&1.into(), &1.into())
+    );
+    assert_eq!(
+        (&runs_v[1]["total"]["lost"], &runs_v[1]["total"]["gained"]),
+        (&0.into(), &2.into())
+    );
+    let t = &v["total"];
+    assert_eq!(
+        (&t["paired"], &t["base_solved"], &t["new_solved"]),
+        (&8.into(), &4.into(), &6.into())
+    );
+    assert_eq!((&t["lost"], &t["gained"]), (&1.into(), &3.into()));
+    // 1 vs 3 discordant: 2 · (1 + 4) / 16.
+    assert!((t["p_value"].as_f64().unwrap() - 10.0 / 16.0).abs() < 1e-12);
+
+    let (ok, table, err) = compare(&args, false);
+    assert!(ok, "{err}");
+    assert!(!table.contains('\u{7}'), "{table:?}");
+    assert!(table.contains("2 evaluations"), "{table}");
+    let cols = |start: &str| -> Vec<String> {
+        table
+            .lines()
+            .find(|l| l.starts_with(start))
+            .unwrap_or_else(|| panic!("no {start} row:\n{table}"))
+            .split_whitespace()
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(cols("local:rl-s1")[1..6], ["4", "0.500", "0.500", "1", "1"]);
+    assert_eq!(cols("all")[1..6], ["8", "0.500", "0.750", "1", "3"]);
+
+    // A compared file sharing no episode with the base is named.
+    let stray = d.path().join("stray.json");
+    write(
+        &stray,
+        &report("x", vec![episode("miniwob:click-tab", 99, true)]),
+    );
+    let (ok, _, err) = compare(&[&base_path, &paths[1], &stray], false);
+    assert!(
+        !ok && err.contains("stray.json") && err.contains("share no episode"),
+        "{err}"
+    );
 }
