@@ -22,7 +22,7 @@
 # $OUT/timeline.txt and $OUT/smi.txt (nvidia-smi a minute in).
 #
 # Measured (issue #15 note, one H200, 16 cores): five runs side by side took 4.0 to
-# 4.8 s per step each (one alone: 1.8 to 2.9 s), three took 2.6 to 3.9 s; every
+# 4.8 s per step each on average (one alone: 1.8 to 2.9 s), three 2.9 to 3.4 s; every
 # process held about 2 GB of GPU memory.
 set -u
 SRC=${1:-.gpu/rmsweb.gz}
