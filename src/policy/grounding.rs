@@ -24,9 +24,13 @@ use std::sync::Arc;
 /// Longest instruction span, in words, that `input` may type.
 pub const MAX_SPAN_WORDS: usize = 4;
 
-/// Most characters of each free-text field (`thinking`, `memory`, …): a reply that
-/// loops in one field is closed there instead of running out of tokens.
+/// Most characters of each free-text field (`thinking`, `memory`, …) and of a
+/// `navigate` URL: a reply that loops in one field is closed there instead of running
+/// out of tokens.
 pub const MAX_FIELD_CHARS: usize = 400;
+
+/// Most characters of `send_keys` keys (`Control+Shift+ArrowLeft` is 23).
+pub const MAX_KEYS_CHARS: usize = 64;
 
 /// Most values one text parameter offers: the schema matcher follows at most 64
 /// alternatives at once, and the values of an enum are alternatives until their
@@ -183,13 +187,13 @@ pub fn answer_schema(instruction: &str, shown: &[u32], elements: &[Element]) -> 
     }
     actions.push(action(
         "send_keys",
-        json!({"keys": {"type": "string", "minLength": 1}}),
+        json!({"keys": {"type": "string", "minLength": 1, "maxLength": MAX_KEYS_CHARS}}),
         &["keys"],
     ));
     actions.push(action("go_back", json!({}), &[]));
     actions.push(action(
         "navigate",
-        json!({"url": {"type": "string", "minLength": 1}}),
+        json!({"url": {"type": "string", "minLength": 1, "maxLength": MAX_FIELD_CHARS}}),
         &["url"],
     ));
     actions.push(action("wait", json!({"seconds": {"type": "number"}}), &[]));
@@ -297,6 +301,18 @@ mod tests {
         assert!(!schema.accepts(&answer(r#"{"input":{"index":3,"text":"field"}}"#)));
         assert!(!schema.accepts(&answer(r#"{"frobnicate":{}}"#)));
         assert!(!schema.accepts(&answer("")));
+        // Every string is bounded, so a looping reply closes: keys and URLs too.
+        let keys = |n: usize| {
+            answer(&format!(
+                r#"{{"send_keys":{{"keys":"{}"}}}}"#,
+                "k".repeat(n)
+            ))
+        };
+        assert!(schema.accepts(&keys(MAX_KEYS_CHARS)));
+        assert!(!schema.accepts(&keys(MAX_KEYS_CHARS + 1)));
+        let url = |n: usize| answer(&format!(r#"{{"navigate":{{"url":"{}"}}}}"#, "u".repeat(n)));
+        assert!(schema.accepts(&url(MAX_FIELD_CHARS)));
+        assert!(!schema.accepts(&url(MAX_FIELD_CHARS + 1)));
     }
 
     #[test]

@@ -931,7 +931,11 @@ fn grounded_decoding_keeps_a_random_model_to_shown_elements_and_instruction_valu
     tokenizer::save(&tok, dir.path()).unwrap();
     let mut cfg = tiny_config(true);
     cfg.vocab_size = tok.get_vocab_size(true);
-    cfg.max_position_embeddings = 8192;
+    // Room for the longest answer the schema lets a random model babble: four free-text
+    // fields of 400 characters, where a character can take several byte-level tokens
+    // (at 4,000 new tokens a run under load once ran out, as float sums in parallel
+    // kernels tipped a greedy tie).
+    cfg.max_position_embeddings = 16_384;
     let task = Task {
         task_id: "t".into(),
         website: String::new(),
@@ -956,7 +960,7 @@ fn grounded_decoding_keeps_a_random_model_to_shown_elements_and_instruction_valu
     for seed in [3, 4, 5] {
         saved_model(dir.path(), &cfg, seed);
         let mut model = LocalModelPolicy::load(dir.path(), None, &Device::Cpu).unwrap();
-        model.sampling.max_new_tokens = 4000;
+        model.sampling.max_new_tokens = 12_000;
         let mut policy = LocalPolicy::new(model, "tiny");
         policy.grounded = true;
         let out = first_step(&mut policy, &task, &state);
