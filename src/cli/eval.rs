@@ -219,21 +219,27 @@ pub struct CompareArgs {
 }
 
 fn compare(args: CompareArgs) -> Result<()> {
-    use rmsweb::eval::compare::{compare, compare_pooled, load_report, render};
+    use rmsweb::eval::compare::{compare_pooled, load_report, render};
     let base = load_report(&args.base)?;
-    let mut news = Vec::with_capacity(args.new.len());
-    for path in &args.new {
-        let new = load_report(path)?;
-        if compare(&base, &new).total.paired == 0 {
-            bail!(
-                "{} and {} share no episode (same task, seed and attempt)",
-                args.base.display(),
-                path.display()
-            );
-        }
-        news.push(new);
-    }
+    let news = args
+        .new
+        .iter()
+        .map(|p| load_report(p))
+        .collect::<Result<Vec<_>>>()?;
     let c = compare_pooled(&base, &news);
+    // `runs` follows the order of `news`: name the first file with nothing to pair.
+    if let Some((path, _)) = args
+        .new
+        .iter()
+        .zip(&c.runs)
+        .find(|(_, r)| r.total.paired == 0)
+    {
+        bail!(
+            "{} and {} share no episode (same task, seed and attempt)",
+            args.base.display(),
+            path.display()
+        );
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&c)?);
     } else {

@@ -6,6 +6,12 @@ use candle_core::{Device, Tensor};
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 
+/// Whether `dir` holds model weights [`load_dir`] can read: a shard index or a single
+/// `model.safetensors`.
+pub fn has_weights(dir: &Path) -> bool {
+    dir.join("model.safetensors.index.json").is_file() || dir.join("model.safetensors").is_file()
+}
+
 /// Loads every tensor of a model folder onto `device`: `model.safetensors.index.json`
 /// with its shards when present, else `model.safetensors`.
 pub fn load_dir(dir: impl AsRef<Path>, device: &Device) -> Result<HashMap<String, Tensor>> {

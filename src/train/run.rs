@@ -261,7 +261,7 @@ impl RunDir {
 /// merged model (only `adapter/`, the small part worth copying between machines)
 /// resolves to that adapter, which names its base model.
 pub fn resolve_checkpoint(dir: &Path) -> Result<PathBuf> {
-    let ckpt = if !dir.join("checkpoints").is_dir() || has_model(dir) {
+    let ckpt = if !dir.join("checkpoints").is_dir() || crate::model::weights::has_weights(dir) {
         dir.to_path_buf()
     } else {
         let run = RunDir::open(dir)?;
@@ -271,14 +271,10 @@ pub fn resolve_checkpoint(dir: &Path) -> Result<PathBuf> {
         ckpt
     };
     let adapter = ckpt.join("adapter");
-    if !has_model(&ckpt) && adapter.join("adapter_config.json").is_file() {
+    if !crate::model::weights::has_weights(&ckpt) && adapter.join("adapter_config.json").is_file() {
         return Ok(adapter);
     }
     Ok(ckpt)
-}
-
-fn has_model(dir: &Path) -> bool {
-    dir.join("model.safetensors").is_file() || dir.join("model.safetensors.index.json").is_file()
 }
 
 /// Applies `key=value` overrides to a serializable config and returns the resulting

@@ -332,8 +332,6 @@ fn stage_times(out: &mut String, inputs: &Inputs) {
     let _ = writeln!(out, "| all | | {} |\n", human_time(total));
 }
 
-/// The whole `report.md`; `figures` says whether the PNGs were drawn, `note` is
-/// said when they were not.
 /// Which checkpoint of each RL run the held-out rows use, when `rl.validation` chose
 /// them: every checkpoint's validation pass@1, the chosen one in bold.
 fn checkpoint_choice(out: &mut String, inputs: &Inputs) {
@@ -343,9 +341,7 @@ fn checkpoint_choice(out: &mut String, inputs: &Inputs) {
     }
     let _ = writeln!(
         out,
-        "### Checkpoint choice on validation seeds
-
-Each RL row above uses the run's \
+        "### Checkpoint choice on validation seeds\n\nEach RL row above uses the run's \
          checkpoint with the best pass@1 on validation seeds {} ({} episodes per type and \
          checkpoint; never trained on, mined or held out); ties go to the earlier step.\n",
         seed_span(v.seed_start, v.episodes),
@@ -392,6 +388,8 @@ Each RL row above uses the run's \
     let _ = writeln!(out);
 }
 
+/// The whole `report.md`; `figures` says whether the PNGs were drawn, `note` is
+/// said when they were not.
 pub fn render(a: &Analysis, inputs: &Inputs, figures: bool, note: Option<&str>) -> String {
     let mut out = String::new();
     let c = &inputs.cfg;
