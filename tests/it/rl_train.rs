@@ -964,3 +964,50 @@ fn rl_from_a_lora_sft_run_checkpoints_one_adapter_loadable_on_the_original_base(
         .unwrap();
     assert!(moved > 0.0);
 }
+
+/// `pg_tokens = "action"`: from the same seed the grounded rollouts are the same, but
+/// the update is not (their free text no longer carries the advantage), and the run
+/// records the choice; a bad value names the field.
+#[test]
+fn pg_tokens_action_changes_the_update_not_the_rollouts() {
+    let d = tempfile::tempdir().unwrap();
+    let (root, init) = sft_init();
+    let run = |pg: &str| {
+        let cfg = rl_config(
+            Mode::Grpo,
+            &["steps=1", "kl_coef=0.0", &format!("pg_tokens=\"{pg}\"")],
+        );
+        let out = d.path().join(pg);
+        assert_eq!(run_rl(&cfg, &out), Outcome::Finished);
+        let texts: Vec<Value> = lines(&out.join("rollouts.jsonl"))
+            .iter()
+            .flat_map(|g| g["samples"].as_array().unwrap().clone())
+            .map(|s| s["text"].clone())
+            .collect();
+        let weights = std::fs::read(out.join("checkpoints/step-1/model.safetensors")).unwrap();
+        let toml = std::fs::read_to_string(out.join("run.toml")).unwrap();
+        (texts, weights, toml)
+    };
+    let (texts_r, weights_r, toml_r) = run("response");
+    let (texts_a, weights_a, toml_a) = run("action");
+    assert!(texts_r.len() >= 8, "{} rollouts", texts_r.len());
+    // Some answers parse with tokens before their action (the object's opening, free
+    // text): those are what the mask leaves out.
+    assert!(
+        texts_r.iter().any(|t| {
+            rmsweb::action::parse::parse_response(t.as_str().unwrap())
+                .is_ok_and(|p| p.action_span.start > 0)
+        }),
+        "{texts_r:?}"
+    );
+    assert_eq!(texts_r, texts_a);
+    assert_ne!(weights_r, weights_a, "the mask left the update unchanged");
+    assert!(toml_r.contains("pg_tokens = \"response\""), "{toml_r}");
+    assert!(toml_a.contains("pg_tokens = \"action\""), "{toml_a}");
+    let e = RlConfig::preset("tiny", Mode::Grpo, PromptSource::Mined, init, root)
+        .unwrap()
+        .with_overrides(&["pg_tokens=\"thinking\"".into()])
+        .unwrap_err();
+    let e = format!("{e:#}");
+    assert!(e.contains("pg_tokens"), "{e}");
+}

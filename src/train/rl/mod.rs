@@ -4,6 +4,7 @@ pub mod checkpoint;
 pub mod config;
 pub mod groups;
 pub mod loss;
+pub mod pg_tokens;
 pub mod policy;
 pub mod probe;
 pub mod prompts;

@@ -25,6 +25,8 @@ pub struct Policy {
     /// The SFT adapter of a LoRA SFT init (merged into the model), kept so that
     /// checkpoints can export one adapter holding SFT + RL on the original base.
     pub sft_adapter: Option<SftAdapter>,
+    /// The vocabulary's raw bytes, computed on first use.
+    token_bytes: std::sync::OnceLock<Vec<Option<Vec<u8>>>>,
 }
 
 /// The network: a text decoder, or a Qwen3-VL model (whose decoder carries the RL
@@ -35,6 +37,13 @@ enum Net {
 }
 
 impl Policy {
+    /// The raw bytes of every vocabulary token
+    /// ([`crate::model::constrain::token_bytes`]), computed on first use.
+    pub fn token_bytes(&self) -> &[Option<Vec<u8>>] {
+        self.token_bytes
+            .get_or_init(|| crate::model::constrain::token_bytes(&self.tokenizer))
+    }
+
     /// The decoder (a Qwen3-VL policy's too): its adapters are what RL trains, and
     /// it scores text-only sequences.
     pub fn model(&self) -> &Qwen3 {
@@ -168,6 +177,7 @@ pub fn load_policy(cfg: &RlConfig) -> Result<Policy> {
         full_model_init,
         sft_adapter,
         init_checkpoint: ckpt,
+        token_bytes: std::sync::OnceLock::new(),
     })
 }
 

@@ -1,8 +1,10 @@
 //! The policy update of a step: RL sequences of accepted groups with their
 //! advantages, old (sampling) and reference (adapter off) log-probs, salvage
 //! sequences, and the mini-batch / micro-batch loop with the Salvage-DS loss.
+use super::config::PgTokens;
 use super::groups::advantages;
 use super::loss::{low_var_kl, policy_loss, salvage_nll, seq_mean_token_mean, total};
+use super::pg_tokens::action_mask;
 use super::seqs::{self, TrainSeq, padded, row, token_logps};
 use super::trainer::{Ctx, Group, Routed};
 use crate::model::Qwen3;
@@ -40,6 +42,8 @@ struct RlItem {
     adv: f32,
     old: Vec<f32>,
     reference: Vec<f32>,
+    /// Per response token: whether it carries the policy-gradient term.
+    pg_mask: Vec<f32>,
 }
 
 /// Reference log-probs (detached) of every sequence, in micro-batches: the model with
@@ -89,7 +93,8 @@ pub(crate) fn update(
     // RL groups: each rollout with its group-relative advantage and its old
     // log-probs, the sampling policy's, recorded as it was sampled (the same model and
     // temperature; `rollout::sample_groups` tests them equal to a full forward's).
-    let mut rl_groups: Vec<Vec<(TrainSeq, f32, Vec<f32>)>> = Vec::new();
+    // Their reference log-probs are filled in below, once every sequence is known.
+    let mut rl_groups: Vec<Vec<RlItem>> = Vec::new();
     for g in groups.iter().filter(|g| g.routed == Routed::Rl) {
         let adv = advantages(&g.rewards, &g.stats);
         let prompt = &ctx.prompt_ids[g.prompt];
@@ -100,7 +105,17 @@ pub(crate) fn update(
                 .filter(|(r, _)| !r.ids.is_empty())
                 .map(|(r, a)| {
                     let seq = TrainSeq::rl(prompt, &r.ids).seeing(g.image.clone());
-                    (seq, a as f32, r.logps.clone())
+                    let pg_mask = match cfg.pg_tokens {
+                        PgTokens::Response => seq.mask.clone(),
+                        PgTokens::Action => action_mask(&r.ids, ctx.policy.token_bytes()),
+                    };
+                    RlItem {
+                        seq,
+                        adv: a as f32,
+                        old: r.logps.clone(),
+                        reference: Vec::new(),
+                        pg_mask,
+                    }
                 })
                 .collect(),
         );
@@ -131,7 +146,7 @@ pub(crate) fn update(
     let t_ref = std::time::Instant::now();
     let flat: Vec<TrainSeq> = rl_groups
         .iter()
-        .flat_map(|g| g.iter().map(|(s, _, _)| s.clone()))
+        .flat_map(|g| g.iter().map(|x| x.seq.clone()))
         .collect();
     let mut reference = reference_logps(ctx, &flat)?.into_iter();
     st.ref_s = t_ref.elapsed().as_secs_f64();
@@ -139,13 +154,10 @@ pub(crate) fn update(
         .into_iter()
         .map(|g| {
             g.into_iter()
-                .filter_map(|(seq, adv, old)| {
-                    reference.next().map(|reference| RlItem {
-                        seq,
-                        adv,
-                        old,
-                        reference,
-                    })
+                .filter_map(|item| {
+                    reference
+                        .next()
+                        .map(|reference| RlItem { reference, ..item })
                 })
                 .collect()
         })
@@ -191,9 +203,21 @@ pub(crate) fn update(
                 lp.logp.device(),
             )?
             .to_dtype(lp.logp.dtype())?;
-            let pl = policy_loss(&lp.logp, &old, &adv, &lp.mask, &loss_cfg)?;
+            let pg_mask = padded(
+                &chunk
+                    .iter()
+                    .map(|x| x.pg_mask.as_slice())
+                    .collect::<Vec<_>>(),
+                width,
+                &lp.logp,
+            )?;
+            let pl = policy_loss(&lp.logp, &old, &adv, &pg_mask, &loss_cfg)?;
             let w = chunk.len() as f64 / n_rl as f64;
-            let pg = seq_mean_token_mean(&pl.per_token, &lp.mask)?;
+            // Masked-out tokens add nothing, but each sequence still divides by all its
+            // response tokens: the action tokens weigh what they weigh over the whole
+            // response (dividing by the action's few tokens alone would multiply the
+            // step size on them).
+            let pg = seq_mean_token_mean(&(&pl.per_token * &pg_mask)?, &lp.mask)?;
             let kl = seq_mean_token_mean(&low_var_kl(&lp.logp, &refp)?, &lp.mask)?;
             let loss = total(&pg, &kl, None, &loss_cfg)?.affine(w, 0.0)?;
             pg_sum += scalar(&pg)? * w;
