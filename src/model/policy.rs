@@ -205,8 +205,9 @@ impl LocalModelPolicy {
         self.generate_as(messages, constrained, screenshot)
     }
 
-    /// Generates a reply that is a JSON value `schema` accepts (or a prefix of one, when
-    /// `max_new_tokens` runs out first), its quoted spans held by `quotes` if given.
+    /// Generates a reply that is a JSON value `schema` accepts, closed the shortest way
+    /// before `max_new_tokens` runs out (a prefix of one only when even that does not
+    /// fit), its quoted spans held by `quotes` if given.
     pub fn generate_constrained(
         &self,
         messages: &[Message],

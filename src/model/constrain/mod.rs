@@ -21,6 +21,7 @@ use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::sync::Arc;
 
+mod complete;
 mod matcher;
 mod quotes;
 mod tokens;

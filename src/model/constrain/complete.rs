@@ -1,0 +1,120 @@
+//! The shortest bytes that make a matcher's output a whole accepted value: what
+//! constrained decoding appends when its token budget is about to run out.
+
+use super::Matcher;
+use super::matcher::Stack;
+use std::collections::HashSet;
+
+/// Bytes tried at each position: printable ASCII but the space, closing punctuation
+/// first (the search keeps the first path to each state, so a completion closes
+/// rather than fills). No whitespace: JSON never needs it between tokens, and
+/// literals that hold a space are spelled through [`Matcher::useful_bytes`].
+const ALPHABET: &[u8] = b"\"}],:{[10tfn-_abcdeghijklmopqrsuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ\
+23456789.!#$%&'()*+/;<=>?@\\^`|~";
+
+/// States kept per length: beyond it the search drops the latest-found ones.
+const MAX_FRONTIER: usize = 4096;
+
+/// States kept in all: a schema open to any key would otherwise grow the search
+/// without bound; past it the search gives up.
+const MAX_STATES: usize = 100_000;
+
+impl Matcher {
+    /// The shortest byte string (at most `max_bytes`) after which the output is a
+    /// whole value the schema accepts, searched breadth-first over printable ASCII
+    /// with states deduplicated; `Some(empty)` when it already is; `None` when none
+    /// is found within the bound.
+    pub fn shortest_completion(&self, max_bytes: usize) -> Option<Vec<u8>> {
+        if self.can_finish() {
+            return Some(Vec::new());
+        }
+        // Every state reached: its matcher, its parent and the byte that led to it.
+        let mut nodes: Vec<(Matcher, usize, u8)> = vec![(self.clone(), usize::MAX, 0)];
+        let mut seen: HashSet<Vec<Stack>> = HashSet::from([self.stacks().to_vec()]);
+        let mut level = 0..1;
+        for _ in 0..max_bytes {
+            let start = nodes.len();
+            for i in level.clone() {
+                // Inside a string or after a whole number, ending it is the only move
+                // worth trying where it may end; inside a literal, its next byte.
+                let useful = nodes[i]
+                    .0
+                    .useful_bytes()
+                    .filter(|bytes| bytes.iter().any(|&b| nodes[i].0.after(&[b]).is_some()));
+                let alphabet = useful.as_deref().unwrap_or(ALPHABET);
+                for &b in alphabet {
+                    if nodes.len() - start >= MAX_FRONTIER {
+                        break;
+                    }
+                    if nodes.len() >= MAX_STATES {
+                        return None;
+                    }
+                    let Some(next) = nodes[i].0.after(&[b]) else {
+                        continue;
+                    };
+                    if !seen.insert(next.stacks().to_vec()) {
+                        continue;
+                    }
+                    let done = next.can_finish();
+                    nodes.push((next, i, b));
+                    if done {
+                        let mut path = Vec::new();
+                        let mut k = nodes.len() - 1;
+                        while k != 0 {
+                            path.push(nodes[k].2);
+                            k = nodes[k].1;
+                        }
+                        path.reverse();
+                        return Some(path);
+                    }
+                }
+            }
+            if nodes.len() == start {
+                return None;
+            }
+            level = start..nodes.len();
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::Schema;
+    use serde_json::json;
+
+    fn schema(v: serde_json::Value) -> std::sync::Arc<Schema> {
+        Schema::compile(&v).unwrap()
+    }
+
+    #[test]
+    fn closes_an_open_answer_with_its_required_fields() {
+        let s = schema(json!({
+            "type": "object",
+            "properties": {
+                "thinking": {"type": "string", "maxLength": 400},
+                "action": {"type": "array", "minItems": 1, "items": {
+                    "type": "object",
+                    "properties": {"click": {"type": "object",
+                        "properties": {"index": {"enum": [3, 7]}},
+                        "required": ["index"], "additionalProperties": false}},
+                    "required": ["click"], "additionalProperties": false}}
+            },
+            "required": ["thinking", "action"],
+            "additionalProperties": false
+        }));
+        let mut m = s.matcher();
+        assert!(m.advance(b"{\"thinking\": \"executed executed"));
+        let rest = m.shortest_completion(200).unwrap();
+        let rest = String::from_utf8(rest).unwrap();
+        let whole = format!("{{\"thinking\": \"executed executed{rest}");
+        let v: serde_json::Value = serde_json::from_str(&whole).expect(&whole);
+        assert_eq!(v["action"][0]["click"]["index"], 3, "{whole}");
+        assert!(m.advance(rest.as_bytes()) && m.can_finish());
+        // Nothing to add to a whole value; too few bytes allowed: none found.
+        assert_eq!(m.shortest_completion(10), Some(Vec::new()));
+        let mut open = s.matcher();
+        assert!(open.advance(b"{\"thinking\": \"x"));
+        assert_eq!(open.shortest_completion(5), None);
+    }
+}
