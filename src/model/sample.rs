@@ -1,6 +1,6 @@
 //! Decoding with the KV cache: greedy or temperature / top-p sampling, seeded.
 
-use super::constrain::{Matcher, QuoteGuard};
+use super::constrain::{Closer, Matcher, QuoteGuard};
 use super::prefix::PromptReuse;
 use super::qwen3::{KvCache, Qwen3};
 use anyhow::Result;
@@ -80,29 +80,6 @@ impl Constraint<'_> {
         Some(t)
     }
 
-    /// Tokens spelling `rest` (longest first), fed to the rules: how a completion
-    /// found by [`Matcher::shortest_completion`] is emitted. Stops early where no
-    /// token spells what is left.
-    fn spell(&mut self, mut rest: &[u8]) -> Vec<u32> {
-        let mut ids = Vec::new();
-        while !rest.is_empty() {
-            let best = self
-                .token_bytes
-                .iter()
-                .enumerate()
-                .filter_map(|(id, b)| {
-                    let b = b.as_ref()?;
-                    (!b.is_empty() && rest.starts_with(b)).then_some((id as u32, b.len()))
-                })
-                .max_by_key(|&(id, n)| (n, std::cmp::Reverse(id)));
-            let Some((id, n)) = best else { break };
-            self.accept(id);
-            ids.push(id);
-            rest = &rest[n..];
-        }
-        ids
-    }
-
     /// Feeds the chosen token's bytes to both rules.
     fn accept(&mut self, t: u32) {
         if let Some(Some(b)) = self.token_bytes.get(t as usize) {
@@ -116,24 +93,12 @@ impl Constraint<'_> {
     }
 }
 
-/// Constrained decoding looks for the shortest way to close the value once this few
-/// tokens are left.
-const CLOSE_WINDOW: usize = 160;
-
-/// Tokens between two searches for the shortest way to close the value.
-const CLOSE_EVERY: usize = 4;
-
-/// Constrained decoding closes the value once the shortest way to do so, in bytes,
-/// comes within this many of the tokens left (a token the model picks can lengthen
-/// it by a key and its value).
-const CLOSE_MARGIN: usize = 32;
-
 /// Like [`generate`], but with `constraint` only tokens that keep the output a prefix
 /// of a value its schema accepts are chosen, and a stop token only once the value
 /// is whole; generation also ends as soon as nothing but whitespace may follow.
 /// Before `max_new_tokens` or the model's positions run out, the value is closed the
-/// shortest way the schema allows ([`Matcher::shortest_completion`], spelled in
-/// tokens without the model), so a long answer still parses; only a schema whose
+/// shortest way the schema allows ([`Closer`], spelled in tokens without the
+/// model), so a long answer still parses; only a schema whose
 /// shortest completion outgrows the budget leaves a prefix.
 pub fn generate_with(
     model: &Qwen3,
@@ -209,30 +174,16 @@ pub fn generate_by(
     let mut out = Vec::new();
     let mut input: Vec<u32> = prompt.to_vec();
     let mut pos = 0;
-    // The tokens left at which the shortest way to close the value is looked for next.
-    let mut check_at = CLOSE_WINDOW;
+    let mut closer = Closer::default();
     for _ in 0..cfg.max_new_tokens {
         let l = input.len();
         let room = cfg.max_new_tokens - out.len();
         let out_of_positions = pos + l > max_pos;
         if let Some(c) = &mut constraint
-            && (out_of_positions || room <= check_at)
+            && let Some(ids) = closer.due(&c.matcher, room, out_of_positions, c.token_bytes)
         {
-            let rest = c.matcher.shortest_completion(room);
-            match rest {
-                Some(rest) if out_of_positions || rest.len() + CLOSE_MARGIN >= room => {
-                    out.extend(c.spell(&rest));
-                    break;
-                }
-                // Again after a few tokens (a token can lengthen the completion), or
-                // once it comes within the margin.
-                Some(rest) => {
-                    check_at = room
-                        .saturating_sub(CLOSE_EVERY)
-                        .max(rest.len() + CLOSE_MARGIN)
-                }
-                None => check_at = room.saturating_sub(CLOSE_EVERY),
-            }
+            out.extend(ids);
+            break;
         }
         if out_of_positions {
             break;

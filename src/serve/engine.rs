@@ -17,7 +17,7 @@
 //! decoder); a request with an image runs on its own after the batch, its prompt
 //! and image encoded by the whole model once per sampled sequence.
 
-use crate::model::constrain::{Matcher, Schema};
+use crate::model::constrain::{Closer, Matcher, Schema};
 use crate::model::kv_cache::left_pad_mask;
 use crate::model::policy::VlSide;
 use crate::model::sample::{SampleConfig, pick_allowed};
@@ -28,7 +28,7 @@ use anyhow::{Context, Result};
 use candle_core::{DType, Tensor};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::sync::mpsc;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
@@ -191,6 +191,10 @@ struct Row {
     sent: usize,
     rng: ChaCha8Rng,
     matcher: Option<Matcher>,
+    /// When to close a constrained answer before its budget runs out.
+    closer: Closer,
+    /// Tokens closing the answer, written before anything the model would choose.
+    forced: VecDeque<u32>,
     counts: HashMap<u32, u32>,
     mask: Vec<f32>,
     finished: Option<Finish>,
@@ -209,6 +213,8 @@ impl Row {
                 req.seed ^ (choice as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
             ),
             matcher: req.schema.as_ref().map(Schema::matcher),
+            closer: Closer::default(),
+            forced: VecDeque::new(),
             counts: HashMap::new(),
             mask,
             finished: None,
@@ -285,7 +291,12 @@ impl Core {
             let mut next = Vec::with_capacity(active.len());
             for (k, &r) in active.iter().enumerate() {
                 let job = &jobs[rows[r].job];
-                let t = self.choose(&mut rows[r], &job.req, &logits[k]);
+                let t = self.choose(
+                    &mut rows[r],
+                    &job.req,
+                    &logits[k],
+                    max_pos.saturating_sub(pos),
+                );
                 next.push(t);
                 self.accept(&mut rows[r], job, t, pos + 1 >= max_pos);
             }
@@ -348,7 +359,7 @@ impl Core {
             let mut logits = last_logits(&h)?;
             let mut pos = prompt.len();
             loop {
-                let t = self.choose(&mut row, &job.req, &logits);
+                let t = self.choose(&mut row, &job.req, &logits, max_pos.saturating_sub(pos));
                 self.accept(&mut row, job, t, pos + 1 >= max_pos);
                 if row.finished.is_some() {
                     break;
@@ -361,8 +372,33 @@ impl Core {
         Ok(())
     }
 
-    /// The next token of a row from its logits.
-    fn choose(&self, row: &mut Row, req: &GenRequest, logits: &[f32]) -> u32 {
+    /// The next token of a row from its logits; `positions_left`: tokens the context
+    /// still has room for, this one included. A constrained answer about to run out
+    /// of tokens or positions is closed the shortest way its schema allows.
+    fn choose(
+        &self,
+        row: &mut Row,
+        req: &GenRequest,
+        logits: &[f32],
+        positions_left: usize,
+    ) -> u32 {
+        if let Some(t) = row.forced.pop_front() {
+            return t;
+        }
+        if let Some(m) = &row.matcher {
+            let room = req
+                .max_new_tokens
+                .saturating_sub(row.ids.len())
+                .min(positions_left);
+            if let Some(ids) = row.closer.due(m, room, false, &self.token_bytes) {
+                row.forced = ids.into();
+                // Empty: the answer is already whole, and ends here.
+                return row
+                    .forced
+                    .pop_front()
+                    .unwrap_or_else(|| self.stop_ids.first().copied().unwrap_or(0));
+            }
+        }
         let mut l: Vec<f32> = logits.to_vec();
         for (&t, &c) in &row.counts {
             if let Some(x) = l.get_mut(t as usize) {

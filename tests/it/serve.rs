@@ -316,6 +316,24 @@ fn serve_answers_browser_use_requests_over_loopback() {
         }
     }
 
+    // With a schema and a budget the sampled answers outgrow (about 100 tokens each
+    // with 600 allowed), each is closed the shortest way within it: still a whole answer,
+    // ended by itself.
+    let body = request(
+        "Find W-132.",
+        json!({"temperature": 1.0, "seed": 7, "n": 4, "max_completion_tokens": 60}),
+    );
+    let (status, r) = post(&client, &base, &body);
+    assert_eq!(status, 200, "{r}");
+    assert!(
+        r["usage"]["completion_tokens"].as_u64().unwrap() <= 4 * 60,
+        "{r}"
+    );
+    for c in r["choices"].as_array().unwrap() {
+        assert_eq!(c["finish_reason"], "stop", "{r}");
+        check_agent_output(c["message"]["content"].as_str().unwrap());
+    }
+
     // Without a schema, `max_tokens` ends the answer.
     let mut free = request("Find W-132.", json!({"temperature": 0, "max_tokens": 5}));
     free.as_object_mut().unwrap().remove("response_format");
@@ -367,13 +385,13 @@ fn serve_answers_browser_use_requests_over_loopback() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert_eq!(logged.len(), 7);
+    assert_eq!(logged.len(), 8);
     assert_eq!(logged[0]["choices"][0]["text"], text.as_str());
     assert_eq!(logged[0]["model"], "tiny");
     // Each exchange was a Browser Use step 1, so each became its own trajectory.
     let ds = rmsweb::trajectory::Dataset::open(&log).unwrap();
     let ts = ds.summaries();
-    assert_eq!(ts.len(), 7);
+    assert_eq!(ts.len(), 8);
     assert!(
         ts.iter()
             .all(|t| t.as_ref().unwrap().source == "rmsweb-serve")

@@ -78,6 +78,91 @@ impl Matcher {
     }
 }
 
+/// Decoding starts looking for the shortest way to close the value once this few
+/// tokens are left.
+const CLOSE_WINDOW: usize = 160;
+
+/// Tokens between two searches.
+const CLOSE_EVERY: usize = 4;
+
+/// The value is closed once its shortest completion, in tokens, comes within this
+/// many of the tokens left (a token the model picks can lengthen it by a key and its
+/// value).
+const CLOSE_MARGIN: usize = 16;
+
+/// The longest completion searched for, in bytes.
+const MAX_COMPLETION_BYTES: usize = 4096;
+
+/// When a constrained decoding loop must stop leaving the choice to the model and
+/// close the value: it searches ([`Matcher::shortest_completion`]) once fewer than
+/// 160 tokens are left, then every 4 tokens, and closes once the completion's tokens
+/// come within 16 of the tokens left.
+#[derive(Debug, Clone)]
+pub struct Closer {
+    /// The tokens left at which the next search runs.
+    check_at: usize,
+}
+
+impl Default for Closer {
+    fn default() -> Self {
+        Closer {
+            check_at: CLOSE_WINDOW,
+        }
+    }
+}
+
+impl Closer {
+    /// With `room` tokens left (and `now`: none the model may choose), the tokens
+    /// ([`spell`] over `token_bytes`) that close the value the shortest way when it is
+    /// time to write them (empty: it is already whole); `None` while the model may go
+    /// on, or when no completion fits in `room` tokens.
+    pub fn due(
+        &mut self,
+        matcher: &Matcher,
+        room: usize,
+        now: bool,
+        token_bytes: &[Option<Vec<u8>>],
+    ) -> Option<Vec<u32>> {
+        if !now && room > self.check_at {
+            return None;
+        }
+        let bound = room.saturating_mul(16).min(MAX_COMPLETION_BYTES);
+        let ids = matcher
+            .shortest_completion(bound)
+            .and_then(|rest| spell(&rest, token_bytes))
+            .filter(|ids| ids.len() <= room);
+        match ids {
+            Some(ids) if now || ids.len() + CLOSE_MARGIN >= room => return Some(ids),
+            Some(ids) => {
+                self.check_at = room
+                    .saturating_sub(CLOSE_EVERY)
+                    .max(ids.len() + CLOSE_MARGIN)
+            }
+            None => self.check_at = room.saturating_sub(CLOSE_EVERY),
+        }
+        None
+    }
+}
+
+/// Tokens spelling `bytes`, the longest token first at each point (`token_bytes`:
+/// every token's raw bytes); `None` where no token spells what is left.
+pub fn spell(mut bytes: &[u8], token_bytes: &[Option<Vec<u8>>]) -> Option<Vec<u32>> {
+    let mut ids = Vec::new();
+    while !bytes.is_empty() {
+        let (id, n) = token_bytes
+            .iter()
+            .enumerate()
+            .filter_map(|(id, b)| {
+                let b = b.as_ref()?;
+                (!b.is_empty() && bytes.starts_with(b)).then_some((id as u32, b.len()))
+            })
+            .max_by_key(|&(id, n)| (n, std::cmp::Reverse(id)))?;
+        ids.push(id);
+        bytes = &bytes[n..];
+    }
+    Some(ids)
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::Schema;
@@ -116,5 +201,37 @@ mod tests {
         let mut open = s.matcher();
         assert!(open.advance(b"{\"thinking\": \"x"));
         assert_eq!(open.shortest_completion(5), None);
+    }
+
+    #[test]
+    fn spelling_takes_the_longest_token_and_the_closer_waits_for_its_turn() {
+        let tb: Vec<Option<Vec<u8>>> = ["\"", "}", "\"}", "]}", "x"]
+            .iter()
+            .map(|p| Some(p.as_bytes().to_vec()))
+            .chain([None])
+            .collect();
+        assert_eq!(super::spell(b"\"}]}", &tb), Some(vec![2, 3]));
+        // Nothing spells `y`.
+        assert_eq!(super::spell(b"xy}", &tb), None);
+        let s = schema(json!({"type": "object",
+            "properties": {"a": {"type": "string"}}, "required": ["a"],
+            "additionalProperties": false}));
+        let mut m = s.matcher();
+        assert!(m.advance(b"{\"a\": \"long text"));
+        let mut closer = super::Closer::default();
+        // Plenty of room: not yet searched, then searched and not due.
+        assert_eq!(closer.due(&m, 500, false, &tb), None);
+        assert_eq!(closer.due(&m, 100, false, &tb), None);
+        // Within the margin of the 1-token completion `"}`: due.
+        assert_eq!(closer.due(&m, 17, false, &tb), Some(vec![2]));
+        // Out of positions: due whatever the room.
+        assert_eq!(
+            super::Closer::default().due(&m, 500, true, &tb),
+            Some(vec![2])
+        );
+        // A completion no token spells (`a`): never due.
+        let mut open = s.matcher();
+        assert!(open.advance(b"{"));
+        assert_eq!(super::Closer::default().due(&open, 30, true, &tb), None);
     }
 }

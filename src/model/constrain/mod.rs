@@ -26,6 +26,7 @@ mod matcher;
 mod quotes;
 mod tokens;
 
+pub use complete::{Closer, spell};
 pub use matcher::Matcher;
 use matcher::{Frame, Stack};
 pub use quotes::QuoteGuard;
