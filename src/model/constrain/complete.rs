@@ -2,13 +2,13 @@
 //! constrained decoding appends when its token budget is about to run out.
 
 use super::Matcher;
-use super::matcher::Stack;
+use super::matcher::{Frame, Stack};
 use std::collections::HashSet;
 
 /// Bytes tried at each position: printable ASCII but the space, closing punctuation
 /// first (the search keeps the first path to each state, so a completion closes
 /// rather than fills). No whitespace: JSON never needs it between tokens, and
-/// literals that hold a space are spelled through [`Matcher::useful_bytes`].
+/// literals that hold a space are spelled through [`useful_bytes`].
 const ALPHABET: &[u8] = b"\"}],:{[10tfn-_abcdeghijklmopqrsuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ\
 23456789.!#$%&'()*+/;<=>?@\\^`|~";
 
@@ -18,6 +18,37 @@ const MAX_FRONTIER: usize = 4096;
 /// States kept in all: a schema open to any key would otherwise grow the search
 /// without bound; past it the search gives up.
 const MAX_STATES: usize = 100_000;
+
+/// The only bytes the search needs to try next from `m`, where fewer than every
+/// byte will do: inside a string's plain text its closing `"`, after a whole number
+/// `,`, `}` or `]` (once the value ends, the state is the same whatever it held, so
+/// making it longer never helps), inside literals their next bytes. `None` elsewhere.
+fn useful_bytes(m: &Matcher) -> Option<Vec<u8>> {
+    let top = |s: &Stack| s.frames.last().cloned();
+    let stacks = m.stacks();
+    if stacks
+        .iter()
+        .all(|s| matches!(top(s), Some(Frame::Str { esc: 0, .. })))
+    {
+        return Some(b"\"".to_vec());
+    }
+    if stacks
+        .iter()
+        .all(|s| matches!(top(s), Some(Frame::Num { node, buf }) if m.number_complete(node, &buf)))
+    {
+        return Some(b",}]".to_vec());
+    }
+    let mut next: Vec<u8> = Vec::new();
+    for s in stacks {
+        match top(s) {
+            Some(Frame::Lit { rest }) if !rest.is_empty() => next.push(rest[0]),
+            _ => return None,
+        }
+    }
+    next.sort_unstable();
+    next.dedup();
+    Some(next)
+}
 
 impl Matcher {
     /// The shortest byte string (at most `max_bytes`) after which the output is a
@@ -37,9 +68,7 @@ impl Matcher {
             for i in level.clone() {
                 // Inside a string or after a whole number, ending it is the only move
                 // worth trying where it may end; inside a literal, its next byte.
-                let useful = nodes[i]
-                    .0
-                    .useful_bytes()
+                let useful = useful_bytes(&nodes[i].0)
                     .filter(|bytes| bytes.iter().any(|&b| nodes[i].0.after(&[b]).is_some()));
                 let alphabet = useful.as_deref().unwrap_or(ALPHABET);
                 for &b in alphabet {

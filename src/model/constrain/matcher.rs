@@ -218,37 +218,6 @@ impl Matcher {
         })
     }
 
-    /// The only bytes a search for the shortest completion needs to try next, where
-    /// fewer than every byte will do: inside a string's plain text its closing `"`,
-    /// after a whole number `,`, `}` or `]` (once the value ends, the state is the
-    /// same whatever it held, so making it longer never helps), inside literals their
-    /// next bytes. `None` elsewhere.
-    pub(super) fn useful_bytes(&self) -> Option<Vec<u8>> {
-        let top = |s: &Stack| s.frames.last().cloned();
-        if self
-            .stacks
-            .iter()
-            .all(|s| matches!(top(s), Some(Frame::Str { esc: 0, .. })))
-        {
-            return Some(b"\"".to_vec());
-        }
-        if self.stacks.iter().all(
-            |s| matches!(top(s), Some(Frame::Num { node, buf }) if self.number_complete(node, &buf)),
-        ) {
-            return Some(b",}]".to_vec());
-        }
-        let mut next: Vec<u8> = Vec::new();
-        for s in &self.stacks {
-            match top(s) {
-                Some(Frame::Lit { rest }) if !rest.is_empty() => next.push(rest[0]),
-                _ => return None,
-            }
-        }
-        next.sort_unstable();
-        next.dedup();
-        Some(next)
-    }
-
     /// The parser stacks: two matchers with equal stacks accept the same futures.
     pub(super) fn stacks(&self) -> &[Stack] {
         &self.stacks
@@ -263,7 +232,7 @@ impl Matcher {
         self.schema.get(id)
     }
 
-    fn number_complete(&self, node: NodeId, buf: &[u8]) -> bool {
+    pub(super) fn number_complete(&self, node: NodeId, buf: &[u8]) -> bool {
         let int = matches!(self.node(node), Node::Integer { .. });
         if !number_prefix(buf, int) {
             return false;

@@ -43,7 +43,7 @@ use super::sharpening::{Monitor, Signals};
 use super::update::update;
 use crate::action::Action;
 use crate::action::parse::parse_response;
-use crate::model::constrain::{QuoteGuard, Schema, token_bytes};
+use crate::model::constrain::{QuoteGuard, Schema};
 use crate::model::prefix::{PrefixCache, shared_prefix_len};
 use crate::model::sample::Constraint;
 use crate::model::vl::prompt::Screenshot;
@@ -146,8 +146,7 @@ pub(crate) struct Ctx<'a> {
     /// Encoded prompts, parallel to `prompts`.
     pub prompt_ids: &'a [Vec<u32>],
     pub reward: RewardConfig,
-    /// With `grounded`: each prompt's rules (parallel to `prompts`) and the raw bytes
-    /// of every token.
+    /// With `grounded`: each prompt's rules (parallel to `prompts`).
     pub grounding: Option<Grounding>,
     /// Tokens every encoded prompt starts with and continues (the system prompt):
     /// encoded once per step's sampling instead of once per group.
@@ -157,12 +156,11 @@ pub(crate) struct Ctx<'a> {
 /// The grounded decoding rules of every RL prompt.
 pub(crate) struct Grounding {
     rules: Vec<(Arc<Schema>, Option<QuoteGuard>)>,
-    token_bytes: Vec<Option<Vec<u8>>>,
 }
 
 impl Grounding {
     /// Builds each prompt's schema ([`crate::policy::grounding::step_constraints`]).
-    fn new(prompts: &[RlPrompt], policy: &Policy) -> Result<Self> {
+    fn new(prompts: &[RlPrompt]) -> Result<Self> {
         let rules = prompts
             .iter()
             .map(|p| {
@@ -170,21 +168,22 @@ impl Grounding {
                     .with_context(|| format!("prompt `{}`: grounding schema", p.id))
             })
             .collect::<Result<_>>()?;
-        Ok(Grounding {
-            rules,
-            token_bytes: token_bytes(&policy.tokenizer),
-        })
+        Ok(Grounding { rules })
     }
 
-    /// Fresh constraints for the prompts at `indices`.
-    fn constraints(&self, indices: impl Iterator<Item = usize>) -> Vec<Constraint<'_>> {
+    /// Fresh constraints for the prompts at `indices`, over `policy`'s vocabulary.
+    fn constraints<'g>(
+        &'g self,
+        policy: &'g Policy,
+        indices: impl Iterator<Item = usize>,
+    ) -> Vec<Constraint<'g>> {
         indices
             .map(|i| {
                 let (schema, quotes) = &self.rules[i];
                 Constraint {
                     matcher: schema.matcher(),
                     quotes: quotes.clone(),
-                    token_bytes: &self.token_bytes,
+                    token_bytes: policy.token_bytes(),
                 }
             })
             .collect()
@@ -289,7 +288,7 @@ fn train_inner(
     }
     let grounding = if cfg.grounded {
         run.log("rollouts decode grounded (shown indices, the instruction's values)")?;
-        Some(Grounding::new(&prompts, &policy)?)
+        Some(Grounding::new(&prompts)?)
     } else {
         None
     };
@@ -477,7 +476,7 @@ fn sample_and_gate(ctx: &Ctx, cursor: &mut u64) -> Result<(Vec<Group>, usize, us
             let rules = ctx
                 .grounding
                 .as_ref()
-                .map(|g| g.constraints(chunk.iter().map(|(pi, _)| *pi)));
+                .map(|g| g.constraints(ctx.policy, chunk.iter().map(|(pi, _)| *pi)));
             // The prefix serves prompts decoded as text only (a screenshot's prompt is
             // encoded whole by the VL model).
             let some_text = shown.iter().any(Option::is_none);

@@ -184,33 +184,23 @@ pub(crate) fn update(
             let seqs_: Vec<&TrainSeq> = chunk.iter().map(|x| &x.seq).collect();
             let lp = token_logps(ctx.policy.scorer(), &seqs_, cfg.temperature, true)?;
             let width = lp.logp.dim(1)?;
-            let old = padded(
-                &chunk.iter().map(|x| x.old.as_slice()).collect::<Vec<_>>(),
-                width,
-                &lp.logp,
-            )?;
-            let refp = padded(
-                &chunk
-                    .iter()
-                    .map(|x| x.reference.as_slice())
-                    .collect::<Vec<_>>(),
-                width,
-                &lp.logp,
-            )?;
+            // One per-token column of the chunk's items, padded to the scored width.
+            let column = |field: fn(&RlItem) -> &[f32]| {
+                padded(
+                    &chunk.iter().map(|x| field(x)).collect::<Vec<_>>(),
+                    width,
+                    &lp.logp,
+                )
+            };
+            let old = column(|x| &x.old)?;
+            let refp = column(|x| &x.reference)?;
+            let pg_mask = column(|x| &x.pg_mask)?;
             let adv = Tensor::from_vec(
                 chunk.iter().map(|x| x.adv).collect::<Vec<f32>>(),
                 chunk.len(),
                 lp.logp.device(),
             )?
             .to_dtype(lp.logp.dtype())?;
-            let pg_mask = padded(
-                &chunk
-                    .iter()
-                    .map(|x| x.pg_mask.as_slice())
-                    .collect::<Vec<_>>(),
-                width,
-                &lp.logp,
-            )?;
             let pl = policy_loss(&lp.logp, &old, &adv, &pg_mask, &loss_cfg)?;
             let w = chunk.len() as f64 / n_rl as f64;
             // Masked-out tokens add nothing, but each sequence still divides by all its
