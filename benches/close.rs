@@ -2,12 +2,15 @@
 //! (`Matcher::shortest_completion`), which constrained decoding runs every few tokens
 //! once an answer nears its token budget: from the start of an answer, from inside
 //! its free text, and from inside its action.
+//! Then the `Closer` over a whole answer that babbles in its `thinking` until the
+//! close is due (one call every 4 tokens from 160 left).
 //! Run: `cargo bench --bench close` (prints the milliseconds per search of each
-//! prefix, in thread CPU time, with the completion found); under `cargo test` it
-//! searches from each prefix once and checks the completion closes the answer.
+//! prefix, in thread CPU time, with the completion found, and per babbling answer);
+//! under `cargo test` it searches from each prefix once and checks the completion
+//! closes the answer, and closes the babbling answer once.
 
 use criterion::{Criterion, criterion_group};
-use rmsweb::model::constrain::{Matcher, Schema};
+use rmsweb::model::constrain::{Closer, Matcher, Schema};
 use rmsweb::policy::grounding::answer_schema;
 use rmsweb::trajectory::Element;
 use std::hint::black_box;
@@ -90,6 +93,56 @@ fn milliseconds_per_search() {
     }
 }
 
+/// A byte-level vocabulary: every byte is a token.
+fn byte_tokens() -> Vec<Option<Vec<u8>>> {
+    (0..=255u8).map(|b| Some(vec![b])).collect()
+}
+
+/// The decoding loop's closer over one answer that babbles in its `thinking` until
+/// its budget runs out: 160 tokens left at the first search, one search every 4
+/// tokens (4 bytes of babble each) until the close is due; returns the searches run.
+fn close_babbling_answer(schema: &std::sync::Arc<Schema>, tokens: &[Option<Vec<u8>>]) -> usize {
+    let mut closer = Closer::default();
+    let mut text = String::from("{\"thinking\": \"");
+    let mut room = 160;
+    let mut searches = 0;
+    loop {
+        let mut m = schema.matcher();
+        assert!(m.advance(text.as_bytes()));
+        searches += 1;
+        if let Some(ids) = closer.due(&m, room, false, tokens) {
+            let rest: Vec<u8> = ids
+                .iter()
+                .flat_map(|&i| tokens[i as usize].clone().unwrap())
+                .collect();
+            assert!(
+                m.advance(&rest) && m.can_finish(),
+                "the close ends the answer"
+            );
+            return searches;
+        }
+        text.push_str("exe ");
+        room -= 4;
+    }
+}
+
+/// Prints the CPU milliseconds of the closer over a whole babbling answer (best of 3).
+fn milliseconds_per_answer() {
+    let schema = schema();
+    let tokens = byte_tokens();
+    let mut best = f64::INFINITY;
+    let mut searches = 0;
+    for _ in 0..3 {
+        let start = thread_cpu_seconds();
+        searches = black_box(close_babbling_answer(&schema, &tokens));
+        best = best.min(thread_cpu_seconds() - start);
+    }
+    println!(
+        "closer over a babbling answer: {:>7.2} ms, {searches} calls",
+        best * 1e3
+    );
+}
+
 criterion_group!(benches, bench);
 
 fn main() {
@@ -97,6 +150,7 @@ fn main() {
         benches();
         Criterion::default().configure_from_args().final_summary();
         milliseconds_per_search();
+        milliseconds_per_answer();
     } else {
         // `cargo test --all-targets`: each search once; what it finds closes the answer.
         let schema = schema();
@@ -104,5 +158,6 @@ fn main() {
             let rest = m.shortest_completion(400).expect(name);
             assert!(m.advance(&rest) && m.can_finish(), "{name}");
         }
+        close_babbling_answer(&schema, &byte_tokens());
     }
 }

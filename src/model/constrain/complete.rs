@@ -3,7 +3,7 @@
 
 use super::Matcher;
 use super::matcher::{Frame, Stack};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 /// Bytes tried at each position: printable ASCII but the space, closing punctuation
 /// first (the search keeps the first path to each state, so a completion closes
@@ -105,6 +105,26 @@ impl Matcher {
         }
         None
     }
+
+    /// The bytes every completion starts with, as far as they are forced (inside a
+    /// string's plain text its closing `"`, inside a literal its next byte, while
+    /// that is the only useful byte), and the matcher after them. The state after a
+    /// free-text field's closing quote is the same whatever the text held, so a
+    /// search from it can be reused while the model writes on.
+    fn forced_prefix(&self) -> (Vec<u8>, Matcher) {
+        let mut forced = Vec::new();
+        let mut m = self.clone();
+        while !m.can_finish() && forced.len() < MAX_COMPLETION_BYTES {
+            let next = match useful_bytes(&m).as_deref() {
+                Some(&[b]) => m.after(&[b]).map(|n| (b, n)),
+                _ => None,
+            };
+            let Some((b, n)) = next else { break };
+            forced.push(b);
+            m = n;
+        }
+        (forced, m)
+    }
 }
 
 /// Decoding starts looking for the shortest way to close the value once this few
@@ -122,20 +142,27 @@ const CLOSE_MARGIN: usize = 16;
 /// The longest completion searched for, in bytes.
 const MAX_COMPLETION_BYTES: usize = 4096;
 
+/// Searches a [`Closer`] remembers (a row's answer passes through a few fields).
+const MEMO_ENTRIES: usize = 32;
+
 /// When a constrained decoding loop must stop leaving the choice to the model and
 /// close the value: it searches ([`Matcher::shortest_completion`]) once fewer than
 /// 160 tokens are left, then every 4 tokens, and closes once the completion's tokens
-/// come within 16 of the tokens left.
+/// come within 16 of the tokens left. While the answer stays in one free-text field
+/// the search runs once: the completion after the field's closing quote is kept.
 #[derive(Debug, Clone)]
 pub struct Closer {
     /// The tokens left at which the next search runs.
     check_at: usize,
+    /// Completions found, by the state they were searched from.
+    memo: HashMap<Vec<Stack>, Vec<u8>>,
 }
 
 impl Default for Closer {
     fn default() -> Self {
         Closer {
             check_at: CLOSE_WINDOW,
+            memo: HashMap::new(),
         }
     }
 }
@@ -156,8 +183,8 @@ impl Closer {
             return None;
         }
         let bound = room.saturating_mul(16).min(MAX_COMPLETION_BYTES);
-        let ids = matcher
-            .shortest_completion(bound)
+        let ids = self
+            .completion(matcher, bound)
             .and_then(|rest| spell(&rest, token_bytes))
             .filter(|ids| ids.len() <= room);
         match ids {
@@ -170,6 +197,27 @@ impl Closer {
             None => self.check_at = room.saturating_sub(CLOSE_EVERY),
         }
         None
+    }
+
+    /// [`Matcher::shortest_completion`] within `bound` bytes, its search after the
+    /// forced bytes remembered (a completion found is the shortest whatever the
+    /// bound; a search that found none runs again).
+    fn completion(&mut self, matcher: &Matcher, bound: usize) -> Option<Vec<u8>> {
+        let (mut rest, from) = matcher.forced_prefix();
+        let key = from.stacks().to_vec();
+        let tail = match self.memo.get(&key) {
+            Some(tail) => tail.clone(),
+            None => {
+                let tail = from.shortest_completion(bound.checked_sub(rest.len())?)?;
+                if self.memo.len() >= MEMO_ENTRIES {
+                    self.memo.clear();
+                }
+                self.memo.insert(key, tail.clone());
+                tail
+            }
+        };
+        rest.extend_from_slice(&tail);
+        (rest.len() <= bound).then_some(rest)
     }
 }
 
@@ -201,9 +249,9 @@ mod tests {
         Schema::compile(&v).unwrap()
     }
 
-    #[test]
-    fn closes_an_open_answer_with_its_required_fields() {
-        let s = schema(json!({
+    /// An answer with free text and one click on element 3 or 7.
+    fn answer() -> std::sync::Arc<Schema> {
+        schema(json!({
             "type": "object",
             "properties": {
                 "thinking": {"type": "string", "maxLength": 400},
@@ -216,7 +264,12 @@ mod tests {
             },
             "required": ["thinking", "action"],
             "additionalProperties": false
-        }));
+        }))
+    }
+
+    #[test]
+    fn closes_an_open_answer_with_its_required_fields() {
+        let s = answer();
         let mut m = s.matcher();
         assert!(m.advance(b"{\"thinking\": \"executed executed"));
         let rest = m.shortest_completion(200).unwrap();
@@ -230,6 +283,39 @@ mod tests {
         let mut open = s.matcher();
         assert!(open.advance(b"{\"thinking\": \"x"));
         assert_eq!(open.shortest_completion(5), None);
+    }
+
+    /// The closer searches once per free-text field: later calls in the same field
+    /// reuse the completion after its closing quote, and a call elsewhere searches
+    /// afresh; every answer equals the full search's.
+    #[test]
+    fn the_closer_reuses_a_fields_completion_and_only_that() {
+        let s = answer();
+        let at = |text: &str| {
+            let mut m = s.matcher();
+            assert!(m.advance(text.as_bytes()), "{text}");
+            m
+        };
+        let mut closer = super::Closer::default();
+        let texts = [
+            "{\"thinking\": \"abc",
+            "{\"thinking\": \"abc def ghi",
+            "{\"thinking\": \"abc\", \"action\": [{\"click\": {\"index\": 7",
+            "{\"thinking\": \"abc\", \"action\": [{\"cl",
+        ];
+        for (i, text) in texts.iter().enumerate() {
+            let m = at(text);
+            let want = m.shortest_completion(400);
+            assert!(want.is_some(), "{text}");
+            assert_eq!(closer.completion(&m, 400), want, "{text}");
+            // The two calls inside the thinking share one search.
+            assert_eq!(closer.memo.len(), i.max(1), "{text}");
+        }
+        // A remembered completion longer than the bound does not fit it.
+        let m = at(texts[1]);
+        let n = m.shortest_completion(400).unwrap().len();
+        assert_eq!(closer.completion(&m, n - 1), None);
+        assert_eq!(closer.completion(&m, n).map(|c| c.len()), Some(n));
     }
 
     #[test]
