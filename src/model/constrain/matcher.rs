@@ -1,6 +1,8 @@
 //! The incremental byte-level matcher of a compiled [`Schema`].
 
-use super::{ANY_ARRAY, ANY_OBJECT, MAX_NUMBER, MAX_STACKS, MAX_WHITESPACE, Node, NodeId, Schema};
+use super::{
+    ANY_ARRAY, ANY_OBJECT, MAX_NUMBER, MAX_STACKS, MAX_WHITESPACE, Node, NodeId, Schema, numbers,
+};
 use std::sync::Arc;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -84,62 +86,6 @@ pub struct Matcher {
 
 fn is_ws(b: u8) -> bool {
     matches!(b, b' ' | b'\n' | b'\t' | b'\r')
-}
-
-/// Whether `buf` is a prefix of a JSON number (an integer if `int`).
-fn number_prefix(buf: &[u8], int: bool) -> bool {
-    // -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
-    let mut i = 0;
-    if buf.first() == Some(&b'-') {
-        i = 1;
-    }
-    if i == buf.len() {
-        return true;
-    }
-    if buf[i] == b'0' {
-        i += 1;
-    } else if buf[i].is_ascii_digit() {
-        while i < buf.len() && buf[i].is_ascii_digit() {
-            i += 1;
-        }
-    } else {
-        return false;
-    }
-    if i == buf.len() {
-        return true;
-    }
-    if int {
-        return false;
-    }
-    if buf[i] == b'.' {
-        i += 1;
-        if i == buf.len() {
-            return true;
-        }
-        if !buf[i].is_ascii_digit() {
-            return false;
-        }
-        while i < buf.len() && buf[i].is_ascii_digit() {
-            i += 1;
-        }
-        if i == buf.len() {
-            return true;
-        }
-    }
-    if buf[i] == b'e' || buf[i] == b'E' {
-        i += 1;
-        if i < buf.len() && (buf[i] == b'+' || buf[i] == b'-') {
-            i += 1;
-        }
-        if i == buf.len() {
-            return true;
-        }
-        while i < buf.len() && buf[i].is_ascii_digit() {
-            i += 1;
-        }
-        return i == buf.len();
-    }
-    false
 }
 
 impl Matcher {
@@ -233,46 +179,7 @@ impl Matcher {
     }
 
     pub(super) fn number_complete(&self, node: NodeId, buf: &[u8]) -> bool {
-        let int = matches!(self.node(node), Node::Integer { .. });
-        if !number_prefix(buf, int) {
-            return false;
-        }
-        let Some(v) = std::str::from_utf8(buf)
-            .ok()
-            .and_then(|s| s.parse::<f64>().ok())
-        else {
-            return false;
-        };
-        let last = buf.last().copied().unwrap_or(b'-');
-        if !last.is_ascii_digit() {
-            return false;
-        }
-        match self.node(node) {
-            Node::Integer { min, max } | Node::Number { min, max } => {
-                min.is_none_or(|m| v >= m) && max.is_none_or(|m| v <= m)
-            }
-            _ => true,
-        }
-    }
-
-    /// Whether an integer that starts with `buf` can still end within its bounds:
-    /// more digits only move it away from zero, so a prefix already past the bound
-    /// on its side is dead (numbers with a fraction or exponent are not checked).
-    fn integer_in_reach(&self, node: NodeId, buf: &[u8]) -> bool {
-        let Node::Integer { min, max } = self.node(node) else {
-            return true;
-        };
-        let Some(v) = std::str::from_utf8(buf)
-            .ok()
-            .and_then(|s| s.parse::<f64>().ok())
-        else {
-            return true;
-        };
-        if buf.first() == Some(&b'-') {
-            min.is_none_or(|m| v >= m)
-        } else {
-            max.is_none_or(|m| v <= m)
-        }
+        numbers::complete(self.node(node), buf)
     }
 
     /// Pops finished frames' effects into their parents after a value completed;
@@ -368,7 +275,7 @@ impl Matcher {
             }
             Node::Integer { min, .. } | Node::Number { min, .. } => {
                 let negative_ok = min.is_none_or(|m| m < 0.0);
-                if (b.is_ascii_digit() && self.integer_in_reach(node, &[b]))
+                if (b.is_ascii_digit() && numbers::in_reach(self.node(node), &[b]))
                     || (b == b'-' && negative_ok)
                 {
                     s.frames.push(Frame::Num { node, buf: vec![b] });
@@ -672,8 +579,8 @@ impl Matcher {
                 let mut longer = buf.clone();
                 longer.push(b);
                 if longer.len() <= MAX_NUMBER
-                    && number_prefix(&longer, int)
-                    && self.integer_in_reach(node, &longer)
+                    && numbers::is_prefix(&longer, int)
+                    && numbers::in_reach(self.node(node), &longer)
                 {
                     *s.frames.last_mut().expect("top") = Frame::Num { node, buf: longer };
                     out.push(s.clone());

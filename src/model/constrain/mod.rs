@@ -23,6 +23,7 @@ use std::sync::Arc;
 
 mod complete;
 mod matcher;
+mod numbers;
 mod quotes;
 mod tokens;
 
