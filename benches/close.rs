@@ -17,7 +17,7 @@ use std::hint::black_box;
 
 #[path = "common/cpu.rs"]
 mod cpu;
-use cpu::thread_cpu_seconds;
+use cpu::best_cpu_seconds;
 
 /// A login page's grounded schema (two fields, a button, two typed values).
 fn schema() -> std::sync::Arc<Schema> {
@@ -77,13 +77,8 @@ fn bench(c: &mut Criterion) {
 fn milliseconds_per_search() {
     let schema = schema();
     for (name, m) in prefixes(&schema) {
-        let mut best = f64::INFINITY;
-        for _ in 0..5 {
-            let start = thread_cpu_seconds();
-            black_box(m.shortest_completion(400));
-            best = best.min(thread_cpu_seconds() - start);
-        }
-        let rest = m.shortest_completion(400).unwrap_or_default();
+        let (best, rest) = best_cpu_seconds(5, || black_box(m.shortest_completion(400)));
+        let rest = rest.unwrap_or_default();
         println!(
             "close {name:>12}: {:>7.2} ms, {} bytes: {}",
             best * 1e3,
@@ -130,13 +125,8 @@ fn close_babbling_answer(schema: &std::sync::Arc<Schema>, tokens: &[Option<Vec<u
 fn milliseconds_per_answer() {
     let schema = schema();
     let tokens = byte_tokens();
-    let mut best = f64::INFINITY;
-    let mut searches = 0;
-    for _ in 0..3 {
-        let start = thread_cpu_seconds();
-        searches = black_box(close_babbling_answer(&schema, &tokens));
-        best = best.min(thread_cpu_seconds() - start);
-    }
+    let (best, searches) =
+        best_cpu_seconds(3, || black_box(close_babbling_answer(&schema, &tokens)));
     println!(
         "closer over a babbling answer: {:>7.2} ms, {searches} calls",
         best * 1e3

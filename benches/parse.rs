@@ -10,7 +10,7 @@ use std::hint::black_box;
 
 #[path = "common/cpu.rs"]
 mod cpu;
-use cpu::thread_cpu_seconds;
+use cpu::best_cpu_seconds;
 
 /// Repeats `unit` until the text is `len` bytes (cut on a char boundary).
 fn fill(unit: &str, len: usize) -> String {
@@ -63,13 +63,8 @@ fn bench(c: &mut Criterion) {
 /// Prints the CPU milliseconds of one parse of each input (best of 5).
 fn milliseconds_per_parse() {
     for (name, text) in inputs() {
-        let mut best = f64::INFINITY;
-        for _ in 0..5 {
-            let start = thread_cpu_seconds();
-            let r = black_box(parse_response(black_box(&text)));
-            best = best.min(thread_cpu_seconds() - start);
-            black_box(r.is_ok());
-        }
+        let (best, r) = best_cpu_seconds(5, || black_box(parse_response(black_box(&text))));
+        black_box(r.is_ok());
         let outcome = match parse_response(&text) {
             Ok(p) => format!("{} action(s)", p.actions.len()),
             Err(e) => {

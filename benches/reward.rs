@@ -11,7 +11,7 @@ use std::hint::black_box;
 
 #[path = "common/cpu.rs"]
 mod cpu;
-use cpu::thread_cpu_seconds;
+use cpu::best_cpu_seconds;
 
 fn elements() -> Vec<Element> {
     (0..30u32)
@@ -149,13 +149,13 @@ fn decisions_per_cpu_second() {
     let cfg = RewardConfig::default();
     let cases = cases();
     let rounds = 20_000;
-    let start = thread_cpu_seconds();
-    for _ in 0..rounds {
-        for (resp, target) in &cases {
-            black_box(score(black_box(resp), target, &elements, &cfg));
+    let (cpu, ()) = best_cpu_seconds(1, || {
+        for _ in 0..rounds {
+            for (resp, target) in &cases {
+                black_box(score(black_box(resp), target, &elements, &cfg));
+            }
         }
-    }
-    let cpu = thread_cpu_seconds() - start;
+    });
     let n = rounds * cases.len();
     println!(
         "reward: {n} decisions (parse + score) in {cpu:.3} s of thread CPU time = {:.0} decisions/s per core",
