@@ -156,6 +156,9 @@ pub struct Closer {
     check_at: usize,
     /// Completions found, by the state they were searched from.
     memo: HashMap<Vec<Stack>, Vec<u8>>,
+    /// The last completion spelled and its tokens (a row keeps one vocabulary): inside
+    /// one field every call closes with the same bytes.
+    last_spelling: Option<(Vec<u8>, Option<Vec<u32>>)>,
 }
 
 impl Default for Closer {
@@ -163,6 +166,7 @@ impl Default for Closer {
         Closer {
             check_at: CLOSE_WINDOW,
             memo: HashMap::new(),
+            last_spelling: None,
         }
     }
 }
@@ -185,7 +189,7 @@ impl Closer {
         let bound = room.saturating_mul(16).min(MAX_COMPLETION_BYTES);
         let ids = self
             .completion(matcher, bound)
-            .and_then(|rest| spell(&rest, token_bytes))
+            .and_then(|rest| self.spelled(rest, token_bytes))
             .filter(|ids| ids.len() <= room);
         match ids {
             Some(ids) if now || ids.len() + CLOSE_MARGIN >= room => return Some(ids),
@@ -197,6 +201,19 @@ impl Closer {
             None => self.check_at = room.saturating_sub(CLOSE_EVERY),
         }
         None
+    }
+
+    /// [`spell`] of `rest`, reusing the last spelling when the bytes are the same (a
+    /// scan of the whole vocabulary per byte otherwise).
+    fn spelled(&mut self, rest: Vec<u8>, token_bytes: &[Option<Vec<u8>>]) -> Option<Vec<u32>> {
+        if let Some((bytes, ids)) = &self.last_spelling
+            && *bytes == rest
+        {
+            return ids.clone();
+        }
+        let ids = spell(&rest, token_bytes);
+        self.last_spelling = Some((rest, ids.clone()));
+        ids
     }
 
     /// [`Matcher::shortest_completion`] within `bound` bytes, its search after the
