@@ -7,10 +7,12 @@ use std::collections::{HashMap, HashSet};
 
 /// Bytes tried at each position: printable ASCII but the space, closing punctuation
 /// first (the search keeps the first path to each state, so a completion closes
-/// rather than fills). No whitespace: JSON never needs it between tokens, and
-/// literals that hold a space are spelled through [`useful_bytes`].
+/// rather than fills), then three UTF-8 continuation bytes, one in each range a
+/// character's second byte may need (an answer cut inside a character can only go on
+/// with one). No whitespace: JSON never needs it between tokens, and literals that
+/// hold a space are spelled through [`useful_bytes`].
 const ALPHABET: &[u8] = b"\"}],:{[10tfn-_abcdeghijklmopqrsuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ\
-23456789.!#$%&'()*+/;<=>?@\\^`|~";
+23456789.!#$%&'()*+/;<=>?@\\^`|~\x80\x90\xA0";
 
 /// States kept per length: beyond it the search drops the latest-found ones.
 const MAX_FRONTIER: usize = 4096;
@@ -300,6 +302,27 @@ mod tests {
         let mut open = s.matcher();
         assert!(open.advance(b"{\"thinking\": \"x"));
         assert_eq!(open.shortest_completion(5), None);
+    }
+
+    /// An answer cut inside a multi-byte character (a byte-level model writes one a
+    /// byte at a time) still closes: the character is finished first.
+    #[test]
+    fn closes_from_inside_a_character() {
+        let s = answer();
+        for (text, lead) in [
+            (&b"{\"thinking\": \"\xF0\xAA\xBB"[..], "4-byte"),
+            (&b"{\"thinking\": \"\xE0"[..], "E0 (second byte A0-BF)"),
+            (&b"{\"thinking\": \"\xED"[..], "ED (second byte 80-9F)"),
+            (&b"{\"thinking\": \"\xF4"[..], "F4 (second byte 80-8F)"),
+        ] {
+            let mut m = s.matcher();
+            assert!(m.advance(text), "{lead}");
+            let rest = m.shortest_completion(200).expect(lead);
+            let mut whole = text.to_vec();
+            whole.extend_from_slice(&rest);
+            let v: serde_json::Value = serde_json::from_slice(&whole).expect(lead);
+            assert_eq!(v["action"][0]["click"]["index"], 3, "{lead}");
+        }
     }
 
     /// The closer searches once per free-text field: later calls in the same field
