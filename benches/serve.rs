@@ -15,7 +15,7 @@
 //! Under `cargo test --all-targets` it runs a smoke: a far smaller model, 4
 //! requests per level.
 
-use rmsweb::model::{Qwen3, Qwen3Config, tokenizer, weights};
+use rmsweb::model::{Decoder, DecoderConfig, tokenizer, weights};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -60,7 +60,8 @@ fn checkpoint(dir: &Path, texts: &[String], full: bool) -> anyhow::Result<()> {
     };
     let tok = tokenizer::train_bpe(texts.iter(), vocab, 2)?;
     tokenizer::save(&tok, dir)?;
-    let cfg = Qwen3Config {
+    let cfg = DecoderConfig {
+        arch: rmsweb::model::arch::Arch::qwen3(),
         vocab_size: tok.get_vocab_size(true),
         hidden_size: hidden,
         intermediate_size: inter,
@@ -76,7 +77,7 @@ fn checkpoint(dir: &Path, texts: &[String], full: bool) -> anyhow::Result<()> {
         eos_token_id: None,
     };
     weights::save_file(
-        &Qwen3::random_weights(&cfg, 7)?,
+        &Decoder::random_weights(&cfg, 7)?,
         &dir.join("model.safetensors"),
     )?;
     cfg.save(dir)?;

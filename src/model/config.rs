@@ -1,19 +1,24 @@
 //! The model configuration, read from (and written as) a Hugging Face `config.json`.
 
+use super::arch::{Arch, ArchSpec};
 use super::rope::{RopeScaling, RopeSpec};
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
-/// Architecture hyper-parameters of a Qwen3 decoder, as named in HF `config.json`.
+/// Architecture hyper-parameters of a decoder of one of the families in
+/// [`super::arch`], as named in HF `config.json`.
 ///
-/// [`Qwen3Config::from_file`] reads what transformers writes (every release's rotary
-/// spelling, see [`super::rope`]) and takes transformers' `Qwen3Config` defaults for
-/// absent keys. Keys that would make transformers compute something this decoder does
-/// not (sliding windows, attention biases, another activation, quantization, another
+/// [`DecoderConfig::from_file`] reads what transformers writes (every release's rotary
+/// spelling, see [`super::rope`]) and takes the defaults of the family's transformers
+/// config class for absent keys. Keys that would make transformers compute something
+/// this decoder does not (sliding windows, another activation, quantization, another
 /// architecture, or any key it does not know) are refused with the key's name.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Qwen3Config {
+pub struct DecoderConfig {
+    /// The family (`model_type`) and the optional parts its config switches on.
+    #[serde(default)]
+    pub arch: Arch,
     pub vocab_size: usize,
     pub hidden_size: usize,
     pub intermediate_size: usize,
@@ -49,11 +54,7 @@ fn default_max_pos() -> usize {
     32_768
 }
 
-/// transformers' `Qwen3Config` defaults for the shape keys a config may leave out.
-const HF_DEFAULT_HEAD_DIM: usize = 128;
-const HF_DEFAULT_KV_HEADS: usize = 32;
-
-/// Keys read into [`Qwen3Config`] or its rotary embedding.
+/// Keys read into [`DecoderConfig`] or its rotary embedding.
 const READ_KEYS: &[&str] = &[
     "vocab_size",
     "hidden_size",
@@ -71,6 +72,7 @@ const READ_KEYS: &[&str] = &[
     "tie_word_embeddings",
     "max_position_embeddings",
     "eos_token_id",
+    "attention_bias",
 ];
 
 /// Keys that do not change what the decoder computes: bookkeeping, token ids,
@@ -135,11 +137,10 @@ const INERT_KEYS: &[&str] = &[
     "begin_suppress_tokens",
     "unsloth_version",
     "unsloth_fixed",
-    "max_window_layers",
 ];
 
 /// Keys that change the computation, accepted only at the value this decoder computes
-/// (the value transformers' Qwen3 takes by default).
+/// (the value transformers takes by default).
 fn check_fixed_keys(obj: &serde_json::Map<String, serde_json::Value>) -> Result<()> {
     use serde_json::Value;
     let sliding = obj.get("use_sliding_window").unwrap_or(&Value::Null);
@@ -149,8 +150,6 @@ fn check_fixed_keys(obj: &serde_json::Map<String, serde_json::Value>) -> Result<
     );
     for (key, ok) in [
         ("hidden_act", &[Value::from("silu")][..]),
-        ("attention_bias", &[Value::Bool(false)]),
-        ("mlp_bias", &[Value::Bool(false)]),
         ("use_mrope", &[Value::Bool(false)]),
     ] {
         if let Some(v) = obj.get(key).filter(|v| !v.is_null()) {
@@ -185,23 +184,49 @@ fn check_fixed_keys(obj: &serde_json::Map<String, serde_json::Value>) -> Result<
     Ok(())
 }
 
-/// Why a `config.json` does not describe a Qwen3 decoder this crate runs as is.
-fn check_architecture(obj: &serde_json::Map<String, serde_json::Value>) -> Result<()> {
-    if let Some(t) = obj.get("model_type").filter(|v| !v.is_null()) {
-        anyhow::ensure!(
-            t == "qwen3",
-            "field `model_type`: {t} is not a Qwen3 model (rmsweb runs the Qwen3 decoder)"
-        );
-    }
+/// The family a `config.json` describes (`model_type`, else the class in
+/// `architectures`, else Qwen3 as rmsweb's own checkpoints before Llama), or why it
+/// does not describe a decoder this crate runs as is.
+fn check_architecture(
+    obj: &serde_json::Map<String, serde_json::Value>,
+) -> Result<&'static ArchSpec> {
+    let clean =
+        |v: &serde_json::Value| crate::util::sanitize::clean_line(&v.to_string()).into_owned();
+    let by_type = match obj.get("model_type").filter(|v| !v.is_null()) {
+        Some(serde_json::Value::String(t)) => Some(Arch::by_model_type(t)?),
+        Some(t) => anyhow::bail!("field `model_type`: {} is not a string", clean(t)),
+        None => None,
+    };
+    let mut by_class = None;
     if let Some(a) = obj.get("architectures").filter(|v| !v.is_null()) {
-        let ok = a.as_array().is_some_and(|a| {
-            a.iter()
-                .all(|x| x == "Qwen3ForCausalLM" || x == "Qwen3Model")
-        });
+        let classes: Vec<&str> = a
+            .as_array()
+            .map(|a| a.iter().filter_map(|x| x.as_str()).collect())
+            .unwrap_or_default();
+        let specs: Vec<Option<&'static ArchSpec>> =
+            classes.iter().map(|c| Arch::by_class(c)).collect();
+        let ok = !classes.is_empty()
+            && a.as_array().is_some_and(|x| x.len() == classes.len())
+            && specs
+                .iter()
+                .all(|s| s.is_some_and(|s| by_type.is_none_or(|t| t.model_type == s.model_type)))
+            && specs
+                .windows(2)
+                .all(|w| w[0].map(|s| s.model_type) == w[1].map(|s| s.model_type));
         anyhow::ensure!(
             ok,
-            "field `architectures`: {a} is not Qwen3ForCausalLM (another head computes other outputs)"
+            "field `architectures`: {} is not {} (another head computes other outputs)",
+            clean(a),
+            by_type.map_or_else(
+                || super::arch::ARCHS
+                    .iter()
+                    .map(|s| s.causal_lm)
+                    .collect::<Vec<_>>()
+                    .join(" or "),
+                |t| t.causal_lm.to_string()
+            )
         );
+        by_class = specs[0];
     }
     for key in ["quantization_config", "auto_map"] {
         anyhow::ensure!(
@@ -214,10 +239,22 @@ fn check_architecture(obj: &serde_json::Map<String, serde_json::Value>) -> Resul
             }
         );
     }
-    Ok(())
+    Ok(by_type.or(by_class).unwrap_or(Arch::qwen3().spec))
 }
 
-impl Qwen3Config {
+/// A boolean key of `obj` (absent or null: false), named in the error.
+fn flag(obj: &serde_json::Map<String, serde_json::Value>, key: &str) -> Result<bool> {
+    match obj.get(key) {
+        None | Some(serde_json::Value::Null) => Ok(false),
+        Some(serde_json::Value::Bool(b)) => Ok(*b),
+        Some(v) => anyhow::bail!(
+            "field `{key}`: expected true or false, got {}",
+            crate::util::sanitize::clean_line(&v.to_string())
+        ),
+    }
+}
+
+impl DecoderConfig {
     /// Reads and checks `config.json`.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
@@ -234,14 +271,12 @@ impl Qwen3Config {
         let obj = v
             .as_object()
             .ok_or_else(|| anyhow::anyhow!("expected a JSON object"))?;
-        check_architecture(obj)?;
+        let spec = check_architecture(obj)?;
         check_fixed_keys(obj)?;
         let fixed = [
             "use_sliding_window",
             "sliding_window",
             "hidden_act",
-            "attention_bias",
-            "mlp_bias",
             "use_mrope",
             "attention_dropout",
             "layer_types",
@@ -251,11 +286,13 @@ impl Qwen3Config {
         ];
         for key in obj.keys() {
             let k = key.as_str();
+            let own = spec.inert_keys.contains(&k) || (spec.mlp_bias_key && k == "mlp_bias");
             anyhow::ensure!(
-                READ_KEYS.contains(&k) || INERT_KEYS.contains(&k) || fixed.contains(&k),
-                "field `{}`: unknown to rmsweb's Qwen3 decoder; refused rather than ignored, \
+                READ_KEYS.contains(&k) || INERT_KEYS.contains(&k) || fixed.contains(&k) || own,
+                "field `{}`: unknown to rmsweb's {} decoder; refused rather than ignored, \
                  since it may change what the model computes",
-                crate::util::sanitize::clean_line(k)
+                crate::util::sanitize::clean_line(k),
+                spec.model_type
             );
         }
         #[derive(Deserialize)]
@@ -280,17 +317,36 @@ impl Qwen3Config {
         }
         let shape: Shape = serde_path_to_error::deserialize(v)
             .map_err(|e| anyhow::anyhow!("field `{}`: {}", e.path(), e.inner()))?;
-        let max_position_embeddings = shape.max_position_embeddings.unwrap_or(default_max_pos());
+        let d = &spec.defaults;
+        let max_position_embeddings = shape
+            .max_position_embeddings
+            .unwrap_or(d.max_position_embeddings);
         let rope = RopeSpec::from_hf(obj, max_position_embeddings)?;
-        Ok(Qwen3Config {
+        let arch = Arch {
+            spec,
+            attention_bias: flag(obj, "attention_bias")?,
+            mlp_bias: spec.mlp_bias_key && flag(obj, "mlp_bias")?,
+        };
+        Ok(DecoderConfig {
+            arch,
             vocab_size: shape.vocab_size,
             hidden_size: shape.hidden_size,
             intermediate_size: shape.intermediate_size,
             num_hidden_layers: shape.num_hidden_layers,
             num_attention_heads: shape.num_attention_heads,
-            num_key_value_heads: Some(shape.num_key_value_heads.unwrap_or(HF_DEFAULT_KV_HEADS)),
-            head_dim: Some(shape.head_dim.unwrap_or(HF_DEFAULT_HEAD_DIM)),
-            rms_norm_eps: shape.rms_norm_eps.unwrap_or(default_eps()),
+            num_key_value_heads: Some(
+                shape
+                    .num_key_value_heads
+                    .or(d.kv_heads)
+                    .unwrap_or(shape.num_attention_heads),
+            ),
+            head_dim: Some(
+                shape
+                    .head_dim
+                    .or(d.head_dim)
+                    .unwrap_or(shape.hidden_size / shape.num_attention_heads.max(1)),
+            ),
+            rms_norm_eps: shape.rms_norm_eps.unwrap_or(d.rms_norm_eps),
             rope_theta: rope.theta,
             rope_scaling: rope.scaling,
             tie_word_embeddings: shape.tie_word_embeddings.unwrap_or(false),
@@ -341,13 +397,14 @@ impl Qwen3Config {
     }
 
     /// The `config.json` text, with the fields HF transformers (and candle-transformers)
-    /// need to load the model as `Qwen3ForCausalLM`. The rotary embedding is written in
-    /// both spellings: `rope_parameters` (transformers 5) and `rope_theta` +
+    /// need to load the model as its family's causal LM. The rotary embedding is
+    /// written in both spellings: `rope_parameters` (transformers 5) and `rope_theta` +
     /// `rope_scaling` (earlier releases, candle); they describe the same embedding.
     pub fn to_hf_json(&self) -> serde_json::Value {
-        serde_json::json!({
-            "architectures": ["Qwen3ForCausalLM"],
-            "model_type": "qwen3",
+        let spec = self.arch.spec;
+        let mut v = serde_json::json!({
+            "architectures": [spec.causal_lm],
+            "model_type": spec.model_type,
             "vocab_size": self.vocab_size,
             "hidden_size": self.hidden_size,
             "intermediate_size": self.intermediate_size,
@@ -361,14 +418,15 @@ impl Qwen3Config {
             "rope_parameters": self.rope().to_rope_parameters(),
             "tie_word_embeddings": self.tie_word_embeddings,
             "max_position_embeddings": self.max_position_embeddings,
-            "attention_bias": false,
+            "attention_bias": self.arch.attention_bias,
             "hidden_act": "silu",
-            "sliding_window": null,
-            "use_sliding_window": false,
-            "max_window_layers": self.num_hidden_layers,
             "torch_dtype": "float32",
             "eos_token_id": self.eos_token_id,
-        })
+        });
+        if let Some(m) = v.as_object_mut() {
+            (spec.write_extra)(self, m);
+        }
+        v
     }
 
     /// Writes `config.json` into `dir`.
@@ -382,9 +440,17 @@ impl Qwen3Config {
     /// Number of parameters (embeddings counted once when tied).
     pub fn num_params(&self) -> usize {
         let (h, hd, i) = (self.hidden_size, self.head_dim(), self.intermediate_size);
-        let q = h * self.num_attention_heads * hd;
-        let kv = 2 * h * self.kv_heads() * hd;
-        let layer = 2 * q + kv + 3 * h * i + 2 * h + 2 * hd;
+        let (qd, kvd) = (self.num_attention_heads * hd, self.kv_heads() * hd);
+        let q = h * qd;
+        let kv = 2 * h * kvd;
+        let qk_norm = if self.arch.spec.qk_norm { 2 * hd } else { 0 };
+        let attn_bias = if self.arch.attention_bias {
+            qd + 2 * kvd + h
+        } else {
+            0
+        };
+        let mlp_bias = if self.arch.mlp_bias { 2 * i + h } else { 0 };
+        let layer = 2 * q + kv + 3 * h * i + 2 * h + qk_norm + attn_bias + mlp_bias;
         let emb = self.vocab_size * h;
         emb * if self.tie_word_embeddings { 1 } else { 2 } + layer * self.num_hidden_layers + h
     }
@@ -413,38 +479,56 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("config.json");
         std::fs::write(&p, minimal().to_string()).unwrap();
-        let c = Qwen3Config::from_file(&p).unwrap_err();
+        let c = DecoderConfig::from_file(&p).unwrap_err();
         // transformers' Qwen3 defaults: 32 kv heads, head_dim 128; 2 heads cannot share 32.
         assert!(
             format!("{c:#}").contains("num_key_value_heads (32)"),
             "{c:#}"
         );
         let v = with(json!({"num_key_value_heads": 1}));
-        let c = Qwen3Config::from_hf_json(&v).unwrap();
+        let c = DecoderConfig::from_hf_json(&v).unwrap();
         assert_eq!((c.head_dim(), c.kv_heads()), (128, 1));
         assert_eq!(c.rope_theta, 10_000.0);
         assert_eq!(c.max_position_embeddings, 32_768);
         std::fs::write(&p, r#"{"vocab_size": "x"}"#).unwrap();
-        let e = format!("{:#}", Qwen3Config::from_file(&p).unwrap_err());
+        let e = format!("{:#}", DecoderConfig::from_file(&p).unwrap_err());
         assert!(e.contains("config.json: field `vocab_size`"), "{e}");
         std::fs::write(&p, "{\n  \"vocab_size\": 1,,\n}").unwrap();
-        let e = format!("{:#}", Qwen3Config::from_file(&p).unwrap_err());
+        let e = format!("{:#}", DecoderConfig::from_file(&p).unwrap_err());
         assert!(e.contains("line 2"), "{e}");
     }
 
     #[test]
     fn keys_that_change_the_math_are_refused_by_name() {
         for (extra, needle) in [
-            (json!({"model_type": "llama"}), "field `model_type`"),
+            (
+                json!({"model_type": "mistral"}),
+                "field `model_type`: \"mistral\" is not an architecture rmsweb runs (qwen3, llama)",
+            ),
+            (
+                json!({"model_type": 3}),
+                "field `model_type`: 3 is not a string",
+            ),
             (
                 json!({"architectures": ["Qwen3ForSequenceClassification"]}),
                 "field `architectures`",
             ),
             (
+                json!({"model_type": "qwen3", "architectures": ["LlamaForCausalLM"]}),
+                "is not Qwen3ForCausalLM",
+            ),
+            (
+                json!({"mlp_bias": true}),
+                "field `mlp_bias`: unknown to rmsweb's qwen3",
+            ),
+            (
+                json!({"attention_bias": "yes"}),
+                "field `attention_bias`: expected true or false",
+            ),
+            (
                 json!({"use_sliding_window": true}),
                 "field `use_sliding_window`",
             ),
-            (json!({"attention_bias": true}), "field `attention_bias`"),
             (json!({"hidden_act": "gelu"}), "field `hidden_act`"),
             (
                 json!({"attention_dropout": 0.1}),
@@ -475,7 +559,10 @@ mod tests {
                 "rope_parameters.factor",
             ),
         ] {
-            let e = format!("{:#}", Qwen3Config::from_hf_json(&with(extra)).unwrap_err());
+            let e = format!(
+                "{:#}",
+                DecoderConfig::from_hf_json(&with(extra)).unwrap_err()
+            );
             assert!(e.contains(needle), "{needle}: {e}");
         }
         // What transformers 5 writes for a plain Qwen3 is accepted as is.
@@ -486,17 +573,60 @@ mod tests {
             "sliding_window": null, "use_sliding_window": false, "use_cache": true,
             "transformers_version": "5.24.0", "dtype": "float32", "num_key_value_heads": 1,
             "rope_parameters": {"rope_theta": 5e5, "rope_type": "default"}}));
-        assert_eq!(Qwen3Config::from_hf_json(&written).unwrap().rope_theta, 5e5);
+        assert_eq!(
+            DecoderConfig::from_hf_json(&written).unwrap().rope_theta,
+            5e5
+        );
+    }
+
+    #[test]
+    fn llama_configs_take_llamaconfig_defaults_and_their_biases() {
+        let v = with(json!({"model_type": "llama", "hidden_size": 64,
+                            "attention_bias": true, "mlp_bias": true, "pretraining_tp": 1}));
+        let c = DecoderConfig::from_hf_json(&v).unwrap();
+        assert_eq!(c.arch.spec.model_type, "llama");
+        assert!(!c.arch.spec.qk_norm && c.arch.attention_bias && c.arch.mlp_bias);
+        // LlamaConfig: kv heads = heads, head_dim = hidden / heads, 2,048 positions.
+        assert_eq!((c.kv_heads(), c.head_dim()), (2, 32));
+        assert_eq!(c.max_position_embeddings, 2048);
+        // The class alone names the family too.
+        let v = with(json!({"architectures": ["LlamaForCausalLM"]}));
+        let c = DecoderConfig::from_hf_json(&v).unwrap();
+        assert_eq!(c.arch.spec.model_type, "llama");
+        // Biases and q/k norms count in the parameters.
+        let plain = DecoderConfig::from_hf_json(&with(json!({"model_type": "llama"}))).unwrap();
+        let biased = DecoderConfig::from_hf_json(&with(
+            json!({"model_type": "llama", "attention_bias": true, "mlp_bias": true}),
+        ))
+        .unwrap();
+        // q 8 + k 8 + v 8 + o 8, gate 16 + up 16 + down 8, one layer.
+        assert_eq!(biased.num_params() - plain.num_params(), 72);
     }
 
     #[test]
     fn written_config_reads_back_equal() {
         let mut c =
-            Qwen3Config::from_hf_json(&with(json!({"num_key_value_heads": 2, "head_dim": 4})))
+            DecoderConfig::from_hf_json(&with(json!({"num_key_value_heads": 2, "head_dim": 4})))
                 .unwrap();
         for scaling in [None, Some(RopeScaling::Linear { factor: 4.0 })] {
             c.rope_scaling = scaling;
-            let back = Qwen3Config::from_hf_json(&c.to_hf_json()).unwrap();
+            let back = DecoderConfig::from_hf_json(&c.to_hf_json()).unwrap();
+            assert_eq!(back, c);
+        }
+        for arch in [
+            Arch::llama(),
+            Arch {
+                attention_bias: true,
+                mlp_bias: true,
+                ..Arch::llama()
+            },
+            Arch {
+                attention_bias: true,
+                ..Arch::qwen3()
+            },
+        ] {
+            c.arch = arch;
+            let back = DecoderConfig::from_hf_json(&c.to_hf_json()).unwrap();
             assert_eq!(back, c);
         }
     }

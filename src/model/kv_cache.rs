@@ -4,10 +4,10 @@
 use super::fused::SharedRows;
 use candle_core::{Result, Tensor};
 
-/// Additive key mask on left padding (finite: see `Qwen3::forward_hidden_masked`).
+/// Additive key mask on left padding (finite: see `Decoder::forward_hidden_masked`).
 const PAD_MASK: f32 = -1e9;
 
-/// The additive key mask (`Qwen3::forward_hidden_masked`) of one row left-padded to
+/// The additive key mask (`Decoder::forward_hidden_masked`) of one row left-padded to
 /// `len` positions: `pads` masked positions, then the row's own.
 pub fn left_pad_mask(pads: usize, len: usize) -> Vec<f32> {
     let mut m = vec![PAD_MASK; pads];

@@ -1,18 +1,20 @@
-//! Candle Qwen3-architecture decoder with LoRA, tokenizer, chat template, checkpoints,
-//! and Qwen3-VL image preprocessing ([`vl`]).
+//! Candle decoders behind one causal-LM interface ([`Decoder`], the families of
+//! [`arch`]: Qwen3, Llama; Qwen3-VL in [`vl`] wraps it), LoRA, tokenizer, chat
+//! template, checkpoints, and Qwen3-VL image preprocessing.
 //!
-//! Training-safe: the decoder only uses ops with backward passes (see [`qwen3`]).
+//! Training-safe: the decoder only uses ops with backward passes (see [`decoder`]).
 
+pub mod arch;
 pub mod chat_template;
 pub mod config;
 pub mod constrain;
+pub mod decoder;
 pub mod fused;
 pub mod kv_cache;
 pub mod lora;
 pub mod peft;
 pub mod policy;
 pub mod prefix;
-pub mod qwen3;
 pub mod rope;
 pub mod sample;
 pub mod score;
@@ -21,10 +23,10 @@ pub mod vl;
 pub mod weights;
 
 pub use chat_template::{ChatTemplate, Message};
-pub use config::Qwen3Config;
+pub use config::DecoderConfig;
+pub use decoder::{Decoder, KvCache};
 pub use lora::LoraConfig;
 pub use policy::LocalModelPolicy;
-pub use qwen3::{KvCache, Qwen3};
 
 /// `t` in f32 unless it is f64 (log-probabilities of bf16 logits lose too much).
 pub fn at_least_f32(t: &candle_core::Tensor) -> candle_core::Result<candle_core::Tensor> {

@@ -2,8 +2,8 @@
 //! `adapter_config.json` and `adapter_model.safetensors` with keys
 //! `base_model.model.<module>.lora_A.weight` (r × in) and `.lora_B.weight` (out × r).
 
+use super::decoder::Decoder;
 use super::lora::LoraConfig;
-use super::qwen3::Qwen3;
 use anyhow::{Context, Result};
 use candle_core::{Device, Tensor};
 use std::collections::HashMap;
@@ -38,14 +38,14 @@ pub fn adapter_config(cfg: &LoraConfig, base_model: &str) -> serde_json::Value {
 }
 
 /// Writes the model's adapters to `dir` in PEFT layout.
-pub fn export(model: &Qwen3, cfg: &LoraConfig, base_model: &str, dir: &Path) -> Result<()> {
+pub fn export(model: &Decoder, cfg: &LoraConfig, base_model: &str, dir: &Path) -> Result<()> {
     export_as(model, cfg, base_model, dir, |m| m.to_string())
 }
 
 /// [`export`] with each module named as `checkpoint_name` says: the name the module
 /// has in the base checkpoint (a Qwen3-VL decoder's `model.language_model.…`).
 pub fn export_as(
-    model: &Qwen3,
+    model: &Decoder,
     cfg: &LoraConfig,
     base_model: &str,
     dir: &Path,
@@ -238,14 +238,14 @@ pub fn import(dir: &Path, device: &Device) -> Result<(LoraConfig, HashMap<String
 
 /// Reads the PEFT adapter in `dir` and attaches it to `model` exactly where its tensors
 /// say (every tensor used, every attached adapter loaded); returns its config.
-pub fn attach(model: &mut Qwen3, dir: &Path, device: &Device) -> Result<LoraConfig> {
+pub fn attach(model: &mut Decoder, dir: &Path, device: &Device) -> Result<LoraConfig> {
     attach_as(model, dir, device, |m| Some(m.to_string()))
 }
 
 /// [`attach`] for an adapter whose module names are a checkpoint's: `model_name` maps
 /// each to the model's own name (`None`: a module the model does not have).
 pub fn attach_as(
-    model: &mut Qwen3,
+    model: &mut Decoder,
     dir: &Path,
     device: &Device,
     model_name: impl Fn(&str) -> Option<String>,

@@ -1,10 +1,10 @@
 //! The local model as a policy: chat messages in, the model's text out.
 
 use super::chat_template::{ChatTemplate, Message};
-use super::config::Qwen3Config;
+use super::config::DecoderConfig;
 use super::constrain::{QuoteGuard, Schema};
+use super::decoder::Decoder;
 use super::prefix::PromptReuse;
-use super::qwen3::Qwen3;
 use super::sample::{Constraint, SampleConfig, generate_by, generate_reusing};
 use super::vl::{Qwen3Vl, VlConfig, VlImageConfig};
 use super::{peft, tokenizer, weights};
@@ -24,7 +24,7 @@ pub struct VlSide {
 pub struct LocalModelPolicy {
     /// The text decoder (of a Qwen3-VL checkpoint too: the same weights, for prompts
     /// without a screenshot and for training and scoring, which are text-only).
-    pub model: Qwen3,
+    pub model: Decoder,
     /// Set for a Qwen3-VL checkpoint.
     pub vl: Option<Box<VlSide>>,
     pub tokenizer: Tokenizer,
@@ -40,7 +40,7 @@ pub struct LocalModelPolicy {
 
 /// The token ids generation stops at: the ChatML end tokens the tokenizer has, the
 /// config's `eos_token_id` (one id or a list) and the template's `eos_token`.
-pub fn stop_tokens(config: &Qwen3Config, tok: &Tokenizer, template: &ChatTemplate) -> Vec<u32> {
+pub fn stop_tokens(config: &DecoderConfig, tok: &Tokenizer, template: &ChatTemplate) -> Vec<u32> {
     let mut stop: Vec<u32> = [tokenizer::IM_END, tokenizer::END_OF_TEXT]
         .iter()
         .filter_map(|t| tok.token_to_id(t))
@@ -69,7 +69,7 @@ pub fn stop_tokens(config: &Qwen3Config, tok: &Tokenizer, template: &ChatTemplat
 impl LocalModelPolicy {
     /// Wraps a loaded model. Generation stops at `<|im_end|>` / `<|endoftext|>`, the
     /// config's `eos_token_id`s and the tokenizer config's `eos_token`.
-    pub fn new(model: Qwen3, tokenizer: Tokenizer, template: ChatTemplate) -> Self {
+    pub fn new(model: Decoder, tokenizer: Tokenizer, template: ChatTemplate) -> Self {
         let stop = stop_tokens(&model.config, &tokenizer, &template);
         LocalModelPolicy {
             model,
@@ -111,9 +111,9 @@ impl LocalModelPolicy {
         if super::vl::is_vl_folder(model_dir) {
             return Self::load_vl(model_dir, adapter, images, dtype, device);
         }
-        let config = Qwen3Config::from_file(model_dir.join("config.json"))?;
+        let config = DecoderConfig::from_file(model_dir.join("config.json"))?;
         let w = weights::load_dir(model_dir, device)?;
-        let mut model = Qwen3::from_weights(&config, w, dtype, device, false)
+        let mut model = Decoder::from_weights(&config, w, dtype, device, false)
             .with_context(|| format!("loading model from {}", model_dir.display()))?;
         if let Some(dir) = adapter {
             peft::attach(&mut model, dir, device)?;
@@ -143,7 +143,7 @@ impl LocalModelPolicy {
             model.merge_lora()?;
         }
         let decoder = model.text().decoder();
-        let text = Qwen3::from_weights(
+        let text = Decoder::from_weights(
             &decoder.config,
             decoder.base_weights(),
             dtype,

@@ -5,7 +5,7 @@
 //! Both hold decoding caches ([`KvCache::for_decoding`]): valid only while the model's
 //! weights stay as they were when the prefix was encoded.
 
-use super::qwen3::{KvCache, Qwen3};
+use super::decoder::{Decoder, KvCache};
 use anyhow::Result;
 use candle_core::Tensor;
 use std::sync::Mutex;
@@ -43,7 +43,7 @@ pub struct PrefixCache {
 impl PrefixCache {
     /// Encodes `ids` into a decoding cache whose buffers hold `headroom` more
     /// positions before they grow.
-    pub fn encode(model: &Qwen3, ids: &[u32], headroom: usize) -> Result<Self> {
+    pub fn encode(model: &Decoder, ids: &[u32], headroom: usize) -> Result<Self> {
         anyhow::ensure!(!ids.is_empty(), "empty prefix");
         let mut cache = KvCache::for_decoding_with_headroom(headroom);
         let input = Tensor::new(ids, model.device())?.unsqueeze(0)?;

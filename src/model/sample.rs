@@ -1,8 +1,8 @@
 //! Decoding with the KV cache: greedy or temperature / top-p sampling, seeded.
 
 use super::constrain::{Closer, Matcher, QuoteGuard};
+use super::decoder::{Decoder, KvCache};
 use super::prefix::PromptReuse;
-use super::qwen3::{KvCache, Qwen3};
 use anyhow::Result;
 use candle_core::{D, DType, Tensor};
 use rand::{Rng, SeedableRng};
@@ -32,7 +32,7 @@ impl Default for SampleConfig {
 /// Generates up to `max_new_tokens` after `prompt`, stopping after any of `stop` ids
 /// (the stop token is not returned).
 pub fn generate(
-    model: &Qwen3,
+    model: &Decoder,
     prompt: &[u32],
     stop: &[u32],
     cfg: &SampleConfig,
@@ -101,7 +101,7 @@ impl Constraint<'_> {
 /// model), so a long answer still parses; only a schema whose
 /// shortest completion outgrows the budget leaves a prefix.
 pub fn generate_with(
-    model: &Qwen3,
+    model: &Decoder,
     prompt: &[u32],
     stop: &[u32],
     cfg: &SampleConfig,
@@ -115,7 +115,7 @@ pub fn generate_with(
 /// cache for the next call. The model's weights must not change between calls
 /// ([`PromptReuse::clear`] otherwise). What is generated is the same either way.
 pub fn generate_reusing(
-    model: &Qwen3,
+    model: &Decoder,
     prompt: &[u32],
     stop: &[u32],
     cfg: &SampleConfig,

@@ -23,7 +23,7 @@ use crate::model::policy::VlSide;
 use crate::model::sample::{SampleConfig, pick_allowed};
 use crate::model::vl::VlCache;
 use crate::model::vl::prompt::Screenshot;
-use crate::model::{KvCache, Qwen3, tokenizer};
+use crate::model::{Decoder, KvCache, tokenizer};
 use anyhow::{Context, Result};
 use candle_core::{DType, Tensor};
 use rand::SeedableRng;
@@ -112,7 +112,7 @@ impl Engine {
     /// Starts the engine thread over a loaded model (with its whole Qwen3-VL model
     /// when `vl`) and its tokenizer.
     pub fn start(
-        model: Qwen3,
+        model: Decoder,
         vl: Option<Box<VlSide>>,
         tok: tokenizers::Tokenizer,
         max_batch: usize,
@@ -175,7 +175,7 @@ impl Engine {
 
 /// The model and what decoding needs of its tokenizer.
 struct Core {
-    model: Qwen3,
+    model: Decoder,
     vl: Option<Box<VlSide>>,
     tok: tokenizers::Tokenizer,
     stop_ids: Vec<u32>,
@@ -223,7 +223,7 @@ impl Row {
 }
 
 impl Core {
-    fn new(model: Qwen3, vl: Option<Box<VlSide>>, tok: tokenizers::Tokenizer) -> Core {
+    fn new(model: Decoder, vl: Option<Box<VlSide>>, tok: tokenizers::Tokenizer) -> Core {
         let stop_ids = [tokenizer::IM_END, tokenizer::END_OF_TEXT]
             .iter()
             .filter_map(|t| tok.token_to_id(t))

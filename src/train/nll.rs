@@ -6,7 +6,7 @@
 
 use crate::model::chat_template::Encoded;
 use crate::model::prefix::shared_prefix_len;
-use crate::model::{KvCache, Qwen3, at_least_f32, fused};
+use crate::model::{Decoder, KvCache, at_least_f32, fused};
 use anyhow::Result;
 use candle_core::{D, DType, Tensor};
 
@@ -31,7 +31,7 @@ pub struct BatchNll {
 /// and, when `prompt_weight` > 0, of every other token after the first (system and user
 /// text, chat markup) at that weight.
 pub fn micro_batch_nll(
-    model: &Qwen3,
+    model: &Decoder,
     batch: &[&Encoded],
     pad: u32,
     prompt_weight: f64,
@@ -46,7 +46,7 @@ const MIN_SHARED: usize = 8;
 /// Whether adapter dropout is on: its masks follow the shape of each pass, so a
 /// shared prefix would draw other masks than separate rows (the prefix is then not
 /// shared, and runs draw the masks they always drew).
-fn adapter_dropout(model: &Qwen3) -> bool {
+fn adapter_dropout(model: &Decoder) -> bool {
     model.dropout_key().get().is_some()
         && model
             .linears()
@@ -56,7 +56,7 @@ fn adapter_dropout(model: &Qwen3) -> bool {
 
 /// [`micro_batch_nll`], encoding the common prefix once when `share`.
 fn nll_sharing(
-    model: &Qwen3,
+    model: &Decoder,
     batch: &[&Encoded],
     pad: u32,
     prompt_weight: f64,

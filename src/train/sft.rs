@@ -19,7 +19,7 @@ pub use super::sft_config::{SftConfig, TinyModel, TinyVision};
 use super::sft_model::{SftModel, VlTrainee, tiny_vl};
 use crate::model::chat_template::{ChatTemplate, Encoded};
 use crate::model::vl::prompt::{self as vl_prompt, expand_images};
-use crate::model::{Qwen3, Qwen3Config, parse_device, peft, tokenizer, weights};
+use crate::model::{Decoder, DecoderConfig, parse_device, peft, tokenizer, weights};
 use crate::trajectory::Dataset;
 use anyhow::{Context, Result};
 use candle_core::{DType, Device, Tensor};
@@ -211,7 +211,8 @@ fn prepare(cfg: &SftConfig, run: &RunDir, device: &Device) -> Result<Prepared> {
                 tokenizer::save(&tok, run.root())?;
                 tok
             };
-            let config = Qwen3Config {
+            let config = DecoderConfig {
+                arch: crate::model::arch::Arch::qwen3(),
                 vocab_size: tok.get_vocab_size(true),
                 hidden_size: tiny.hidden_size,
                 intermediate_size: tiny.intermediate_size,
@@ -235,8 +236,8 @@ fn prepare(cfg: &SftConfig, run: &RunDir, device: &Device) -> Result<Prepared> {
             let model = match &cfg.vision {
                 None => {
                     config.save(run.root())?;
-                    let w = Qwen3::random_weights(&config, cfg.seed)?;
-                    SftModel::Text(Box::new(Qwen3::from_weights(
+                    let w = Decoder::random_weights(&config, cfg.seed)?;
+                    SftModel::Text(Box::new(Decoder::from_weights(
                         &config, w, dtype, device, true,
                     )?))
                 }
@@ -254,9 +255,9 @@ fn prepare(cfg: &SftConfig, run: &RunDir, device: &Device) -> Result<Prepared> {
             (tok, template, SftModel::Vl(Box::new(trainee)))
         }
         (None, Some(dir)) => {
-            let config = Qwen3Config::from_file(dir.join("config.json"))?;
+            let config = DecoderConfig::from_file(dir.join("config.json"))?;
             let w = weights::load_dir(dir, device)?;
-            let model = Qwen3::from_weights(&config, w, dtype, device, cfg.lora.is_none())?;
+            let model = Decoder::from_weights(&config, w, dtype, device, cfg.lora.is_none())?;
             let tok = tokenizer::load(dir.join("tokenizer.json"))?;
             let template = ChatTemplate::for_model_dir(dir)?;
             (tok, template, SftModel::Text(Box::new(model)))

@@ -1,4 +1,4 @@
-//! The model an SFT run trains: the text decoder ([`Qwen3`]) or a Qwen3-VL model that
+//! The model an SFT run trains: the text decoder ([`Decoder`]) or a Qwen3-VL model that
 //! also sees each sample's screenshot ([`Qwen3Vl`]: the `tiny-vl` preset from scratch,
 //! or LoRA on an HF Qwen3-VL folder, the `qwen3-vl-lora` preset).
 
@@ -8,7 +8,7 @@ use crate::model::chat_template::ChatTemplate;
 use crate::model::chat_template::Encoded;
 use crate::model::vl::prompt::{self as vl_prompt, Screenshot};
 use crate::model::vl::{Qwen3Vl, VISUAL_PREFIX, VlConfig, VlImageConfig};
-use crate::model::{Qwen3, Qwen3Config, tokenizer, weights};
+use crate::model::{Decoder, DecoderConfig, tokenizer, weights};
 use anyhow::{Context, Result};
 use candle_core::{DType, Device, Tensor, Var};
 use std::collections::HashMap;
@@ -70,13 +70,13 @@ impl VlTrainee {
 
 /// The model of an SFT run.
 pub enum SftModel {
-    Text(Box<Qwen3>),
+    Text(Box<Decoder>),
     Vl(Box<VlTrainee>),
 }
 
 impl SftModel {
     /// The text decoder (dtype, device, dropout key, configuration).
-    pub fn decoder(&self) -> &Qwen3 {
+    pub fn decoder(&self) -> &Decoder {
         match self {
             SftModel::Text(m) => m,
             SftModel::Vl(v) => v.model.text().decoder(),
@@ -84,7 +84,7 @@ impl SftModel {
     }
 
     /// The text decoder, mutably (LoRA).
-    pub fn decoder_mut(&mut self) -> &mut Qwen3 {
+    pub fn decoder_mut(&mut self) -> &mut Decoder {
         match self {
             SftModel::Text(m) => m,
             SftModel::Vl(v) => v.model.text_mut().decoder_mut(),
@@ -184,7 +184,7 @@ impl SftModel {
 /// A `tiny-vl` model at random init: the tiny decoder `text` with M-RoPE and the
 /// tower `v`, every weight trainable.
 pub(super) fn tiny_vl(
-    text: &Qwen3Config,
+    text: &DecoderConfig,
     v: &TinyVision,
     tok: &tokenizers::Tokenizer,
     seed: u64,

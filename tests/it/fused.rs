@@ -3,7 +3,7 @@
 
 use super::model::{max_diff, tiny_config};
 use candle_core::{DType, Device, Tensor, Var};
-use rmsweb::model::Qwen3;
+use rmsweb::model::Decoder;
 use rmsweb::model::fused::{self, AttentionMask, RopeTables};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -248,7 +248,7 @@ fn attention_core_matches_the_composite_attention() {
 fn whole_model_gradients_match_the_composite_model() {
     let cfg = tiny_config(true);
     let vocab = cfg.vocab_size;
-    let w: HashMap<String, Tensor> = Qwen3::random_weights(&cfg, 5)
+    let w: HashMap<String, Tensor> = Decoder::random_weights(&cfg, 5)
         .unwrap()
         .into_iter()
         .map(|(k, v)| (k, (v * 10.0).unwrap()))
@@ -263,7 +263,7 @@ fn whole_model_gradients_match_the_composite_model() {
     )
     .unwrap();
     let grads = |dtype: DType| {
-        let m = Qwen3::from_weights(&cfg, w.clone(), dtype, &Device::Cpu, true).unwrap();
+        let m = Decoder::from_weights(&cfg, w.clone(), dtype, &Device::Cpu, true).unwrap();
         let inp = Tensor::from_vec(ids.clone(), (2, 9), &Device::Cpu).unwrap();
         let h = m
             .forward_hidden_masked(&inp, 0, None, Some(&key_mask))

@@ -8,13 +8,13 @@ use candle_core::{DType, Device, Tensor};
 use rmsweb::model::chat_template::{CHATML, ChatTemplate, Message};
 use rmsweb::model::rope::RopeScaling;
 use rmsweb::model::sample::{SampleConfig, generate};
-use rmsweb::model::{LocalModelPolicy, Qwen3, tokenizer};
+use rmsweb::model::{Decoder, LocalModelPolicy, tokenizer};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Largest logit difference accepted (issue #18: < 1e-4).
-const TOLERANCE: f32 = 1e-4;
+pub(crate) const TOLERANCE: f32 = 1e-4;
 /// Greedy prefix length in the references (make_fixtures.py's PROMPT).
 const PROMPT: usize = 8;
 
@@ -53,13 +53,13 @@ pub fn max_abs_diff(a: &Tensor, b: &Tensor) -> f32 {
 }
 
 /// The references of a folder: input ids, transformers' logits, greedy sequence.
-fn references(folder: &Path) -> (Vec<u32>, Tensor, Vec<u32>) {
+pub(crate) fn references(folder: &Path) -> (Vec<u32>, Tensor, Vec<u32>) {
     let r =
         candle_core::safetensors::load(folder.join("reference.safetensors"), &Device::Cpu).unwrap();
     (ids(&r["input_ids"]), r["logits"].clone(), ids(&r["greedy"]))
 }
 
-fn logits(model: &Qwen3, input: &[u32]) -> Tensor {
+pub(crate) fn logits(model: &Decoder, input: &[u32]) -> Tensor {
     let t = Tensor::new(input, &Device::Cpu)
         .unwrap()
         .unsqueeze(0)
@@ -69,7 +69,11 @@ fn logits(model: &Qwen3, input: &[u32]) -> Tensor {
 
 /// Compares a loaded model with its folder's references: logits within TOLERANCE,
 /// the same greedy tokens (decoded with the KV cache); returns the logit difference.
-fn check_against_transformers(name: &str, policy: &LocalModelPolicy, folder: &Path) -> f32 {
+pub(crate) fn check_against_transformers(
+    name: &str,
+    policy: &LocalModelPolicy,
+    folder: &Path,
+) -> f32 {
     let (input, theirs, greedy) = references(folder);
     let ours = logits(&policy.model, &input);
     assert_eq!(ours.dims(), theirs.dims(), "{name}: logits shape");
@@ -107,13 +111,13 @@ fn load(name: &str) -> (LocalModelPolicy, PathBuf) {
 fn assert_rope_matters(
     policy: &LocalModelPolicy,
     folder: &Path,
-    change: impl Fn(&mut rmsweb::model::Qwen3Config),
+    change: impl Fn(&mut rmsweb::model::DecoderConfig),
 ) {
     let (input, theirs, _) = references(folder);
     let mut cfg = policy.model.config.clone();
     change(&mut cfg);
     let w = rmsweb::model::weights::load_dir(folder, &Device::Cpu).unwrap();
-    let other = Qwen3::from_weights(&cfg, w, DType::F32, &Device::Cpu, false).unwrap();
+    let other = Decoder::from_weights(&cfg, w, DType::F32, &Device::Cpu, false).unwrap();
     let d = max_abs_diff(&logits(&other, &input), &theirs);
     eprintln!("  (the rotary embedding read wrongly would differ by {d:.2})");
     assert!(

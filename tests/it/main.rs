@@ -17,6 +17,7 @@ mod hf;
 mod hostile;
 mod hostile_fuzz;
 mod import;
+mod llama;
 mod mine;
 mod mine_balance;
 mod mine_judge;

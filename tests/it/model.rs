@@ -4,7 +4,7 @@ use candle_core::{DType, Device, IndexOp, Tensor};
 use rmsweb::action::Action;
 use rmsweb::model::chat_template::{ChatTemplate, Encoded, Message};
 use rmsweb::model::lora::{LoraConfig, Param};
-use rmsweb::model::{KvCache, LocalModelPolicy, Qwen3, Qwen3Config, peft, tokenizer, weights};
+use rmsweb::model::{Decoder, DecoderConfig, KvCache, LocalModelPolicy, peft, tokenizer, weights};
 use rmsweb::train::sft::{self, SftConfig, micro_batch_nll};
 use rmsweb::trajectory::{Dataset, ModelOutput, Outcome, State, Step, Task, Trajectory};
 use serde_json::json;
@@ -13,8 +13,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-pub(crate) fn tiny_config(tied: bool) -> Qwen3Config {
-    Qwen3Config {
+pub(crate) fn tiny_config(tied: bool) -> DecoderConfig {
+    DecoderConfig {
+        arch: rmsweb::model::arch::Arch::qwen3(),
         vocab_size: 61,
         hidden_size: 32,
         intermediate_size: 48,
@@ -32,8 +33,8 @@ pub(crate) fn tiny_config(tied: bool) -> Qwen3Config {
 }
 
 /// Random weights with non-trivial norm scales, saved to and reloaded from safetensors.
-fn saved_model(dir: &Path, cfg: &Qwen3Config, seed: u64) -> HashMap<String, Tensor> {
-    let mut w = Qwen3::random_weights(cfg, seed).unwrap();
+fn saved_model(dir: &Path, cfg: &DecoderConfig, seed: u64) -> HashMap<String, Tensor> {
+    let mut w = Decoder::random_weights(cfg, seed).unwrap();
     for (k, v) in w.iter_mut() {
         if k.ends_with("norm.weight") || k.ends_with("layernorm.weight") {
             *v = (v.rand_like(0.5, 1.5).unwrap()).clone();
@@ -64,7 +65,7 @@ fn forward_matches_candle_transformers_qwen3() {
         let dir = tempfile::tempdir().unwrap();
         let cfg = tiny_config(tied);
         let w = saved_model(dir.path(), &cfg, 7);
-        let ours = Qwen3::from_weights(&cfg, w, DType::F32, &Device::Cpu, false).unwrap();
+        let ours = Decoder::from_weights(&cfg, w, DType::F32, &Device::Cpu, false).unwrap();
         let theirs_cfg: candle_transformers::models::qwen3::Config =
             serde_json::from_value(cfg.to_hf_json()).unwrap();
         let vb = unsafe {
@@ -95,17 +96,17 @@ fn forward_matches_candle_transformers_qwen3() {
 #[test]
 fn gradients_match_finite_differences_in_f64() {
     let cfg = tiny_config(false);
-    let w: HashMap<String, Tensor> = Qwen3::random_weights(&cfg, 3)
+    let w: HashMap<String, Tensor> = Decoder::random_weights(&cfg, 3)
         .unwrap()
         .into_iter()
         .map(|(k, v)| (k, (v * 10.0).unwrap()))
         .collect();
-    let model = Qwen3::from_weights(&cfg, w, DType::F64, &Device::Cpu, true).unwrap();
+    let model = Decoder::from_weights(&cfg, w, DType::F64, &Device::Cpu, true).unwrap();
     let sample = Encoded {
         ids: vec![1, 5, 9, 14, 2, 40, 7, 33],
         mask: vec![false, false, false, true, true, false, true, true],
     };
-    let loss = |m: &Qwen3| micro_batch_nll(m, &[&sample], 0, 0.0).unwrap().weighted;
+    let loss = |m: &Decoder| micro_batch_nll(m, &[&sample], 0, 0.0).unwrap().weighted;
     let l0 = loss(&model);
     let grads = l0.backward().unwrap();
     let vars = model.trainable_vars();
@@ -169,7 +170,7 @@ fn lora_cfg(targets: &[&str]) -> LoraConfig {
 }
 
 /// Gives every adapter's B random values (a fresh B is zero).
-fn randomize_b(model: &Qwen3) {
+fn randomize_b(model: &Decoder) {
     for (name, p) in model.named_params() {
         if name.ends_with("lora_B.weight")
             && let Param::Trainable(v) = p
@@ -184,7 +185,7 @@ fn lora_fresh_is_identity_and_merged_equals_unmerged() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = tiny_config(false);
     let w = saved_model(dir.path(), &cfg, 11);
-    let mut model = Qwen3::from_weights(&cfg, w, DType::F32, &Device::Cpu, false).unwrap();
+    let mut model = Decoder::from_weights(&cfg, w, DType::F32, &Device::Cpu, false).unwrap();
     let input = Tensor::new(&[[4u32, 8, 15, 16, 23, 42]], &Device::Cpu).unwrap();
     let base = model.forward(&input, 0, None).unwrap();
     let n = model.add_lora(&LoraConfig::paper(), 1).unwrap();
@@ -199,7 +200,7 @@ fn lora_fresh_is_identity_and_merged_equals_unmerged() {
     assert!(max_diff(&model.forward(&input, 0, None).unwrap(), &base) < 1e-6);
     let mut model = {
         let w = weights::load_dir(dir.path(), &Device::Cpu).unwrap();
-        let mut m = Qwen3::from_weights(&cfg, w, DType::F32, &Device::Cpu, false).unwrap();
+        let mut m = Decoder::from_weights(&cfg, w, DType::F32, &Device::Cpu, false).unwrap();
         m.add_lora(&lora_cfg(&["q_proj", "v_proj", "down_proj"]), 1)
             .unwrap();
         m
@@ -218,7 +219,7 @@ fn kv_cache_decoding_equals_full_forward() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = tiny_config(true);
     let w = saved_model(dir.path(), &cfg, 5);
-    let model = Qwen3::from_weights(&cfg, w, DType::F32, &Device::Cpu, false).unwrap();
+    let model = Decoder::from_weights(&cfg, w, DType::F32, &Device::Cpu, false).unwrap();
     let ids: Vec<u32> = vec![1, 2, 3, 50, 7, 8, 9, 10, 30, 31];
     let full = model
         .forward(
@@ -269,7 +270,7 @@ fn prompt_reuse_decodes_what_a_fresh_cache_decodes() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = tiny_config(false);
     let w = saved_model(dir.path(), &cfg, 11);
-    let model = Qwen3::from_weights(&cfg, w, DType::F32, &Device::Cpu, false).unwrap();
+    let model = Decoder::from_weights(&cfg, w, DType::F32, &Device::Cpu, false).unwrap();
     let prompts: [&[u32]; 5] = [
         &[1, 2, 3, 4, 5, 6, 7, 8],
         &[1, 2, 3, 4, 5, 9, 10],
@@ -308,7 +309,7 @@ fn peft_export_has_peft_key_names_and_config_and_roundtrips() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = tiny_config(false);
     let w = saved_model(dir.path(), &cfg, 2);
-    let mut model = Qwen3::from_weights(&cfg, w, DType::F32, &Device::Cpu, false).unwrap();
+    let mut model = Decoder::from_weights(&cfg, w, DType::F32, &Device::Cpu, false).unwrap();
     let lcfg = LoraConfig {
         dropout: 0.05,
         ..lora_cfg(&LoraConfig::ALL_LINEAR)
@@ -340,7 +341,7 @@ fn peft_export_has_peft_key_names_and_config_and_roundtrips() {
     let (back_cfg, tensors) = peft::import(&out, &Device::Cpu).unwrap();
     assert_eq!(back_cfg, lcfg);
     let w = weights::load_dir(dir.path(), &Device::Cpu).unwrap();
-    let mut re = Qwen3::from_weights(&cfg, w, DType::F32, &Device::Cpu, false).unwrap();
+    let mut re = Decoder::from_weights(&cfg, w, DType::F32, &Device::Cpu, false).unwrap();
     re.add_lora(&back_cfg, 0).unwrap();
     re.load_params(&tensors).unwrap();
     re.merge_lora().unwrap();
@@ -790,7 +791,8 @@ fn qwen3_lora_sft_trains_only_adapters_and_exports_a_loadable_peft_checkpoint() 
     std::fs::create_dir_all(&base).unwrap();
     let tok = small_tokenizer();
     tokenizer::save(&tok, &base).unwrap();
-    let cfg = Qwen3Config {
+    let cfg = DecoderConfig {
+        arch: rmsweb::model::arch::Arch::qwen3(),
         vocab_size: tok.get_vocab_size(true),
         max_position_embeddings: 1024,
         ..tiny_config(true)

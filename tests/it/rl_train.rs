@@ -17,7 +17,7 @@ use rmsweb::action::Action;
 use rmsweb::curate::flatten::{Sample, SampleKind, SampleMessage, samples_path, write_samples};
 use rmsweb::mine::MinedPair;
 use rmsweb::mine::pair::{FailureMode, Gates, LabelSource, PairKind, PairScores, StepRef};
-use rmsweb::model::{Qwen3, Qwen3Config, tokenizer};
+use rmsweb::model::{Decoder, DecoderConfig, tokenizer};
 use rmsweb::train::rl::config::{PromptSource, RlConfig};
 use rmsweb::train::rl::groups::Mode;
 use rmsweb::train::rl::loss::salvage_nll;
@@ -474,13 +474,14 @@ fn salvage_loss_reaches_only_the_action_tokens_of_the_spliced_sequence() {
         "<|im_start|>user\nClick the Delta button<|im_end|>\n<|im_start|>assistant\n",
     ];
     let tok = tokenizer::train_bpe(texts.iter().cycle().take(40), 400, 2).unwrap();
-    let cfg = Qwen3Config {
+    let cfg = DecoderConfig {
+        arch: rmsweb::model::arch::Arch::qwen3(),
         vocab_size: tok.get_vocab_size(true),
         max_position_embeddings: 512,
         ..super::model::tiny_config(true)
     };
-    let w = Qwen3::random_weights(&cfg, 5).unwrap();
-    let model = Qwen3::from_weights(
+    let w = Decoder::random_weights(&cfg, 5).unwrap();
+    let model = Decoder::from_weights(
         &cfg,
         w,
         candle_core::DType::F32,

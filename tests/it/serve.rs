@@ -2,7 +2,7 @@
 //! schema-constrained answers, streaming, batching of concurrent requests, error
 //! bodies, and the exchange log.
 
-use rmsweb::model::{Qwen3, Qwen3Config, tokenizer, weights};
+use rmsweb::model::{Decoder, DecoderConfig, tokenizer, weights};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -25,7 +25,8 @@ fn write_tiny_checkpoint(dir: &Path, context: usize, favoured: &[(&str, f32)]) {
     ];
     let tok = tokenizer::train_bpe(texts.iter().copied(), 320, 2).unwrap();
     tokenizer::save(&tok, dir).unwrap();
-    let cfg = Qwen3Config {
+    let cfg = DecoderConfig {
+        arch: rmsweb::model::arch::Arch::qwen3(),
         vocab_size: tok.get_vocab_size(true),
         hidden_size: 32,
         intermediate_size: 48,
@@ -40,7 +41,7 @@ fn write_tiny_checkpoint(dir: &Path, context: usize, favoured: &[(&str, f32)]) {
         eos_token_id: None,
         rope_scaling: None,
     };
-    let mut w = Qwen3::random_weights(&cfg, 7).unwrap();
+    let mut w = Decoder::random_weights(&cfg, 7).unwrap();
     if !favoured.is_empty() {
         // With tied embeddings, dimension 0 (1.0 in every row) dominates the final
         // hidden state, so a row's dimension 0 sets its token's logit.

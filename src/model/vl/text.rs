@@ -1,15 +1,15 @@
-//! The Qwen3-VL text decoder: [`Qwen3`]'s blocks (q/k norm, grouped-query attention,
+//! The Qwen3-VL text decoder: [`Decoder`]'s blocks (q/k norm, grouped-query attention,
 //! SwiGLU) with multimodal rotary positions ([`super::mrope`]) and DeepStack features
 //! added to the image positions' hidden states after the first layers
 //! (transformers' `Qwen3VLTextModel._deepstack_process`).
 //!
 //! The weights are named as in a Qwen3-VL checkpoint (`model.language_model.…`,
-//! `lm_head.weight`); [`VlText::decoder`] is the plain [`Qwen3`] over them (LoRA,
+//! `lm_head.weight`); [`VlText::decoder`] is the plain [`Decoder`] over them (LoRA,
 //! parameters, checkpoints under `model.…` names).
 
 use super::mrope::{MropeLayout, MropePositions};
 use crate::model::fused::RopeTables;
-use crate::model::{KvCache, Qwen3, Qwen3Config};
+use crate::model::{Decoder, DecoderConfig, KvCache};
 use candle_core::{DType, Device, Result, Tensor};
 use std::collections::HashMap;
 
@@ -21,7 +21,7 @@ pub const LANGUAGE_PREFIX: &str = "model.language_model";
 #[derive(Debug, Clone, PartialEq)]
 pub struct VlTextConfig {
     /// Sizes, norms, rotary base (the decoder's `config`).
-    pub decoder: Qwen3Config,
+    pub decoder: DecoderConfig,
     /// How the rotary frequencies split over (temporal, height, width).
     pub mrope: MropeLayout,
 }
@@ -31,7 +31,7 @@ impl VlTextConfig {
     /// `tie_word_embeddings` applies when `text_config` has none). The rotary dictionary
     /// (`rope_scaling` or `rope_parameters`) must name `mrope_section`; the layout is
     /// interleaved, as transformers' Qwen3-VL computes it whatever `mrope_interleaved`
-    /// says. Everything else is read (and refused) as [`Qwen3Config::from_hf_json`].
+    /// says. Everything else is read (and refused) as [`DecoderConfig::from_hf_json`].
     pub fn from_hf_config(text: &str) -> anyhow::Result<Self> {
         let v: serde_json::Value = serde_json::from_str(text)?;
         let mut tc = v
@@ -71,7 +71,7 @@ impl VlTextConfig {
         }
         let section = section
             .ok_or_else(|| anyhow::anyhow!("`text_config` names no rope_scaling.mrope_section"))?;
-        let decoder = Qwen3Config::from_hf_json(&serde_json::Value::Object(tc))
+        let decoder = DecoderConfig::from_hf_json(&serde_json::Value::Object(tc))
             .map_err(|e| anyhow::anyhow!("`text_config`: {e:#}"))?;
         decoder.validate()?;
         let cfg = VlTextConfig {
@@ -95,7 +95,7 @@ pub struct Deepstack {
 /// The Qwen3-VL text decoder with its LM head.
 pub struct VlText {
     layout: MropeLayout,
-    decoder: Qwen3,
+    decoder: Decoder,
     inv_freq: Vec<f32>,
     attention_factor: f64,
 }
@@ -123,7 +123,7 @@ pub fn checkpoint_name(decoder_name: &str) -> String {
 
 impl VlText {
     /// Builds the decoder from checkpoint-named weights (other parts' weights are
-    /// ignored); `trainable` as [`Qwen3::from_weights`].
+    /// ignored); `trainable` as [`Decoder::from_weights`].
     pub fn from_weights(
         config: &VlTextConfig,
         weights: &HashMap<String, Tensor>,
@@ -138,7 +138,7 @@ impl VlText {
             .iter()
             .filter_map(|(n, t)| decoder_name(n).map(|n| (n, t.clone())))
             .collect();
-        let decoder = Qwen3::from_weights(cfg, renamed, dtype, device, trainable)?;
+        let decoder = Decoder::from_weights(cfg, renamed, dtype, device, trainable)?;
         let (inv, attention_factor) = cfg.rope().inv_freq(cfg.head_dim());
         Ok(VlText {
             layout: config.mrope,
@@ -148,9 +148,9 @@ impl VlText {
         })
     }
 
-    /// Seeded random weights under checkpoint names (see [`Qwen3::random_weights`]).
+    /// Seeded random weights under checkpoint names (see [`Decoder::random_weights`]).
     pub fn random_weights(config: &VlTextConfig, seed: u64) -> Result<HashMap<String, Tensor>> {
-        Ok(Qwen3::random_weights(&config.decoder, seed)?
+        Ok(Decoder::random_weights(&config.decoder, seed)?
             .into_iter()
             .map(|(n, t)| match n.strip_prefix("model.") {
                 Some(rest) => (format!("{LANGUAGE_PREFIX}.{rest}"), t),
@@ -160,12 +160,12 @@ impl VlText {
     }
 
     /// The decoder's blocks as a plain Qwen3 (1-D RoPE, `model.…` names).
-    pub fn decoder(&self) -> &Qwen3 {
+    pub fn decoder(&self) -> &Decoder {
         &self.decoder
     }
 
     /// The same, mutably (to add or merge LoRA adapters).
-    pub fn decoder_mut(&mut self) -> &mut Qwen3 {
+    pub fn decoder_mut(&mut self) -> &mut Decoder {
         &mut self.decoder
     }
 

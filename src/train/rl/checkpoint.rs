@@ -4,7 +4,7 @@
 //! RL policy as a loadable model folder.
 use super::config::RlConfig;
 use super::policy::{Policy, SftAdapter};
-use crate::model::{Qwen3, weights};
+use crate::model::{Decoder, weights};
 use crate::train::optim::AdamW;
 use crate::train::run::{Alert, RunDir, save_trainable_and_optimizer, write_checkpoint};
 use anyhow::Result;
@@ -25,7 +25,7 @@ pub struct TrainerState {
 
 /// Sets the RL adapter's variables from a checkpoint (Vars are shared handles, so
 /// the model sees the new values).
-pub fn load_adapters(model: &Qwen3, values: &HashMap<String, Tensor>) -> Result<()> {
+pub fn load_adapters(model: &Decoder, values: &HashMap<String, Tensor>) -> Result<()> {
     let vars: HashMap<String, candle_core::Var> = model.trainable_vars().into_iter().collect();
     for (name, t) in values {
         let v = vars
@@ -43,7 +43,7 @@ pub fn load_adapters(model: &Qwen3, values: &HashMap<String, Tensor>) -> Result<
 }
 
 /// The base weights with every adapter folded in (`W + scale·B·A`), by HF name.
-fn merged_weights(model: &Qwen3, scale: f64) -> Result<HashMap<String, Tensor>> {
+fn merged_weights(model: &Decoder, scale: f64) -> Result<HashMap<String, Tensor>> {
     let params: HashMap<String, Tensor> = model
         .named_params()
         .into_iter()
@@ -137,7 +137,7 @@ pub fn save_checkpoint(
 /// `s₁·B₁A₁ + s₂·B₂A₂ = B·A` with `A = [A₁; A₂]`, `B = [s₁B₁, s₂B₂]`, rank r₁ + r₂ and
 /// scale 1 (α = r). A module with only one of the two gets zero blocks for the other.
 pub fn combined_adapter(
-    model: &Qwen3,
+    model: &Decoder,
     rl_scale: f64,
     sft: &SftAdapter,
 ) -> Result<(crate::model::LoraConfig, HashMap<String, Tensor>)> {

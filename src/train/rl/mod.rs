@@ -18,8 +18,9 @@ pub mod update;
 
 /// The unit tests' 2-layer decoder, 32 wide, over `vocab` tokens.
 #[cfg(test)]
-fn test_decoder_config(vocab: usize, max_positions: usize) -> crate::model::Qwen3Config {
-    crate::model::Qwen3Config {
+fn test_decoder_config(vocab: usize, max_positions: usize) -> crate::model::DecoderConfig {
+    crate::model::DecoderConfig {
+        arch: crate::model::arch::Arch::qwen3(),
         vocab_size: vocab,
         hidden_size: 32,
         intermediate_size: 48,
@@ -44,16 +45,16 @@ pub(crate) fn test_model(
     seed: u64,
     scale: f64,
     trainable: bool,
-) -> crate::model::Qwen3 {
-    use crate::model::Qwen3;
+) -> crate::model::Decoder {
+    use crate::model::Decoder;
     let cfg = test_decoder_config(vocab, 64);
-    let mut w = Qwen3::random_weights(&cfg, seed).unwrap();
+    let mut w = Decoder::random_weights(&cfg, seed).unwrap();
     for v in w.values_mut() {
         if v.rank() == 2 {
             *v = (&*v * scale).unwrap();
         }
     }
-    Qwen3::from_weights(
+    Decoder::from_weights(
         &cfg,
         w,
         candle_core::DType::F32,

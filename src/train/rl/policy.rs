@@ -4,7 +4,7 @@ use super::config::RlConfig;
 use super::prompts::RlPrompt;
 use super::seqs::Scorer;
 use crate::model::vl::{Qwen3Vl, VlImageConfig};
-use crate::model::{ChatTemplate, LocalModelPolicy, Qwen3, parse_device, tokenizer};
+use crate::model::{ChatTemplate, Decoder, LocalModelPolicy, parse_device, tokenizer};
 use crate::train::run::RunDir;
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
@@ -32,7 +32,7 @@ pub struct Policy {
 /// The network: a text decoder, or a Qwen3-VL model (whose decoder carries the RL
 /// adapter; the tower stays frozen).
 enum Net {
-    Text(Box<Qwen3>),
+    Text(Box<Decoder>),
     Vl(Box<Qwen3Vl>),
 }
 
@@ -46,7 +46,7 @@ impl Policy {
 
     /// The decoder (a Qwen3-VL policy's too): its adapters are what RL trains, and
     /// it scores text-only sequences.
-    pub fn model(&self) -> &Qwen3 {
+    pub fn model(&self) -> &Decoder {
         match &self.net {
             Net::Text(m) => m,
             Net::Vl(v) => v.text().decoder(),

@@ -6,7 +6,7 @@ use crate::model::fused::RopeTables;
 use crate::model::kv_cache::left_pad_mask;
 use crate::model::prefix::PrefixCache;
 use crate::model::sample::{Constraint, SampleConfig};
-use crate::model::{KvCache, Qwen3};
+use crate::model::{Decoder, KvCache};
 use anyhow::Result;
 use candle_core::{D, DType, Tensor};
 use rand::{Rng, SeedableRng};
@@ -83,7 +83,7 @@ pub struct GroupDecoding<'a> {
 /// `stop` or `max_new_tokens`. Row `i` draws from its own generator seeded by
 /// `(seed, i)`, so a group is reproducible.
 pub fn sample_group(
-    model: &Qwen3,
+    model: &Decoder,
     prompt: &[u32],
     n: usize,
     stop: &[u32],
@@ -114,7 +114,7 @@ pub fn sample_group(
 /// turned by its padding so that every next token sits at one position: rotary
 /// embeddings are relative, so that is the same as encoding it left-padded.
 pub fn sample_groups(
-    model: &Qwen3,
+    model: &Decoder,
     prompts: &[&[u32]],
     n: usize,
     stop: &[u32],
@@ -193,7 +193,7 @@ pub fn sample_groups(
 /// longest prompt's length), stacked left-padded. Returns the logits after each
 /// prompt `(groups, vocab)`, the cache and its key mask.
 fn encode_after_prefix(
-    model: &Qwen3,
+    model: &Decoder,
     prompts: &[&[u32]],
     prefix: &PrefixCache,
     cfg: &RolloutConfig,
@@ -254,7 +254,7 @@ pub(super) type Step<'s> =
 /// `(groups, vocab)` and its cache (one row per group, `pos` positions, the per-group
 /// key mask when padded), one token per `step`.
 pub(super) fn decode_rows(
-    decoder: &Qwen3,
+    decoder: &Decoder,
     first: &Tensor,
     cache: KvCache,
     key_mask: Option<Vec<Vec<f32>>>,
@@ -382,7 +382,7 @@ mod tests {
     use super::*;
     use crate::train::rl::seqs::{TrainSeq, row, token_logps};
 
-    fn model() -> Qwen3 {
+    fn model() -> Decoder {
         crate::train::rl::test_model(40, 7, 10.0, false)
     }
 
@@ -396,7 +396,7 @@ mod tests {
     }
 
     /// The rollout's recorded log-probs equal a full unpadded forward's at T = 1.
-    fn assert_logps_are_the_models(m: &Qwen3, prompt: &[u32], r: &Rollout) {
+    fn assert_logps_are_the_models(m: &Decoder, prompt: &[u32], r: &Rollout) {
         let s = TrainSeq::rl(prompt, &r.ids);
         let lp = token_logps(m, &[&s], 1.0, false).unwrap();
         let full = row(&lp.logp, 0, r.ids.len()).unwrap();

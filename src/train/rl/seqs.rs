@@ -10,7 +10,7 @@
 
 use crate::action::Action;
 use crate::action::render::splice_actions;
-use crate::model::Qwen3;
+use crate::model::Decoder;
 use crate::model::prefix::shared_prefix_len;
 use crate::model::vl::prompt::Screenshot;
 use crate::model::vl::{Qwen3Vl, VlCache};
@@ -124,12 +124,12 @@ pub struct TokenLogps {
 /// policy sees (it encodes the contexts that show a screenshot).
 #[derive(Clone, Copy)]
 pub struct Scorer<'a> {
-    decoder: &'a Qwen3,
+    decoder: &'a Decoder,
     vl: Option<&'a Qwen3Vl>,
 }
 
-impl<'a> From<&'a Qwen3> for Scorer<'a> {
-    fn from(decoder: &'a Qwen3) -> Self {
+impl<'a> From<&'a Decoder> for Scorer<'a> {
+    fn from(decoder: &'a Decoder) -> Self {
         Scorer { decoder, vl: None }
     }
 }
@@ -256,7 +256,7 @@ pub fn token_logps<'a>(
 /// position k holds the state after response token k − 1 (k = 0: after the
 /// context). Positions past a response's end are padding.
 fn group_hidden(
-    model: &Qwen3,
+    model: &Decoder,
     ctx: &[u32],
     shared: Option<&crate::model::KvCache>,
     group: &[&TrainSeq],
@@ -339,12 +339,12 @@ mod tests {
     use super::*;
     use candle_core::{Device, IndexOp};
 
-    fn model() -> Qwen3 {
+    fn model() -> Decoder {
         crate::train::rl::test_model(50, 3, 20.0, true)
     }
 
     /// log p of `ids[k]` for k ≥ start from one plain full forward pass.
-    fn reference(m: &Qwen3, ids: &[u32], start: usize, t: f64) -> Vec<f32> {
+    fn reference(m: &Decoder, ids: &[u32], start: usize, t: f64) -> Vec<f32> {
         let x = Tensor::new(ids, &Device::Cpu)
             .unwrap()
             .unsqueeze(0)

@@ -7,7 +7,7 @@ use super::loss::{low_var_kl, policy_loss, salvage_nll, seq_mean_token_mean, tot
 use super::pg_tokens::action_mask;
 use super::seqs::{self, TrainSeq, padded, row, token_logps};
 use super::trainer::{Ctx, Group, Routed};
-use crate::model::Qwen3;
+use crate::model::Decoder;
 use crate::train::optim::{AdamW, accumulate_grads, clip_grad_norm};
 use crate::train::schedule::cosine_with_warmup;
 use anyhow::Result;
@@ -67,7 +67,7 @@ fn reference_logps(ctx: &Ctx, set: &[TrainSeq]) -> Result<Vec<Vec<f32>>> {
     result
 }
 
-fn accumulate(model: &Qwen3, loss: &Tensor, grads: &mut HashMap<String, Tensor>) -> Result<()> {
+fn accumulate(model: &Decoder, loss: &Tensor, grads: &mut HashMap<String, Tensor>) -> Result<()> {
     accumulate_grads(grads, &loss.backward()?, &model.trainable_vars())
 }
 

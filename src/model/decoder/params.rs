@@ -1,12 +1,12 @@
-//! [`Qwen3`]'s parameters: its linear layers, LoRA adapters added, merged and
+//! [`Decoder`]'s parameters: its linear layers, LoRA adapters added, merged and
 //! listed, the named parameters (trainable and frozen) and loading them by name.
 
-use super::Qwen3;
+use super::Decoder;
 use crate::model::lora::{Linear, LoraConfig, Param};
 use candle_core::{Result, Tensor, Var};
 use std::collections::HashMap;
 
-impl Qwen3 {
+impl Decoder {
     fn linears_mut(&mut self) -> Vec<&mut Linear> {
         let mut v = Vec::new();
         for l in &mut self.layers {
@@ -93,22 +93,20 @@ impl Qwen3 {
         )];
         for (i, l) in self.layers.iter().enumerate() {
             let p = format!("model.layers.{i}");
-            v.push((
-                format!("{p}.self_attn.q_norm.weight"),
-                l.attn.q_norm.clone(),
-            ));
-            v.push((
-                format!("{p}.self_attn.k_norm.weight"),
-                l.attn.k_norm.clone(),
-            ));
-            v.push((
-                format!("{p}.input_layernorm.weight"),
-                l.input_layernorm.clone(),
-            ));
-            v.push((
-                format!("{p}.post_attention_layernorm.weight"),
-                l.post_attention_layernorm.clone(),
-            ));
+            let norms = [
+                ("self_attn.q_norm", l.attn.q_norm.as_ref()),
+                ("self_attn.k_norm", l.attn.k_norm.as_ref()),
+                ("input_layernorm", Some(&l.input_layernorm)),
+                (
+                    "post_attention_layernorm",
+                    Some(&l.post_attention_layernorm),
+                ),
+            ];
+            for (n, norm) in norms {
+                if let Some(norm) = norm {
+                    v.push((format!("{p}.{n}.weight"), norm.clone()));
+                }
+            }
         }
         let mut lins = self.linears();
         if let Some(h) = &self.lm_head {
@@ -116,6 +114,9 @@ impl Qwen3 {
         }
         for lin in lins {
             v.push((format!("{}.weight", lin.name), lin.weight.clone()));
+            if let Some(b) = &lin.bias {
+                v.push((format!("{}.bias", lin.name), b.clone()));
+            }
             if let Some(l) = &lin.lora {
                 v.push((format!("{}.lora_A.weight", lin.name), l.a.clone()));
                 v.push((format!("{}.lora_B.weight", lin.name), l.b.clone()));
@@ -172,10 +173,15 @@ impl Qwen3 {
         let mut slots: Vec<(String, &mut Param)> = Vec::new();
         slots.push(("model.embed_tokens.weight".into(), &mut self.embed_tokens));
         slots.push(("model.norm.weight".into(), &mut self.norm));
+        let mut lins: Vec<&mut Linear> = Vec::new();
         for (i, l) in self.layers.iter_mut().enumerate() {
             let p = format!("model.layers.{i}");
-            slots.push((format!("{p}.self_attn.q_norm.weight"), &mut l.attn.q_norm));
-            slots.push((format!("{p}.self_attn.k_norm.weight"), &mut l.attn.k_norm));
+            if let Some(n) = &mut l.attn.q_norm {
+                slots.push((format!("{p}.self_attn.q_norm.weight"), n));
+            }
+            if let Some(n) = &mut l.attn.k_norm {
+                slots.push((format!("{p}.self_attn.k_norm.weight"), n));
+            }
             slots.push((
                 format!("{p}.input_layernorm.weight"),
                 &mut l.input_layernorm,
@@ -184,7 +190,7 @@ impl Qwen3 {
                 format!("{p}.post_attention_layernorm.weight"),
                 &mut l.post_attention_layernorm,
             ));
-            for lin in [
+            lins.extend([
                 &mut l.attn.q_proj,
                 &mut l.attn.k_proj,
                 &mut l.attn.v_proj,
@@ -192,12 +198,16 @@ impl Qwen3 {
                 &mut l.mlp.gate_proj,
                 &mut l.mlp.up_proj,
                 &mut l.mlp.down_proj,
-            ] {
-                slots.push((format!("{}.weight", lin.name), &mut lin.weight));
-            }
+            ]);
         }
         if let Some(h) = &mut self.lm_head {
-            slots.push(("lm_head.weight".into(), &mut h.weight));
+            lins.push(h);
+        }
+        for lin in lins {
+            slots.push((format!("{}.weight", lin.name), &mut lin.weight));
+            if let Some(b) = &mut lin.bias {
+                slots.push((format!("{}.bias", lin.name), b));
+            }
         }
         for (n, slot) in slots {
             if n == name {

@@ -1,13 +1,15 @@
-//! A Qwen3 decoder written for training: every op has a backward pass (candle 0.11's
-//! fused softmax / rms-norm / rope kernels drop gradients; f32 on the CPU uses
-//! [`super::fused`]'s kernels, which carry their own, and everything else candle's
-//! composite ops).
+//! The causal-LM decoder every family of [`super::arch`] runs on, written for training:
+//! every op has a backward pass (candle 0.11's fused softmax / rms-norm / rope kernels
+//! drop gradients; f32 on the CPU uses [`super::fused`]'s kernels, which carry their
+//! own, and everything else candle's composite ops).
 //!
-//! Per-head q/k RMS norm, grouped-query attention, rotary embeddings, causal and
-//! key-padding masks, SwiGLU MLP, optional tied embeddings. `forward` returns the
+//! Pre-norm blocks: grouped-query attention with rotary embeddings (per-head q/k RMS
+//! norm where the family has it, Qwen3; biases where the config asks), causal and
+//! key-padding masks, SwiGLU MLP, tied or untied head. SFT, RL, scoring, sampling,
+//! serving and the PEFT export all go through this one type. `forward` returns the
 //! logits of every position; a [`KvCache`] makes incremental decoding possible.
 
-use super::config::Qwen3Config;
+use super::config::DecoderConfig;
 use super::fused::{self, AttentionMask, RopeTables};
 pub use super::kv_cache::KvCache;
 use super::kv_cache::LayerKv;
@@ -25,8 +27,9 @@ struct Attention {
     k_proj: Linear,
     v_proj: Linear,
     o_proj: Linear,
-    q_norm: Param,
-    k_norm: Param,
+    /// Per-head RMS norms of queries and keys (families with `qk_norm`).
+    q_norm: Option<Param>,
+    k_norm: Option<Param>,
 }
 
 struct Mlp {
@@ -42,9 +45,9 @@ struct Layer {
     post_attention_layernorm: Param,
 }
 
-/// The decoder with its LM head.
-pub struct Qwen3 {
-    pub config: Qwen3Config,
+/// The decoder with its LM head (any family of [`super::arch`]).
+pub struct Decoder {
+    pub config: DecoderConfig,
     embed_tokens: Param,
     layers: Vec<Layer>,
     norm: Param,
@@ -79,96 +82,103 @@ fn take(
     )?)
 }
 
-impl Qwen3 {
+impl Decoder {
     /// Builds the model from HF-named weights (`model.layers.0.self_attn.q_proj.weight`,
-    /// ...). `trainable` makes every base weight a training variable (full fine-tuning);
+    /// ...); the family ([`DecoderConfig::arch`]) says which norms and biases there are.
+    /// `trainable` makes every base weight a training variable (full fine-tuning);
     /// otherwise base weights are frozen and only adapters train.
     pub fn from_weights(
-        config: &Qwen3Config,
+        config: &DecoderConfig,
         mut weights: HashMap<String, Tensor>,
         dtype: DType,
         device: &Device,
         trainable: bool,
     ) -> anyhow::Result<Self> {
         config.validate()?;
-        let (h, hd, inter) = (
-            config.hidden_size,
-            config.head_dim(),
-            config.intermediate_size,
-        );
-        let (nh, nkv) = (config.num_attention_heads, config.kv_heads());
+        let arch = config.arch;
         let w = &mut weights;
-        let mut lin = |name: String, shape: [usize; 2]| -> anyhow::Result<Linear> {
-            let p = take(
-                w,
-                &format!("{name}.weight"),
-                &shape,
-                dtype,
-                device,
-                trainable,
-            )?;
-            Ok(Linear::new(name, p))
-        };
-        let mut layers_lin = Vec::new();
-        for i in 0..config.num_hidden_layers {
-            let p = format!("model.layers.{i}");
-            layers_lin.push((
-                lin(format!("{p}.self_attn.q_proj"), [nh * hd, h])?,
-                lin(format!("{p}.self_attn.k_proj"), [nkv * hd, h])?,
-                lin(format!("{p}.self_attn.v_proj"), [nkv * hd, h])?,
-                lin(format!("{p}.self_attn.o_proj"), [h, nh * hd])?,
-                lin(format!("{p}.mlp.gate_proj"), [inter, h])?,
-                lin(format!("{p}.mlp.up_proj"), [inter, h])?,
-                lin(format!("{p}.mlp.down_proj"), [h, inter])?,
-            ));
+        let mut param =
+            |name: &str, shape: &[usize]| take(w, name, shape, dtype, device, trainable);
+        let mut layers = Vec::new();
+        for (i, block) in block_tensors(config).into_iter().enumerate() {
+            let mut lins = Vec::with_capacity(block.len());
+            for t in &block {
+                let name = format!("model.layers.{i}.{}", t.module);
+                let weight = param(&format!("{name}.weight"), &t.shape)?;
+                let bias = match t.bias {
+                    true => Some(param(&format!("{name}.bias"), &t.shape[..1])?),
+                    false => None,
+                };
+                lins.push(Linear::new(name, weight).with_bias(bias));
+            }
+            let Ok::<[Linear; 7], _>(
+                [
+                    q_proj,
+                    k_proj,
+                    v_proj,
+                    o_proj,
+                    gate_proj,
+                    up_proj,
+                    down_proj,
+                ],
+            ) = lins.try_into()
+            else {
+                unreachable!("block_tensors lists seven linear layers")
+            };
+            let mut norm =
+                |n: &str, dim: usize| param(&format!("model.layers.{i}.{n}.weight"), &[dim]);
+            let hd = config.head_dim();
+            let (q_norm, k_norm) = match arch.spec.qk_norm {
+                true => (
+                    Some(norm("self_attn.q_norm", hd)?),
+                    Some(norm("self_attn.k_norm", hd)?),
+                ),
+                false => (None, None),
+            };
+            let h = config.hidden_size;
+            let input_layernorm = norm("input_layernorm", h)?;
+            let post_attention_layernorm = norm("post_attention_layernorm", h)?;
+            layers.push(Layer {
+                attn: Attention {
+                    q_proj,
+                    k_proj,
+                    v_proj,
+                    o_proj,
+                    q_norm,
+                    k_norm,
+                },
+                mlp: Mlp {
+                    gate_proj,
+                    up_proj,
+                    down_proj,
+                },
+                input_layernorm,
+                post_attention_layernorm,
+            });
         }
+        let h = config.hidden_size;
         let lm_head = if config.tie_word_embeddings {
             None
         } else {
-            Some(lin("lm_head".to_string(), [config.vocab_size, h])?)
+            let p = param("lm_head.weight", &[config.vocab_size, h])?;
+            Some(Linear::new("lm_head", p))
         };
-        let mut layers = Vec::new();
-        for (i, (q, k, v, o, g, u, d)) in layers_lin.into_iter().enumerate() {
-            let p = format!("model.layers.{i}");
-            let mut t = |n: &str, dim: usize| {
-                take(
-                    w,
-                    &format!("{p}.{n}.weight"),
-                    &[dim],
-                    dtype,
-                    device,
-                    trainable,
-                )
-            };
-            layers.push(Layer {
-                attn: Attention {
-                    q_proj: q,
-                    k_proj: k,
-                    v_proj: v,
-                    o_proj: o,
-                    q_norm: t("self_attn.q_norm", hd)?,
-                    k_norm: t("self_attn.k_norm", hd)?,
-                },
-                mlp: Mlp {
-                    gate_proj: g,
-                    up_proj: u,
-                    down_proj: d,
-                },
-                input_layernorm: t("input_layernorm", h)?,
-                post_attention_layernorm: t("post_attention_layernorm", h)?,
-            });
+        let embed_tokens = param("model.embed_tokens.weight", &[config.vocab_size, h])?;
+        let norm = param("model.norm.weight", &[h])?;
+        // Old checkpoints carry the rotary tables, which are computed here instead.
+        let unused = weights
+            .keys()
+            .filter(|k| k.starts_with("model.layers.") && !k.ends_with(".rotary_emb.inv_freq"))
+            .min();
+        if let Some(extra) = unused {
+            anyhow::bail!(
+                "weight `{}` is not part of a {} decoder with this config",
+                crate::util::sanitize::clean_line(extra),
+                arch.spec.model_type
+            );
         }
-        let embed_tokens = take(
-            w,
-            "model.embed_tokens.weight",
-            &[config.vocab_size, h],
-            dtype,
-            device,
-            trainable,
-        )?;
-        let norm = take(w, "model.norm.weight", &[h], dtype, device, trainable)?;
         let (cos, sin) = rope_tables(config, device, dtype)?;
-        Ok(Qwen3 {
+        Ok(Decoder {
             config: config.clone(),
             embed_tokens,
             layers,
@@ -181,8 +191,9 @@ impl Qwen3 {
         })
     }
 
-    /// Random weights (normal, std 0.02; norms 1), seeded; HF names, f32 on CPU.
-    pub fn random_weights(config: &Qwen3Config, seed: u64) -> Result<HashMap<String, Tensor>> {
+    /// Random weights (normal, std 0.02, biases included; norms 1), seeded; HF names,
+    /// f32 on CPU.
+    pub fn random_weights(config: &DecoderConfig, seed: u64) -> Result<HashMap<String, Tensor>> {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let normal = Normal::new(0.0f32, 0.02).map_err(candle_core::Error::wrap)?;
         let mut out = HashMap::new();
@@ -192,12 +203,7 @@ impl Qwen3 {
             let v: Vec<f32> = (0..n).map(|_| normal.sample(&mut rng)).collect();
             Tensor::from_vec(v, shape, &dev)
         };
-        let (h, hd, inter) = (
-            config.hidden_size,
-            config.head_dim(),
-            config.intermediate_size,
-        );
-        let (nh, nkv) = (config.num_attention_heads, config.kv_heads());
+        let (h, hd) = (config.hidden_size, config.head_dim());
         out.insert(
             "model.embed_tokens.weight".into(),
             rand(&[config.vocab_size, h])?,
@@ -209,25 +215,19 @@ impl Qwen3 {
             "model.norm.weight".into(),
             Tensor::ones(h, DType::F32, &dev)?,
         );
-        for i in 0..config.num_hidden_layers {
+        for (i, block) in block_tensors(config).into_iter().enumerate() {
             let p = format!("model.layers.{i}");
-            for (n, s) in [
-                ("self_attn.q_proj", [nh * hd, h]),
-                ("self_attn.k_proj", [nkv * hd, h]),
-                ("self_attn.v_proj", [nkv * hd, h]),
-                ("self_attn.o_proj", [h, nh * hd]),
-                ("mlp.gate_proj", [inter, h]),
-                ("mlp.up_proj", [inter, h]),
-                ("mlp.down_proj", [h, inter]),
-            ] {
-                out.insert(format!("{p}.{n}.weight"), rand(&s)?);
+            for t in block {
+                out.insert(format!("{p}.{}.weight", t.module), rand(&t.shape)?);
+                if t.bias {
+                    out.insert(format!("{p}.{}.bias", t.module), rand(&t.shape[..1])?);
+                }
             }
-            for (n, d) in [
-                ("self_attn.q_norm", hd),
-                ("self_attn.k_norm", hd),
-                ("input_layernorm", h),
-                ("post_attention_layernorm", h),
-            ] {
+            let mut norms = vec![("input_layernorm", h), ("post_attention_layernorm", h)];
+            if config.arch.spec.qk_norm {
+                norms.extend([("self_attn.q_norm", hd), ("self_attn.k_norm", hd)]);
+            }
+            for (n, d) in norms {
                 out.insert(
                     format!("{p}.{n}.weight"),
                     Tensor::ones(d, DType::F32, &dev)?,
@@ -415,8 +415,13 @@ impl Qwen3 {
         let k = at.k_proj.forward(x)?.reshape((b, l, nkv, hd))?;
         let v = at.v_proj.forward(x)?.reshape((b, l, nkv, hd))?;
         let scale = 1.0 / (hd as f64).sqrt();
-        let q = rms_norm(&q, at.q_norm.tensor(), eps)?;
-        let k = rms_norm(&k, at.k_norm.tensor(), eps)?;
+        let (q, k) = match (&at.q_norm, &at.k_norm) {
+            (Some(qn), Some(kn)) => (
+                rms_norm(&q, qn.tensor(), eps)?,
+                rms_norm(&k, kn.tensor(), eps)?,
+            ),
+            _ => (q, k),
+        };
         if cache.is_none()
             && let Some(ctx) = fused::attention(&q, &k, &v, rope, amask, scale)?
         {
@@ -455,6 +460,43 @@ impl Qwen3 {
     }
 }
 
+/// One linear layer of a block: its module path under `model.layers.N.`, weight shape
+/// `(out, in)`, whether it has a bias.
+struct BlockLinear {
+    module: &'static str,
+    shape: [usize; 2],
+    bias: bool,
+}
+
+/// The seven linear layers of every block of `config`, in HF order.
+fn block_tensors(config: &DecoderConfig) -> Vec<Vec<BlockLinear>> {
+    let (h, hd, inter) = (
+        config.hidden_size,
+        config.head_dim(),
+        config.intermediate_size,
+    );
+    let (nh, nkv) = (config.num_attention_heads, config.kv_heads());
+    let (ab, mb) = (config.arch.attention_bias, config.arch.mlp_bias);
+    let one = |module, shape, bias| BlockLinear {
+        module,
+        shape,
+        bias,
+    };
+    (0..config.num_hidden_layers)
+        .map(|_| {
+            vec![
+                one("self_attn.q_proj", [nh * hd, h], ab),
+                one("self_attn.k_proj", [nkv * hd, h], ab),
+                one("self_attn.v_proj", [nkv * hd, h], ab),
+                one("self_attn.o_proj", [h, nh * hd], ab),
+                one("mlp.gate_proj", [inter, h], mb),
+                one("mlp.up_proj", [inter, h], mb),
+                one("mlp.down_proj", [h, inter], mb),
+            ]
+        })
+        .collect()
+}
+
 /// RMS norm over the last dimension with a differentiable graph.
 fn rms_norm(x: &Tensor, w: &Tensor, eps: f32) -> Result<Tensor> {
     fused::rms_norm(x, w, eps)
@@ -485,7 +527,7 @@ fn causal_mask(l: usize, past: usize, dtype: DType, dev: &Device) -> Result<Opti
 
 /// cos/sin tables `(max_positions, head_dim/2)` of the model's rotary embedding
 /// (scaled variants included, see [`super::rope`]).
-fn rope_tables(cfg: &Qwen3Config, dev: &Device, dtype: DType) -> Result<(Tensor, Tensor)> {
+fn rope_tables(cfg: &DecoderConfig, dev: &Device, dtype: DType) -> Result<(Tensor, Tensor)> {
     let hd = cfg.head_dim();
     let (inv, attention_factor) = cfg.rope().inv_freq(hd);
     let inv: Vec<f32> = inv.into_iter().map(|f| f as f32).collect();
