@@ -35,14 +35,16 @@ enum Command {
 #[derive(clap::Args)]
 struct SftArgs {
     /// `tiny` (CPU, small model and tokenizer trained here), `tiny-vl` (the same with a
-    /// vision tower that sees each step's screenshot), `qwen3-lora` or `qwen3-vl-lora`
-    /// (LoRA on a Qwen3-VL folder that sees each step's screenshot, ≤ 262,144 px).
+    /// vision tower that sees each step's screenshot), `lora` (LoRA r16 on a small
+    /// pretrained model of any family, e.g. SmolLM2 from `rmsweb model import`),
+    /// `qwen3-lora` (the paper's r64) or `qwen3-vl-lora` (LoRA on a Qwen3-VL folder that
+    /// sees each step's screenshot, ≤ 262,144 px).
     #[arg(long)]
     preset: String,
     /// Dataset folder.
     #[arg(long)]
     dataset: PathBuf,
-    /// Base model folder (HF layout) for qwen3-lora and qwen3-vl-lora.
+    /// Base model folder (HF layout) for lora, qwen3-lora and qwen3-vl-lora.
     #[arg(long)]
     model: Option<PathBuf>,
     /// `cpu` or `cuda:N`.

@@ -141,11 +141,11 @@ impl Default for FlattenSection {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct TrainSection {
-    /// Preset: SFT `tiny`, `tiny-vl`, `qwen3-lora` or `qwen3-vl-lora`; RL `tiny` or `paper`.
+    /// Preset: SFT `tiny`, `tiny-vl`, `lora`, `qwen3-lora` or `qwen3-vl-lora`; RL `tiny` or `paper`.
     pub preset: String,
     /// `cpu` or `cuda:N`.
     pub device: String,
-    /// Base model folder (SFT presets `qwen3-lora` and `qwen3-vl-lora` only).
+    /// Base model folder (SFT presets `lora`, `qwen3-lora` and `qwen3-vl-lora` only).
     pub model: Option<PathBuf>,
     /// Optimizer steps (SFT: a cap, RL: the number of steps); none keeps the preset's.
     pub steps: Option<usize>,

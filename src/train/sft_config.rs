@@ -64,7 +64,8 @@ pub struct SftConfig {
     pub kind: String,
     pub preset: String,
     pub dataset: PathBuf,
-    /// Base model folder (qwen3-lora, qwen3-vl-lora): a Qwen3 or Qwen3-VL HF folder.
+    /// Base model folder (lora, qwen3-lora, qwen3-vl-lora): an HF folder of a family
+    /// rmsweb runs (Qwen3, Llama) or a Qwen3-VL folder.
     #[serde(default)]
     pub model: Option<PathBuf>,
     pub device: String,
@@ -115,7 +116,8 @@ pub struct SftConfig {
 impl SftConfig {
     /// The named preset: `tiny` (CPU, full training of a ~4M-parameter model with a
     /// BPE trained on the dataset), `tiny-vl` (the same decoder with a small vision
-    /// tower that sees each step's screenshot), `qwen3-lora` (the paper's recipe,
+    /// tower that sees each step's screenshot), `lora` (LoRA sized for a ~135M
+    /// pretrained model, any family), `qwen3-lora` (the paper's recipe,
     /// ALGORITHMS.md §6) or `qwen3-vl-lora` (the same on a Qwen3-VL base that sees
     /// each step's screenshot, at most 262,144 pixels).
     pub fn preset(name: &str, dataset: &Path, model: Option<&Path>) -> Result<Self> {
@@ -189,6 +191,31 @@ impl SftConfig {
                     ..base
                 })
             }
+            // LoRA on every decoder linear of a small pretrained text model of any
+            // family (SmolLM2-135M-Instruct imported by `rmsweb model import`), sized
+            // for a CPU: see LoraConfig::small for the adapter and lr 2e-4 for its
+            // reasons; the paper's effective batch of 32; contexts of rmsweb's
+            // prompts (about 550 tokens) and answers fit 2,048.
+            "lora" => {
+                let dir = model.context(
+                    "preset lora needs --model DIR (a transformers folder; `rmsweb model \
+                     import FILE.gguf --out DIR` makes one from a GGUF)",
+                )?;
+                anyhow::ensure!(
+                    !crate::model::vl::is_vl_folder(dir),
+                    "preset lora: {} is a Qwen3-VL model; use qwen3-vl-lora",
+                    dir.display()
+                );
+                Ok(SftConfig {
+                    lora: Some(LoraConfig::small()),
+                    lr: 2e-4,
+                    micro_batch: 4,
+                    grad_accum: 8,
+                    context: 2048,
+                    checkpoint_every: 50,
+                    ..base
+                })
+            }
             // The paper's policy: LoRA r64/α128 on the decoder's linear layers of a
             // Qwen3-VL model (the tower frozen), screenshots capped at 262,144 px.
             "qwen3-vl-lora" => {
@@ -206,7 +233,10 @@ impl SftConfig {
                 })
             }
             _ => {
-                anyhow::bail!("unknown preset `{name}` (tiny, tiny-vl, qwen3-lora, qwen3-vl-lora)")
+                anyhow::bail!(
+                    "unknown preset `{}` (tiny, tiny-vl, lora, qwen3-lora, qwen3-vl-lora)",
+                    crate::util::sanitize::clean_line(name)
+                )
             }
         }
     }

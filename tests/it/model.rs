@@ -783,6 +783,32 @@ fn local_policy_is_send_and_sync() {
 
 #[test]
 fn qwen3_lora_sft_trains_only_adapters_and_exports_a_loadable_peft_checkpoint() {
+    lora_sft_trains_only_adapters("qwen3-lora", rmsweb::model::arch::Arch::qwen3());
+}
+
+/// The `lora` preset on a Llama base with attention and MLP biases (SmolLM2's family):
+/// r 16 / α 32 by default, only adapters train (biases stay frozen), and the checkpoint
+/// loads as base + PEFT adapter.
+#[test]
+fn lora_preset_on_a_llama_base_trains_only_adapters_and_exports_a_peft_checkpoint() {
+    let l = SftConfig::preset("lora", Path::new("ds"), Some(Path::new("base")))
+        .unwrap()
+        .lora
+        .unwrap();
+    assert_eq!((l.r, l.alpha, l.target_modules.len()), (16, 32.0, 7));
+    let e = SftConfig::preset("lora", Path::new("ds"), None).unwrap_err();
+    assert!(format!("{e:#}").contains("rmsweb model import"), "{e:#}");
+    let arch = rmsweb::model::arch::Arch {
+        attention_bias: true,
+        mlp_bias: true,
+        ..rmsweb::model::arch::Arch::llama()
+    };
+    lora_sft_trains_only_adapters("lora", arch);
+}
+
+/// Trains `preset` four steps (r 4) on a random base of family `arch` and checks what
+/// the run wrote.
+fn lora_sft_trains_only_adapters(preset: &str, arch: rmsweb::model::arch::Arch) {
     let d = tempfile::tempdir().unwrap();
     let ds = d.path().join("ds");
     make_dataset(&ds, 5);
@@ -792,7 +818,7 @@ fn qwen3_lora_sft_trains_only_adapters_and_exports_a_loadable_peft_checkpoint() 
     let tok = small_tokenizer();
     tokenizer::save(&tok, &base).unwrap();
     let cfg = DecoderConfig {
-        arch: rmsweb::model::arch::Arch::qwen3(),
+        arch,
         vocab_size: tok.get_vocab_size(true),
         max_position_embeddings: 1024,
         ..tiny_config(true)
@@ -816,7 +842,7 @@ fn qwen3_lora_sft_trains_only_adapters_and_exports_a_loadable_peft_checkpoint() 
     .iter()
     .map(|s| s.to_string())
     .collect();
-    let scfg = SftConfig::preset("qwen3-lora", &ds, Some(&base))
+    let scfg = SftConfig::preset(preset, &ds, Some(&base))
         .unwrap()
         .with_overrides(&sets)
         .unwrap();

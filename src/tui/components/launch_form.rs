@@ -52,12 +52,12 @@ const VERL_HINTS: [&str; 8] = [
 
 const HINTS: [&str; 8] = [
     "sft | rl | verl  (←/→)",
-    "tiny | tiny-vl | qwen3-lora | qwen3-vl-lora (sft) · tiny | paper (rl)",
+    "tiny | tiny-vl | lora | qwen3-lora | qwen3-vl-lora (sft) · tiny | paper (rl)",
     "dataset folder",
     "optimizer steps (empty: the preset's)",
     "learning rate (empty: the preset's)",
     "rl only: salvage-ds | anchor-free | dapo | grpo  (←/→)",
-    "rl: SFT run folder · sft: base model folder (qwen3-lora, qwen3-vl-lora)",
+    "rl: SFT run folder · sft: base model (lora, qwen3-lora, qwen3-vl-lora)",
     "more config: key=value key=value …",
 ];
 
