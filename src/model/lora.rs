@@ -224,19 +224,35 @@ impl Linear {
 
     /// Applies the layer to `x` of shape (..., in).
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let mut y = super::fused::linear(x, self.weight.tensor())?;
-        if let Some(b) = &self.bias {
-            y = y.broadcast_add(b.tensor())?;
-        }
         let Some(l) = self.lora.as_ref().filter(|l| l.key.adapters_enabled()) else {
-            return Ok(y);
+            return self.plus_bias(super::fused::linear(x, self.weight.tensor())?);
         };
-        let xd = l.dropout_input(x)?;
+        let (a, b) = (l.a.tensor(), l.b.tensor());
+        let fused = super::fused::lora_linear(x, self.weight.tensor(), a, b, l.scale, l.mask())?;
+        if let Some(y) = fused {
+            return self.plus_bias(y);
+        }
+        let y = super::fused::linear(x, self.weight.tensor())?;
+        let xd = match l.mask() {
+            Some(m) => {
+                let f = Tensor::from_vec(m.factors(x.elem_count()), x.shape(), &Device::Cpu)?;
+                (x * f.to_device(x.device())?.to_dtype(x.dtype())?)?
+            }
+            None => x.clone(),
+        };
         // Adapters may be kept in f32 under a bf16 base; cast for the product.
-        let a = l.a.tensor().to_dtype(x.dtype())?;
-        let b = l.b.tensor().to_dtype(x.dtype())?;
+        let a = a.to_dtype(x.dtype())?;
+        let b = b.to_dtype(x.dtype())?;
         let up = super::fused::linear(&super::fused::linear(&xd, &a)?, &b)?;
-        y + (up * l.scale)?
+        self.plus_bias((y + (up * l.scale)?)?)
+    }
+
+    /// `y` plus the bias, if any.
+    fn plus_bias(&self, y: Tensor) -> Result<Tensor> {
+        match &self.bias {
+            Some(b) => y.broadcast_add(b.tensor()),
+            None => Ok(y),
+        }
     }
 
     /// Folds the adapter into W (`W += scale · B A`) and removes it.
@@ -252,23 +268,10 @@ impl Linear {
 }
 
 impl Lora {
-    fn dropout_input(&self, x: &Tensor) -> Result<Tensor> {
-        let Some(key) = self.key.get() else {
-            return Ok(x.clone());
-        };
-        if self.dropout <= 0.0 {
-            return Ok(x.clone());
-        }
-        let p = f64::from(self.dropout);
-        let mut rng = ChaCha8Rng::seed_from_u64(key ^ self.module_id.rotate_left(17));
-        let keep = (1.0 / (1.0 - p)) as f32;
-        let mask: Vec<f32> = (0..x.elem_count())
-            .map(|_| if rng.random::<f64>() < p { 0.0 } else { keep })
-            .collect();
-        let mask = Tensor::from_vec(mask, x.shape(), &Device::Cpu)?
-            .to_device(x.device())?
-            .to_dtype(x.dtype())?;
-        x * mask
+    /// The dropout mask of the current key (`None`: no dropout now).
+    fn mask(&self) -> Option<super::fused::DropoutMask> {
+        let key = self.key.get()?;
+        super::fused::DropoutMask::new(key ^ self.module_id.rotate_left(17), self.dropout)
     }
 }
 

@@ -246,7 +246,41 @@ fn attention_core_matches_the_composite_attention() {
 /// the composite f64 one built from the same weights.
 #[test]
 fn whole_model_gradients_match_the_composite_model() {
-    let cfg = tiny_config(true);
+    assert_model_gradients_match(&tiny_config(true), None);
+}
+
+/// A Llama with biases under LoRA with dropout (the base frozen, as in LoRA SFT): the
+/// fused adapter kernel's gradients are the composite path's, masks included.
+#[test]
+fn lora_model_gradients_with_dropout_match_the_composite_model() {
+    let cfg = rmsweb::model::DecoderConfig {
+        arch: rmsweb::model::arch::Arch {
+            attention_bias: true,
+            mlp_bias: true,
+            ..rmsweb::model::arch::Arch::llama()
+        },
+        ..tiny_config(false)
+    };
+    let lora = rmsweb::model::LoraConfig {
+        r: 4,
+        alpha: 8.0,
+        dropout: 0.2,
+        target_modules: rmsweb::model::LoraConfig::ALL_LINEAR
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+    };
+    assert_model_gradients_match(&cfg, Some(&lora));
+}
+
+/// A tiny model's log-probs and the gradients of its trainable variables (every
+/// weight, or only the adapters of `lora`, B set nonzero and dropout on) agree between
+/// f32 (fused kernels) and f64 (candle's composite ops).
+fn assert_model_gradients_match(
+    cfg: &rmsweb::model::DecoderConfig,
+    lora: Option<&rmsweb::model::LoraConfig>,
+) {
+    let cfg = cfg.clone();
     let vocab = cfg.vocab_size;
     let w: HashMap<String, Tensor> = Decoder::random_weights(&cfg, 5)
         .unwrap()
@@ -263,7 +297,19 @@ fn whole_model_gradients_match_the_composite_model() {
     )
     .unwrap();
     let grads = |dtype: DType| {
-        let m = Decoder::from_weights(&cfg, w.clone(), dtype, &Device::Cpu, true).unwrap();
+        let mut m =
+            Decoder::from_weights(&cfg, w.clone(), dtype, &Device::Cpu, lora.is_none()).unwrap();
+        if let Some(l) = lora {
+            assert_eq!(m.add_lora(l, 3).unwrap(), 7 * cfg.num_hidden_layers);
+            let b: HashMap<String, Tensor> = m
+                .trainable_vars()
+                .into_iter()
+                .filter(|(n, _)| n.ends_with("lora_B.weight"))
+                .map(|(n, v)| (n, rand(v.dims(), 17).to_dtype(dtype).unwrap()))
+                .collect();
+            m.load_params(&b).unwrap();
+            m.dropout_key().set(Some(12));
+        }
         let inp = Tensor::from_vec(ids.clone(), (2, 9), &Device::Cpu).unwrap();
         let h = m
             .forward_hidden_masked(&inp, 0, None, Some(&key_mask))
@@ -308,5 +354,53 @@ fn whole_model_gradients_match_the_composite_model() {
             .max(1.0);
         let d = max_diff(a, b) / scale;
         assert!(d < 1e-3, "{n}: relative gradient difference {d}");
+    }
+}
+
+/// The fused adapter kernel against its formula, `x Wᵀ + s·((x ⊙ m) Aᵀ) Bᵀ`, composed
+/// from candle ops in f64: values and the gradients of x, A and B, with and without
+/// dropout, through both base-product paths (a few rows, and gemm).
+#[test]
+fn lora_linear_matches_its_formula() {
+    for p in [0.0f32, 0.3] {
+        for rows in [3usize, 40] {
+            let mask = fused::DropoutMask::new(21, p);
+            let w = rand(&[24, 16], 1);
+            let name = format!("lora_linear p={p} rows={rows}");
+            let inputs = [
+                rand(&[2, rows, 16], 2),
+                rand(&[4, 16], 3),
+                rand(&[24, 4], 4),
+            ];
+            assert_fused_matches(&name, &inputs, 1e-4, &|t| {
+                let w = w.to_dtype(t[0].dtype()).unwrap();
+                if t[0].dtype() == DType::F32 {
+                    return fused::lora_linear(&t[0], &w, &t[1], &t[2], 0.5, mask)
+                        .unwrap()
+                        .expect("fused for f32 on the CPU");
+                }
+                let xd = match mask {
+                    Some(m) => {
+                        let f = Tensor::from_vec(
+                            m.factors(t[0].elem_count()),
+                            t[0].shape(),
+                            &Device::Cpu,
+                        )
+                        .unwrap()
+                        .to_dtype(DType::F64)
+                        .unwrap();
+                        (&t[0] * f).unwrap()
+                    }
+                    None => t[0].clone(),
+                };
+                let base = t[0].broadcast_matmul(&w.t().unwrap()).unwrap();
+                let up = xd
+                    .broadcast_matmul(&t[1].t().unwrap())
+                    .unwrap()
+                    .broadcast_matmul(&t[2].t().unwrap())
+                    .unwrap();
+                (base + (up * 0.5).unwrap()).unwrap()
+            });
+        }
     }
 }

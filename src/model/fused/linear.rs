@@ -34,10 +34,10 @@ struct LinearOp;
 /// dot products over the weight's rows: the general matrix multiplication would
 /// first repack the whole weight for a handful of rows (a third of an RL step's CPU
 /// time went there).
-const FEW_ROWS: usize = 16;
+pub(super) const FEW_ROWS: usize = 16;
 
 /// `x · wᵀ` for a few rows `x` `(n, k)` and `w` `(out, k)`, parallel over weight rows.
-fn few_rows_times_wt(x: &[f32], w: &[f32], k: usize) -> Vec<f32> {
+pub(super) fn few_rows_times_wt(x: &[f32], w: &[f32], k: usize) -> Vec<f32> {
     use rayon::prelude::*;
     let (n, out) = (x.len() / k.max(1), w.len() / k.max(1));
     if n == 0 || out == 0 {

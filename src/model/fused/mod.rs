@@ -11,8 +11,11 @@
 
 mod attention;
 mod decode;
+mod dropout;
+mod gemm;
 mod linear;
 mod log_probs;
+mod lora;
 mod norm;
 mod rope;
 mod simd;
@@ -22,8 +25,10 @@ mod swiglu;
 pub use attention::attention;
 use candle_core::{CpuStorage, DType, Layout, Result, Storage, Tensor};
 pub use decode::{SharedRows, decode_attention};
+pub use dropout::DropoutMask;
 pub use linear::linear;
 pub use log_probs::target_log_probs;
+pub use lora::lora_linear;
 pub use norm::rms_norm;
 use rayon::prelude::*;
 pub use rope::{RopeTables, rope};
