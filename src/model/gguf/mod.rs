@@ -395,6 +395,10 @@ fn convert(path: &Path, label: &str, dir: &Path, dtype: OutDtype) -> Result<Writ
     write_json("generation_config.json", &hp.generation_config())?;
     write_json("tokenizer_config.json", &tok.config)?;
     crate::model::tokenizer::save(&tok.tokenizer, dir)?;
+    // safetensors writes through a private temporary file (mode 0600): give the weights
+    // the mode of any new file, as the JSON files have.
+    let mode = std::fs::metadata(dir.join("config.json"))?.permissions();
+    std::fs::set_permissions(dir.join("model.safetensors"), mode)?;
     Ok(Written {
         architecture: hparams::ARCHITECTURE.to_string(),
         parameters,

@@ -196,6 +196,8 @@ fn config_files_describe_the_model() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     assert_eq!(names, OUTPUT_FILES.iter().map(|s| s.to_string()).collect());
+    let mode = |n: &str| std::fs::metadata(c.out.join(n)).unwrap().permissions();
+    assert_eq!(mode("model.safetensors"), mode("tokenizer.json"));
     let cfg = json(&c.out, "config.json");
     for (k, v) in [
         ("architectures", serde_json::json!(["LlamaForCausalLM"])),
@@ -614,5 +616,50 @@ fn hostile_names_are_cleaned_in_errors() {
     assert!(
         !e.contains('\u{1b}') && !e.contains('\u{7}') && e.contains("evil"),
         "{e:?}"
+    );
+}
+
+#[test]
+fn linear_rope_scaling_maps_exactly_and_other_scalings_are_refused() {
+    use crate::model::rope::{RopeScaling, RopeSpec};
+    let (mut w, _) = tiny(|_| {});
+    w.kv("llama.rope.scaling.type", Value::String("linear".into()))
+        .kv("llama.rope.scaling.factor", Value::F32(4.0));
+    let c = case(&w);
+    import(&c.gguf, &c.out, OutDtype::F32).unwrap();
+    let cfg = json(&c.out, "config.json");
+    assert_eq!(
+        cfg["rope_parameters"],
+        serde_json::json!({"rope_type": "linear", "factor": 4.0, "rope_theta": 1e4})
+    );
+    // transformers 4's spelling too, and the project's own reader agrees.
+    assert_eq!(
+        cfg["rope_scaling"],
+        serde_json::json!({"rope_type": "linear", "factor": 4.0})
+    );
+    let spec = RopeSpec::from_hf(cfg.as_object().unwrap(), 256).unwrap();
+    assert_eq!(spec.theta, 1e4);
+    assert_eq!(spec.scaling, Some(RopeScaling::Linear { factor: 4.0 }));
+
+    // The older key for the same thing.
+    let (mut w, _) = tiny(|_| {});
+    w.kv("llama.rope.scale_linear", Value::F32(2.0));
+    let c = case(&w);
+    import(&c.gguf, &c.out, OutDtype::F32).unwrap();
+    assert_eq!(
+        json(&c.out, "config.json")["rope_parameters"]["factor"],
+        2.0
+    );
+
+    let (mut w, _) = tiny(|_| {});
+    w.kv("llama.rope.scaling.type", Value::String("linear".into()));
+    assert!(refused(&w).contains("key `llama.rope.scaling.factor` is missing"));
+    let (mut w, _) = tiny(|_| {});
+    w.kv("llama.rope.scaling.type", Value::String("none".into()));
+    let c = case(&w);
+    import(&c.gguf, &c.out, OutDtype::F32).unwrap();
+    assert_eq!(
+        json(&c.out, "config.json")["rope_parameters"]["rope_type"],
+        "default"
     );
 }
