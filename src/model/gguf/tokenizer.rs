@@ -9,7 +9,10 @@
 //! - `smollm`: `Sequence[Digits(individual_digits), ByteLevel(use_regex)]` (SmolLM,
 //!   SmolLM2: each digit its own token);
 //! - `gpt2`, `gpt-2` and `default`: `ByteLevel(use_regex)`, GPT-2's split (a file
-//!   without the key is `default`, as llama.cpp reads it);
+//!   without the key is `default`, as llama.cpp reads it). llama.cpp itself splits
+//!   `default` with a different chain of patterns (punctuation runs, then GPT-2's, then
+//!   digit groups of three); the files that say `default` come from a checkpoint whose
+//!   `tokenizer.json` llama.cpp did not recognize, so GPT-2's split is a guess there;
 //! - `llama-bpe`: Llama 3's `Split(regex, isolated)` then `ByteLevel` without its
 //!   regex, and its BPE ignores merges for whole-word tokens (`ignore_merges`);
 //!
