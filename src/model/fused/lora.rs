@@ -25,7 +25,7 @@ pub fn lora_linear(
     scale: f64,
     mask: Option<DropoutMask>,
 ) -> Result<Option<Tensor>> {
-    if !([x, w, a, b].iter().all(|t| fusable(t)) && !w.track_op()) {
+    if w.track_op() || ![x, w, a, b].iter().all(|t| fusable(t)) {
         return Ok(None);
     }
     let (out_dim, in_dim) = w.dims2()?;
