@@ -31,6 +31,7 @@ mod rl_train;
 mod runs_tab;
 mod runs_tail;
 mod serve;
+mod smollm2;
 mod tui;
 mod tui_data;
 mod tui_tmux;
