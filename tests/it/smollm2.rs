@@ -245,24 +245,7 @@ fn cut_smollm2_trains_lora_sft_and_rl_serves_and_merges() {
         d.path().join("m"),
     );
     let s = |p: &Path| p.to_string_lossy().into_owned();
-    rmsweb(&[
-        "train",
-        "sft",
-        "--preset",
-        "lora",
-        "--model",
-        &s(base),
-        "--dataset",
-        &s(&fixtures),
-        "--run-dir",
-        &s(&sft),
-        "--steps",
-        "2",
-        "--set",
-        "micro_batch=1",
-        "--set",
-        "grad_accum=1",
-    ]);
+    lora_sft(base, &sft, 2);
     let trained = weights::load_file(
         &sft.join("checkpoints/step-2/trainable.safetensors"),
         &Device::Cpu,
@@ -334,6 +317,31 @@ fn cut_smollm2_trains_lora_sft_and_rl_serves_and_merges() {
     assert!(max_abs_diff(&logits(&plain.model, &input), &logits(&m.model, &input)) > 1e-3);
 }
 
+/// `rmsweb train sft --preset lora` on the bundled fixtures for `steps` steps of one
+/// sample each, into `run`.
+fn lora_sft(base: &Path, run: &Path, steps: usize) {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+    let s = |p: &Path| p.to_string_lossy().into_owned();
+    rmsweb(&[
+        "train",
+        "sft",
+        "--preset",
+        "lora",
+        "--model",
+        &s(base),
+        "--dataset",
+        &s(&fixtures),
+        "--run-dir",
+        &s(run),
+        "--steps",
+        &steps.to_string(),
+        "--set",
+        "micro_batch=1",
+        "--set",
+        "grad_accum=1",
+    ]);
+}
+
 /// The token ids of a short chat prompt, as the model reads one.
 fn prompt_ids(model: &Path) -> Vec<u32> {
     let tok = tokenizer::load(model.join("tokenizer.json")).unwrap();
@@ -400,29 +408,8 @@ fn cut_smollm2_adapter_and_folder_load_in_transformers_and_peft() {
     );
     let base = cut4();
     let d = tempfile::tempdir().unwrap();
-    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
     let sft = d.path().join("sft");
-    let s = |p: &Path| p.to_string_lossy().into_owned();
-    rmsweb(&[
-        "train",
-        "sft",
-        "--preset",
-        "lora",
-        "--model",
-        &s(base),
-        "--dataset",
-        &s(&fixtures),
-        "--run-dir",
-        &s(&sft),
-        "--steps",
-        "1",
-        "--set",
-        "micro_batch=1",
-        "--set",
-        "grad_accum=1",
-        "--set",
-        "lr=0.01",
-    ]);
+    lora_sft(base, &sft, 1);
     let ck = sft.join("checkpoints/step-1");
     let input = prompt_ids(base);
     let ids = Tensor::new(input.as_slice(), &Device::Cpu).unwrap();
