@@ -1,6 +1,9 @@
 //! `rmsweb serve`.
 
 use rmsweb::policy::format::PromptFormat;
+use rmsweb::serve::limits::{
+    DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_STOP_BYTES, Limits,
+};
 use rmsweb::serve::{ServeConfig, serve};
 use std::path::PathBuf;
 
@@ -34,6 +37,17 @@ pub struct Args {
     /// model was trained with), e.g. `browser-use` for models trained on that format.
     #[arg(long, value_enum)]
     pub prompt_format: Option<PromptFormat>,
+    /// Largest request body in bytes; larger ones are refused (413) before they are
+    /// read whole.
+    #[arg(long, default_value_t = DEFAULT_MAX_BODY_BYTES, value_parser = clap::value_parser!(u64).range(1024..))]
+    pub max_body_bytes: u64,
+    /// Largest text of one message in bytes; larger messages are refused before the
+    /// prompt is tokenized.
+    #[arg(long, default_value_t = DEFAULT_MAX_MESSAGE_BYTES, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_message_bytes: u64,
+    /// Longest stop sequence in bytes (each is searched for after every token).
+    #[arg(long, default_value_t = DEFAULT_MAX_STOP_BYTES, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_stop_bytes: u64,
 }
 
 /// Runs the subcommand.
@@ -47,5 +61,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         max_batch: a.max_batch,
         log_dataset: a.log_dataset,
         prompt_format: a.prompt_format,
+        limits: Limits {
+            max_body_bytes: usize::try_from(a.max_body_bytes).unwrap_or(usize::MAX),
+            max_message_bytes: usize::try_from(a.max_message_bytes).unwrap_or(usize::MAX),
+            max_stop_bytes: usize::try_from(a.max_stop_bytes).unwrap_or(usize::MAX),
+        },
     })
 }

@@ -3,6 +3,7 @@
 //! (`{"error": {"message", "type", "param", "code"}}`).
 
 use super::images::RequestImage;
+use super::limits::Limits;
 use crate::model::Message;
 use crate::model::constrain::Schema;
 use crate::model::vl::prompt::IMAGE_PLACEHOLDER;
@@ -152,8 +153,8 @@ pub struct Checked {
 
 /// Parses and checks a request body. `model` is the served model's id; a model that
 /// `sees` gets the request's last image (others, and every image for a text model,
-/// are dropped).
-pub fn check(body: &[u8], model: &str, sees: bool) -> Result<Checked, ApiError> {
+/// are dropped). Messages and stop sequences over `limits` are refused naming them.
+pub fn check(body: &[u8], model: &str, sees: bool, limits: &Limits) -> Result<Checked, ApiError> {
     let de = &mut serde_json::Deserializer::from_slice(body);
     let r: ChatRequest = serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
@@ -222,7 +223,18 @@ pub fn check(body: &[u8], model: &str, sees: bool) -> Result<Checked, ApiError> 
             }
         };
         let image_at = shown.filter(|&(k, _)| k == i).map(|(_, j)| j);
-        messages.push(Message::new(role, text_of(m, i, image_at)?));
+        let text = text_of(m, i, image_at)?;
+        if text.len() > limits.max_message_bytes {
+            return Err(ApiError::invalid(
+                format!("messages[{i}].content"),
+                format!(
+                    "the message holds {} bytes of text; the limit is {} (--max-message-bytes)",
+                    text.len(),
+                    limits.max_message_bytes
+                ),
+            ));
+        }
+        messages.push(Message::new(role, text));
     }
     let temperature = r.temperature.unwrap_or(1.0);
     if !(0.0..=2.0).contains(&temperature) {
@@ -246,13 +258,31 @@ pub fn check(body: &[u8], model: &str, sees: bool) -> Result<Checked, ApiError> 
         (Some(m), _) | (None, Some(m)) => Some(m as usize),
         (None, None) => None,
     };
-    let stop = match r.stop {
-        None => Vec::new(),
-        Some(Stop::One(s)) => vec![s],
-        Some(Stop::Many(v)) => v,
+    let (stop, one) = match r.stop {
+        None => (Vec::new(), false),
+        Some(Stop::One(s)) => (vec![s], true),
+        Some(Stop::Many(v)) => (v, false),
     };
     if stop.len() > 4 {
         return Err(ApiError::invalid("stop", "at most 4 stop sequences"));
+    }
+    if let Some((k, s)) = stop
+        .iter()
+        .enumerate()
+        .find(|(_, s)| s.len() > limits.max_stop_bytes)
+    {
+        return Err(ApiError::invalid(
+            if one {
+                "stop".into()
+            } else {
+                format!("stop[{k}]")
+            },
+            format!(
+                "a stop sequence of {} bytes; the limit is {} (--max-stop-bytes)",
+                s.len(),
+                limits.max_stop_bytes
+            ),
+        ));
     }
     let penalty = |v: Option<f64>, name: &str| -> Result<f32, ApiError> {
         let v = v.unwrap_or(0.0);
@@ -357,7 +387,7 @@ mod tests {
     use super::*;
 
     fn err(body: Value) -> ApiError {
-        check(body.to_string().as_bytes(), "m", false).unwrap_err()
+        check(body.to_string().as_bytes(), "m", false, &Limits::default()).unwrap_err()
     }
 
     #[test]
@@ -399,6 +429,7 @@ mod tests {
             .as_bytes(),
             "m",
             false,
+            &Limits::default(),
         )
         .unwrap();
         assert_eq!(c.messages[1].content, "state");
@@ -424,7 +455,7 @@ mod tests {
             {"role": "assistant", "content": "ok"},
             {"role": "user", "content": [{"type": "text", "text": "now"}, part(&url), {"type": "text", "text": "after"}]}
         ]});
-        let c = check(body.to_string().as_bytes(), "m", true).unwrap();
+        let c = check(body.to_string().as_bytes(), "m", true, &Limits::default()).unwrap();
         let img = c.image.expect("the last image is shown");
         assert_eq!(img.field, "messages[2].content[1].image_url.url");
         assert_eq!(img.image.width(), 2);
@@ -436,7 +467,7 @@ mod tests {
         // A bad last image is refused, naming its field.
         let body =
             json!({"messages": [{"role": "user", "content": [part("data:image/png;base64,!!")]}]});
-        let e = check(body.to_string().as_bytes(), "m", true).unwrap_err();
+        let e = check(body.to_string().as_bytes(), "m", true, &Limits::default()).unwrap_err();
         assert_eq!(
             e.param.as_deref(),
             Some("messages[0].content[0].image_url.url")

@@ -95,6 +95,14 @@ struct Job {
     events: UnboundedSender<Event>,
 }
 
+impl Job {
+    /// Whether the client went away (its events are no longer read): its rows stop
+    /// at the next step.
+    fn gone(&self) -> bool {
+        self.events.is_closed()
+    }
+}
+
 /// Facts about the served model the HTTP layer checks requests against.
 #[derive(Debug, Clone)]
 pub struct ModelInfo {
@@ -137,6 +145,8 @@ impl Engine {
                             Err(_) => break,
                         }
                     }
+                    // A client that went away while its request waited is not decoded.
+                    jobs.retain(|j| !j.gone());
                     let (seeing, text): (Vec<Job>, Vec<Job>) =
                         jobs.into_iter().partition(|j| j.req.image.is_some());
                     let fail = |jobs: &[Job], e: anyhow::Error| {
@@ -301,7 +311,10 @@ impl Core {
                 self.accept(&mut rows[r], job, t, pos + 1 >= max_pos);
             }
             let still: Vec<usize> = (0..active.len())
-                .filter(|&k| rows[active[k]].finished.is_none())
+                .filter(|&k| {
+                    let row = &rows[active[k]];
+                    row.finished.is_none() && !jobs[row.job].gone()
+                })
                 .collect();
             if still.is_empty() {
                 break;
@@ -351,6 +364,9 @@ impl Core {
             Ok(l.flatten_all()?.to_dtype(DType::F32)?.to_vec1()?)
         };
         for c in 0..job.req.n {
+            if job.gone() {
+                break;
+            }
             let mut row = Row::new(0, c, &job.req, Vec::new());
             let mut cache = VlCache::for_decoding();
             let h = vl
@@ -361,7 +377,7 @@ impl Core {
             loop {
                 let t = self.choose(&mut row, &job.req, &logits, max_pos.saturating_sub(pos));
                 self.accept(&mut row, job, t, pos + 1 >= max_pos);
-                if row.finished.is_some() {
+                if row.finished.is_some() || job.gone() {
                     break;
                 }
                 let h = vl.model.forward_hidden(&[t], None, Some(&mut cache))?;

@@ -52,8 +52,10 @@ pub fn decode_data_url(url: &str, field: &str) -> Result<RequestImage, ApiError>
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(data.trim())
         .map_err(|e| bad(format!("invalid base64: {e}")))?;
-    let image = image::load_from_memory(&bytes)
-        .map_err(|e| bad(format!("not a PNG or JPEG image: {e}")))?;
+    // The dimensions in the header are checked against the caps before any pixel
+    // is decoded (a 13000×13000 PNG is a few hundred KiB of base64).
+    let (image, _) = crate::util::image::decode(&bytes)
+        .map_err(|e| bad(format!("not a PNG or JPEG image within the limits: {e}")))?;
     Ok(RequestImage {
         field: field.to_string(),
         image: Arc::new(image),
@@ -97,6 +99,29 @@ mod tests {
             );
             assert!(e.message.contains(says), "{url}: {}", e.message);
         }
+    }
+
+    /// The README's cap (64 Mpx) holds for requests: a 13000×13000 PNG (169 Mpx,
+    /// a few hundred KiB of file) is refused from its header, never decoded.
+    #[test]
+    fn images_over_the_pixel_cap_are_refused_undecoded() {
+        let mut bytes = Vec::new();
+        image::GrayImage::new(13_000, 13_000)
+            .write_to(
+                &mut std::io::Cursor::new(&mut bytes),
+                image::ImageFormat::Png,
+            )
+            .unwrap();
+        let url = format!(
+            "data:image/png;base64,{}",
+            base64::engine::general_purpose::STANDARD.encode(bytes)
+        );
+        let e = decode_data_url(&url, "messages[0].content[1].image_url.url").unwrap_err();
+        assert!(e.message.contains("13000×13000"), "{}", e.message);
+        assert_eq!(
+            e.param.as_deref(),
+            Some("messages[0].content[1].image_url.url")
+        );
     }
 
     #[test]

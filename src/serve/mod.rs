@@ -24,6 +24,7 @@
 pub mod api;
 pub mod engine;
 pub mod images;
+pub mod limits;
 pub mod log;
 
 use crate::model::vl::prompt::{Screenshot, expand_ids};
@@ -38,14 +39,12 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use engine::{Engine, Event, Finish, GenRequest};
+use limits::Limits;
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
-
-/// Largest request body (Browser Use sends screenshots inline).
-pub const MAX_BODY_BYTES: usize = 64 << 20;
 
 /// Settings of `rmsweb serve`.
 #[derive(Debug, Clone)]
@@ -64,6 +63,8 @@ pub struct ServeConfig {
     pub log_dataset: Option<PathBuf>,
     /// Replace each request's system message by this format's.
     pub prompt_format: Option<PromptFormat>,
+    /// Sizes checked before any work on a request.
+    pub limits: Limits,
 }
 
 /// What the handlers share.
@@ -85,7 +86,15 @@ struct App {
     log: Option<log::ExchangeLog>,
     requests: AtomicU64,
     created: u64,
+    limits: Limits,
+    /// Bytes of the vocabulary's longest token (for the prompt estimate).
+    longest_token: usize,
+    /// Requests being checked and tokenized at once, off the async workers.
+    preparing: tokio::sync::Semaphore,
 }
+
+/// Requests checked and tokenized at once (each on a blocking thread).
+const PREPARING_AT_ONCE: usize = 2;
 
 /// Loads the model and serves until Ctrl-C (or SIGTERM).
 pub fn serve(cfg: ServeConfig) -> Result<()> {
@@ -117,6 +126,12 @@ pub fn serve(cfg: ServeConfig) -> Result<()> {
         image_token: v.model.token_ids().image_token_id,
         device: device.clone(),
     });
+    let longest_token = crate::model::constrain::token_bytes(&tokenizer)
+        .iter()
+        .flatten()
+        .map(Vec::len)
+        .max()
+        .unwrap_or(1);
     let engine = Engine::start(model, vl, tokenizer.clone(), cfg.max_batch);
     let app = Arc::new(App {
         engine,
@@ -130,6 +145,9 @@ pub fn serve(cfg: ServeConfig) -> Result<()> {
         created: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs()),
+        limits: cfg.limits,
+        longest_token,
+        preparing: tokio::sync::Semaphore::new(PREPARING_AT_ONCE),
     });
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -186,6 +204,7 @@ async fn shutdown_signal() {
 }
 
 fn router(app: Arc<App>) -> Router {
+    let body_limit = app.limits.max_body_bytes;
     Router::new()
         .route("/v1/models", get(models))
         .route("/v1/chat/completions", post(chat))
@@ -199,7 +218,7 @@ fn router(app: Arc<App>) -> Router {
                 code: Some("unknown_url"),
             }
         })
-        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(DefaultBodyLimit::max(body_limit))
         .with_state(app)
 }
 
@@ -220,8 +239,33 @@ struct Choice {
     tokens: usize,
 }
 
-async fn chat(State(app): State<Arc<App>>, body: axum::body::Bytes) -> Response {
-    match start(&app, &body) {
+async fn chat(
+    State(app): State<Arc<App>>,
+    body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
+) -> Response {
+    let body = match body {
+        Ok(b) => b,
+        Err(e) => return body_refused(&app, &e).into_response(),
+    };
+    // Parsing, the schema, the image and the tokenizer run on a blocking thread, a
+    // few requests at a time: the async workers stay free for every other client.
+    let started = match app.preparing.acquire().await {
+        Ok(_permit) => {
+            let a = Arc::clone(&app);
+            tokio::task::spawn_blocking(move || {
+                let started = start(&a, &body);
+                if started.is_err() && body.len() >= TRIM_AFTER_BYTES {
+                    drop(body);
+                    give_back_memory();
+                }
+                started
+            })
+            .await
+            .unwrap_or_else(|e| Err(ApiError::server(format!("preparing the request: {e}"))))
+        }
+        Err(_) => Err(ApiError::server("the server is shutting down")),
+    };
+    match started {
         Ok((req, prompt_tokens, events)) => {
             if req.stream {
                 stream(app, req, prompt_tokens, events).into_response()
@@ -241,9 +285,62 @@ type Started = (
     tokio::sync::mpsc::UnboundedReceiver<Event>,
 );
 
+/// A refused body (too large: 413) as an OpenAI-style error.
+fn body_refused(app: &App, e: &axum::extract::rejection::BytesRejection) -> ApiError {
+    let status = e.status();
+    ApiError {
+        status,
+        message: if status == StatusCode::PAYLOAD_TOO_LARGE {
+            format!(
+                "the request body is over the limit of {} bytes (--max-body-bytes)",
+                app.limits.max_body_bytes
+            )
+        } else {
+            format!("the request body could not be read: {e}")
+        },
+        kind: "invalid_request_error",
+        param: Some("(body)".into()),
+        code: None,
+    }
+}
+
+/// Bodies at least this large give their memory back to the system when refused.
+const TRIM_AFTER_BYTES: usize = 1 << 20;
+
+/// Returns the allocator's free memory to the system (glibc keeps what a large
+/// refused request freed otherwise).
+fn give_back_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only releases free heap memory; it takes no pointers.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// Refuses a prompt whose bytes alone show it cannot fit the context, before it is
+/// rendered and tokenized.
+fn estimate_fits(app: &App, messages: &[Message]) -> Result<(), ApiError> {
+    let bytes: usize = messages.iter().map(|m| m.content.len()).sum();
+    let at_least = limits::min_prompt_tokens(messages.len(), bytes, app.longest_token);
+    let max_pos = app.engine.info.max_positions;
+    if at_least >= max_pos {
+        return Err(ApiError {
+            code: Some("context_length_exceeded"),
+            ..ApiError::invalid(
+                "messages",
+                format!(
+                    "the {} messages hold {bytes} bytes of text: at least {at_least} tokens; this model's context is {max_pos} tokens",
+                    messages.len()
+                ),
+            )
+        });
+    }
+    Ok(())
+}
+
 /// Checks the request, renders and encodes its prompt and queues it.
 fn start(app: &App, body: &[u8]) -> Result<Started, ApiError> {
-    let mut req = api::check(body, &app.model, app.vision.is_some())?;
+    let mut req = api::check(body, &app.model, app.vision.is_some(), &app.limits)?;
     if let Some(f) = app.prompt_format {
         let system = match f {
             PromptFormat::BrowserUse => crate::policy::browser_use::system_prompt(),
@@ -254,6 +351,7 @@ fn start(app: &App, body: &[u8]) -> Result<Started, ApiError> {
             None => req.messages.insert(0, Message::new("system", system)),
         }
     }
+    estimate_fits(app, &req.messages)?;
     let mut prompt = app
         .template
         .encode_prompt(&app.tokenizer, &req.messages)

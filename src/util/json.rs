@@ -150,6 +150,37 @@ pub fn check_no_duplicate_keys(bytes: &[u8]) -> Result<(), String> {
     }
 }
 
+/// A JSON value for a message: its compact text, at most
+/// [`super::sanitize::EXCERPT_BYTES`] bytes of it (serialization stops there, so a
+/// 50 MB value costs no more than a small one), cleaned of control characters.
+pub fn excerpt_value(v: &serde_json::Value) -> String {
+    struct Capped(Vec<u8>);
+    impl std::io::Write for Capped {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            let room = (super::sanitize::EXCERPT_BYTES + 1).saturating_sub(self.0.len());
+            if room == 0 {
+                return Err(std::io::Error::other("excerpt full"));
+            }
+            let n = buf.len().min(room);
+            self.0.extend_from_slice(&buf[..n]);
+            Ok(n)
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut w = Capped(Vec::new());
+    let cut = serde_json::to_writer(&mut w, v).is_err();
+    let mut bytes = w.0;
+    if cut || bytes.len() > super::sanitize::EXCERPT_BYTES {
+        bytes.truncate(super::sanitize::EXCERPT_BYTES);
+        let text = String::from_utf8_lossy(&bytes);
+        let text = text.trim_end_matches('\u{FFFD}');
+        return format!("{}…", super::sanitize::clean_line(text));
+    }
+    super::sanitize::clean_line(&String::from_utf8_lossy(&bytes)).into_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -178,5 +209,19 @@ mod tests {
                 .is_none()
         );
         assert!(first_duplicate_key(b"{\"k\": 1} x").is_err());
+    }
+
+    #[test]
+    fn value_excerpts_stop_early() {
+        let big = serde_json::json!({"k": "x".repeat(1 << 20)});
+        let e = super::excerpt_value(&big);
+        assert!(
+            e.len() <= 210 && e.starts_with("{\"k\":\"xxx") && e.ends_with('…'),
+            "{e}"
+        );
+        assert_eq!(
+            super::excerpt_value(&serde_json::json!([1, "a"])),
+            "[1,\"a\"]"
+        );
     }
 }

@@ -15,6 +15,23 @@ pub fn clean_text(s: &str) -> Cow<'_, str> {
     clean(s, true)
 }
 
+/// Most bytes of an untrusted value quoted in a message.
+pub const EXCERPT_BYTES: usize = 200;
+
+/// `s` for a one-line message: at most [`EXCERPT_BYTES`] bytes of it (cut at a
+/// character boundary, with `…` and its whole length when cut), cleaned like
+/// [`clean_line`]. A 20 MB task name is quoted as 200 bytes, not echoed whole.
+pub fn excerpt(s: &str) -> String {
+    if s.len() <= EXCERPT_BYTES {
+        return clean_line(s).into_owned();
+    }
+    let mut end = EXCERPT_BYTES;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes)", clean_line(&s[..end]), s.len())
+}
+
 fn needs_cleaning(c: char) -> bool {
     c.is_control() || is_bidi_control(c)
 }
@@ -109,6 +126,15 @@ mod tests {
         assert_eq!(clean_line("l1\nl2\tx"), "l1 l2 x");
         assert_eq!(clean_text("l1\r\nl2"), "l1\nl2");
         assert_eq!(clean_line("a\u{202E}b"), "a\u{FFFD}b");
+    }
+
+    #[test]
+    fn excerpts_are_short_and_clean() {
+        assert_eq!(excerpt("a\u{1b}[31mb"), "ab");
+        let long = "é".repeat(1000);
+        let e = excerpt(&long);
+        assert!(e.len() <= EXCERPT_BYTES + 20, "{}", e.len());
+        assert!(e.ends_with("… (2000 bytes)"), "{e}");
     }
 
     #[test]

@@ -17,6 +17,7 @@ mod gguf;
 mod hf;
 mod hostile;
 mod hostile_fuzz;
+mod hostile_serve;
 mod import;
 mod llama;
 mod mine;

@@ -10,14 +10,14 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 /// A random tiny model with a byte-level tokenizer, saved as a model folder.
-fn tiny_checkpoint(dir: &Path) {
+pub(crate) fn tiny_checkpoint(dir: &Path) {
     write_tiny_checkpoint(dir, 1024, &[]);
 }
 
 /// A random tiny model of `context` positions; each `(token, boost)` gets that much
 /// more weight on one embedding dimension every token shares, so wherever the
 /// token is allowed its logit is ahead of every other token's by about 5.6 × boost.
-fn write_tiny_checkpoint(dir: &Path, context: usize, favoured: &[(&str, f32)]) {
+pub(crate) fn write_tiny_checkpoint(dir: &Path, context: usize, favoured: &[(&str, f32)]) {
     let texts = [
         r#"{"memory":"the form is open","action":[{"click":{"index":3}}]}"#,
         r#"{"memory":"done","action":[{"done":{"text":"W-132 is red","success":true}}]}"#,
@@ -87,7 +87,7 @@ pub(crate) fn start(checkpoint: &Path, log: &Path) -> Server {
 }
 
 /// `rmsweb serve` on a free loopback port, with `extra` arguments.
-fn start_with(checkpoint: &Path, log: &Path, extra: &[&str]) -> Server {
+pub(crate) fn start_with(checkpoint: &Path, log: &Path, extra: &[&str]) -> Server {
     let mut child = Command::new(env!("CARGO_BIN_EXE_rmsweb"))
         .arg("serve")
         .arg("--checkpoint")

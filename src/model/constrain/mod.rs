@@ -6,22 +6,28 @@
 //! use): `type` (one or a list), `properties`, `required`, `additionalProperties`
 //! (`false`, `true` or a schema), `items`, `minItems`/`maxItems`, `anyOf`/`oneOf`,
 //! `enum`/`const`, `minimum`/`maximum`, `minLength`/`maxLength`, local `$ref`s
-//! (`#/$defs/…`, `#/definitions/…`); `min_items`/`max_items` (which Browser Use's
-//! schema optimizer writes) count as `minItems`/`maxItems`. Annotations (`description`, `title`,
-//! `default`) are ignored, and so are `pattern` and `format` (not enforced while
-//! decoding). Anything else is refused with a message naming the keyword.
+//! (`#/$defs/…`, `#/definitions/…`, any JSON pointer into the schema, recursion
+//! through objects and arrays included); `min_items`/`max_items` (which Browser
+//! Use's schema optimizer writes) count as `minItems`/`maxItems`. Annotations
+//! (`description`, `title`, `default`) are ignored, and so are `pattern` and
+//! `format` (not enforced while decoding). Anything else is refused with a message
+//! naming the keyword. A schema is compiled ([`compile`]) and its alternatives
+//! resolved ([`graph`]) once per request, in time and memory bounded by its size:
+//! loops, schemas past the limits and schemas no value satisfies are refused, so
+//! decoding never starts on something it cannot finish.
 //!
 //! The matcher is a set of parser stacks (alternatives of an `anyOf` are followed
 //! side by side until the bytes tell them apart). Between JSON tokens at most
 //! [`MAX_WHITESPACE`] whitespace bytes are allowed, so a model cannot stall in
 //! blanks; strings may not hold raw control bytes.
 
-use anyhow::{Context, Result, bail};
-use serde_json::{Map, Value};
-use std::collections::HashMap;
+use anyhow::Result;
+use serde_json::Value;
 use std::sync::Arc;
 
+mod compile;
 mod complete;
+mod graph;
 mod matcher;
 mod numbers;
 mod quotes;
@@ -41,6 +47,16 @@ const MAX_STACKS: usize = 64;
 
 /// Longest number, in bytes.
 const MAX_NUMBER: usize = 24;
+
+/// Deepest nesting of a schema, `$ref` hops included (OpenAI's own limit is 10).
+pub const MAX_DEPTH: usize = 64;
+
+/// Most nodes a schema compiles to.
+pub const MAX_NODES: usize = 10_000;
+
+/// Most alternatives one value may start as (`anyOf`/`oneOf`, nested ones and the
+/// `$ref`s they reach counted together, and `enum` values).
+pub const MAX_ALTERNATIVES: usize = 256;
 
 type NodeId = usize;
 
@@ -89,13 +105,15 @@ pub struct Schema {
 
 impl Schema {
     /// Compiles a JSON schema (see the module documentation for what is supported).
+    /// Errors name the place in the schema and the reason: an unsupported keyword,
+    /// a value of the wrong kind, a contradiction (`minimum` above `maximum`, an empty
+    /// `enum`), a `$ref` loop with nothing in between, no finite value, or a limit
+    /// passed ([`MAX_DEPTH`], [`MAX_NODES`], [`MAX_ALTERNATIVES`]). Compiling takes
+    /// time and memory in proportion to the schema, whatever it holds.
     pub fn compile(schema: &Value) -> Result<Arc<Schema>> {
-        let mut c = Compiler {
-            nodes: vec![Node::Any],
-            root: schema,
-            refs: HashMap::new(),
-        };
-        let root = c.node(schema, "schema")?;
+        let mut c = compile::Compiler::new(schema);
+        let root = c.node(schema, "schema", 0)?;
+        graph::resolve(&mut c.nodes, &c.paths, root)?;
         Ok(Arc::new(Schema {
             nodes: c.nodes,
             root,
@@ -132,201 +150,6 @@ impl Schema {
     pub fn accepts(self: &Arc<Self>, text: &str) -> bool {
         let mut m = self.matcher();
         m.advance(text.as_bytes()) && m.can_finish()
-    }
-}
-
-struct Compiler<'a> {
-    nodes: Vec<Node>,
-    root: &'a Value,
-    refs: HashMap<String, NodeId>,
-}
-
-impl Compiler<'_> {
-    fn push(&mut self, n: Node) -> NodeId {
-        self.nodes.push(n);
-        self.nodes.len() - 1
-    }
-
-    fn node(&mut self, v: &Value, at: &str) -> Result<NodeId> {
-        match v {
-            Value::Bool(true) => return Ok(0),
-            Value::Bool(false) => bail!("{at}: `false` schemas accept nothing"),
-            Value::Object(_) => {}
-            other => bail!("{at}: a schema must be an object, found {other}"),
-        }
-        let m = v.as_object().context("object")?;
-        const KNOWN: &[&str] = &[
-            "type",
-            "properties",
-            "required",
-            "additionalProperties",
-            "items",
-            "minItems",
-            "maxItems",
-            "min_items",
-            "max_items",
-            "anyOf",
-            "oneOf",
-            "enum",
-            "const",
-            "minimum",
-            "maximum",
-            "minLength",
-            "maxLength",
-            "$ref",
-            "$defs",
-            "definitions",
-            "description",
-            "title",
-            "default",
-            "pattern",
-            "format",
-            "examples",
-            "$schema",
-            "$id",
-            "strict",
-        ];
-        if let Some(k) = m.keys().find(|k| !KNOWN.contains(&k.as_str())) {
-            bail!("{at}: the keyword `{k}` is not supported for constrained decoding");
-        }
-        if let Some(r) = m.get("$ref") {
-            let r = r.as_str().context("$ref must be a string")?;
-            return self.reference(r, at);
-        }
-        for key in ["anyOf", "oneOf"] {
-            if let Some(alts) = m.get(key) {
-                let alts = alts
-                    .as_array()
-                    .with_context(|| format!("{at}.{key} must be a list"))?;
-                let mut ids = Vec::new();
-                for (i, a) in alts.iter().enumerate() {
-                    ids.push(self.node(a, &format!("{at}.{key}[{i}]"))?);
-                }
-                return Ok(self.push(Node::AnyOf(ids)));
-            }
-        }
-        if let Some(c) = m.get("const") {
-            return Ok(self.push(Node::Literals(vec![serde_json::to_vec(c)?])));
-        }
-        if let Some(e) = m.get("enum") {
-            let e = e
-                .as_array()
-                .with_context(|| format!("{at}.enum must be a list"))?;
-            let lits = e.iter().map(serde_json::to_vec).collect::<Result<_, _>>()?;
-            return Ok(self.push(Node::Literals(lits)));
-        }
-        let types: Vec<&str> = match m.get("type") {
-            None => {
-                if m.contains_key("properties") {
-                    vec!["object"]
-                } else if m.contains_key("items") {
-                    vec!["array"]
-                } else {
-                    return Ok(0);
-                }
-            }
-            Some(Value::String(t)) => vec![t.as_str()],
-            Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).collect(),
-            Some(other) => bail!("{at}.type: expected a string or a list, found {other}"),
-        };
-        let mut ids = Vec::new();
-        for t in types {
-            let n = self.typed(t, m, at)?;
-            ids.push(n);
-        }
-        Ok(match ids.as_slice() {
-            [one] => *one,
-            _ => self.push(Node::AnyOf(ids)),
-        })
-    }
-
-    fn typed(&mut self, t: &str, m: &Map<String, Value>, at: &str) -> Result<NodeId> {
-        let num = |k: &str| m.get(k).and_then(Value::as_f64);
-        let count = |k: &str| m.get(k).and_then(Value::as_u64).map(|n| n as usize);
-        let node = match t {
-            "null" => Node::Null,
-            "boolean" => Node::Bool,
-            "integer" => Node::Integer {
-                min: num("minimum"),
-                max: num("maximum"),
-            },
-            "number" => Node::Number {
-                min: num("minimum"),
-                max: num("maximum"),
-            },
-            "string" => Node::String {
-                min_len: count("minLength").unwrap_or(0),
-                max_len: count("maxLength"),
-            },
-            "array" => {
-                let items = match m.get("items") {
-                    Some(i) => self.node(i, &format!("{at}.items"))?,
-                    None => 0,
-                };
-                Node::Array {
-                    items,
-                    min: count("minItems").or(count("min_items")).unwrap_or(0),
-                    max: count("maxItems").or(count("max_items")),
-                }
-            }
-            "object" => {
-                let mut props = Vec::new();
-                if let Some(p) = m.get("properties") {
-                    let p = p
-                        .as_object()
-                        .with_context(|| format!("{at}.properties must be an object"))?;
-                    for (k, s) in p {
-                        let id = self.node(s, &format!("{at}.properties.{k}"))?;
-                        props.push((k.clone(), id));
-                    }
-                }
-                if props.len() > 64 {
-                    bail!("{at}: more than 64 properties");
-                }
-                let req: Vec<&str> = m
-                    .get("required")
-                    .and_then(Value::as_array)
-                    .map(|r| r.iter().filter_map(Value::as_str).collect())
-                    .unwrap_or_default();
-                let required = props
-                    .iter()
-                    .map(|(k, _)| req.contains(&k.as_str()))
-                    .collect();
-                let additional = match m.get("additionalProperties") {
-                    None | Some(Value::Bool(true)) => Some(0),
-                    Some(Value::Bool(false)) => None,
-                    Some(s) => Some(self.node(s, &format!("{at}.additionalProperties"))?),
-                };
-                Node::Object {
-                    props,
-                    required,
-                    additional,
-                }
-            }
-            other => bail!("{at}.type: unknown type `{other}`"),
-        };
-        Ok(self.push(node))
-    }
-
-    fn reference(&mut self, r: &str, at: &str) -> Result<NodeId> {
-        if let Some(&id) = self.refs.get(r) {
-            return Ok(id);
-        }
-        let path = r.strip_prefix("#/").with_context(|| {
-            format!("{at}: only local references (#/...) are supported, not `{r}`")
-        })?;
-        let mut target = self.root;
-        for part in path.split('/') {
-            target = target
-                .get(part)
-                .with_context(|| format!("{at}: `{r}` names nothing in the schema"))?;
-        }
-        let slot = self.push(Node::Pending);
-        self.refs.insert(r.to_string(), slot);
-        let target = target.clone();
-        let id = self.node(&target, r)?;
-        self.nodes[slot] = Node::AnyOf(vec![id]);
-        Ok(slot)
     }
 }
 
@@ -468,6 +291,160 @@ mod tests {
         assert!(m.after(b"\"\xe0\x80").is_none() && m.after(b"\"\xed\xa0").is_none());
         assert!(m.after(b"\"\xf4\x90").is_none() && m.after(b"\"\xe0\xa0\x80").is_some());
         assert!(m.after(b"\"\\ud7ff").is_some() && m.after(b"\"\\ud8").is_none());
+    }
+
+    fn refusal(v: serde_json::Value) -> String {
+        format!("{:#}", Schema::compile(&v).unwrap_err())
+    }
+
+    /// `{"$defs": {"d0": .., "d1": .., ...}, "$ref": "#/$defs/d0"}`.
+    fn chain(n: usize, def: impl Fn(usize) -> serde_json::Value) -> serde_json::Value {
+        let defs: serde_json::Map<String, serde_json::Value> =
+            (0..n).map(|i| (format!("d{i}"), def(i))).collect();
+        json!({"$defs": defs, "$ref": "#/$defs/d0"})
+    }
+
+    fn to(i: usize) -> serde_json::Value {
+        json!({"$ref": format!("#/$defs/d{i}")})
+    }
+
+    #[test]
+    fn ref_loops_and_deep_chains_are_refused_without_recursing() {
+        let e = refusal(json!({"$defs": {"a": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"}));
+        assert!(
+            e.contains("#/$defs/a") && e.contains("refers back to itself"),
+            "{e}"
+        );
+        let e = refusal(json!({"$ref": "#"}));
+        assert!(e.contains("refers back to itself"), "{e}");
+        // A loop found through other definitions compiled first: no deep compile.
+        let mut defs = serde_json::Map::new();
+        for i in 0..5000 {
+            defs.insert(
+                format!("d{i}"),
+                json!({"anyOf": [to((i + 1) % 5000), {"type": "null"}]}),
+            );
+        }
+        let e = refusal(json!({"$defs": defs, "type": "object",
+            "properties": (0..5000).rev().map(|i| (format!("p{i}"), to(i))).take(64).collect::<serde_json::Map<_, _>>()}));
+        assert!(
+            e.contains("deeper than 64") || e.contains("refers back"),
+            "{e}"
+        );
+        let e = refusal(chain(100_000, |i| {
+            if i < 99_999 {
+                to(i + 1)
+            } else {
+                json!({"type": "string"})
+            }
+        }));
+        assert!(e.contains("deeper than 64"), "{e}");
+        // Recursion through an object or array is fine.
+        let tree = Schema::compile(&json!({"$defs": {"n": {"type": "object",
+            "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/n"}}}}},
+            "$ref": "#/$defs/n"}))
+        .unwrap();
+        assert!(tree.accepts(r#"{"kids":[{"kids":[]},{}]}"#));
+    }
+
+    #[test]
+    fn alternatives_are_flattened_and_bounded() {
+        // 2^28 paths to one integer: one alternative.
+        let s = Schema::compile(&chain(29, |i| {
+            if i < 28 {
+                json!({"anyOf": [to(i + 1), to(i + 1)]})
+            } else {
+                json!({"type": "integer", "maximum": 9})
+            }
+        }))
+        .unwrap();
+        assert!(s.accepts("7") && !s.accepts("10") && !s.accepts("\"7\""));
+        let m = s.matcher();
+        assert_eq!(m.after(b"3").unwrap().stacks().len(), 1);
+        let e =
+            refusal(json!({"anyOf": (0..300).map(|i| json!({"const": i})).collect::<Vec<_>>()}));
+        assert!(e.contains("300 alternatives"), "{e}");
+        let e = refusal(json!({"enum": (0..300).collect::<Vec<_>>()}));
+        assert!(e.contains("300 values"), "{e}");
+        let e = refusal(json!({"anyOf": (0..3).map(|k| json!({"anyOf":
+            (0..100).map(|i| json!({"const": k * 100 + i})).collect::<Vec<_>>()})).collect::<Vec<_>>()}));
+        assert!(e.contains("300 alternatives"), "{e}");
+    }
+
+    #[test]
+    fn unsatisfiable_schemas_say_why() {
+        for (v, says) in [
+            (
+                json!({"type": "integer", "minimum": 5, "maximum": 3}),
+                "minimum 5 is above maximum 3",
+            ),
+            (
+                json!({"type": "integer", "minimum": 0.5, "maximum": 0.7}),
+                "no integer lies between",
+            ),
+            (
+                json!({"type": "integer", "minimum": 1e30}),
+                "beyond the longest integer",
+            ),
+            (
+                json!({"type": "string", "minLength": 9, "maxLength": 2}),
+                "minLength 9 is above maxLength 2",
+            ),
+            (
+                json!({"type": "array", "min_items": 2, "max_items": 1}),
+                "min_items 2 is above max_items 1",
+            ),
+            (json!({"enum": []}), "enum: an empty list"),
+            (
+                json!({"type": "string", "maxLength": -1}),
+                "maxLength: expected a whole number",
+            ),
+            (
+                json!({"type": "number", "minimum": "0"}),
+                "minimum: expected a number",
+            ),
+            (
+                json!({"type": "object", "required": "a"}),
+                "required: expected a list",
+            ),
+            (json!({"type": ["string", 3]}), "type: a list of type names"),
+            (
+                json!({"type": "object", "required": ["x"], "additionalProperties": false}),
+                "`x` is required but not allowed",
+            ),
+            (
+                json!({"$defs": {"n": {"type": "object", "properties": {"n": {"$ref": "#/$defs/n"}}, "required": ["n"]}},
+                "type": "array", "items": {"$ref": "#/$defs/n"}}),
+                "no finite value",
+            ),
+            (json!(false), "accepts no value"),
+        ] {
+            let e = refusal(v.clone());
+            assert!(e.contains(says), "{v}: {e}");
+        }
+        // A required key the properties do not list takes additionalProperties' schema.
+        let s = Schema::compile(&json!({"type": "object", "required": ["x"],
+            "additionalProperties": {"type": "integer"}}))
+        .unwrap();
+        assert!(s.accepts(r#"{"x":1}"#) && !s.accepts("{}") && !s.accepts(r#"{"x":"a"}"#));
+        // An optional recursive property is fine; `[]` ends it.
+        let s = Schema::compile(&json!({"$defs": {"n": {"type": "object",
+            "properties": {"n": {"$ref": "#/$defs/n"}}}}, "$ref": "#/$defs/n"}))
+        .unwrap();
+        assert!(s.accepts(r#"{"n":{"n":{}}}"#));
+    }
+
+    #[test]
+    fn huge_keys_and_values_are_quoted_short() {
+        let k = "k".repeat(1 << 20);
+        let e = refusal(
+            json!({"type": "object", "properties": {k.clone(): {"type": "integer", "minimum": 2, "maximum": 1}}}),
+        );
+        assert!(e.len() < 600, "{}", e.len());
+        let e = refusal(json!({k.clone(): 1}));
+        assert!(e.len() < 600 && e.contains("not supported"), "{}", e.len());
+        let e = refusal(json!({"type": "integer", "minimum": [k]}));
+        assert!(e.len() < 600, "{}", e.len());
     }
 
     #[test]
