@@ -9,6 +9,7 @@ mod cuda;
 mod curate;
 mod curriculum;
 mod dataset;
+mod engine;
 mod env;
 mod eval_compare;
 mod fixtures;
