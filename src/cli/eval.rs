@@ -48,6 +48,10 @@ pub struct PolicyArgs {
     /// Local model: sampling temperature (0 = greedy).
     #[arg(long, default_value_t = 0.0)]
     pub temperature: f64,
+    /// Local model: most tokens of one answer (a grounded answer is closed the
+    /// shortest way its schema allows before they run out).
+    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u64).range(1..=65536))]
+    pub max_new_tokens: u64,
     /// Local model: decode each answer under the step's observation-grounded schema
     /// (element indices the prompt shows, typed values spanning the instruction).
     #[arg(long)]
@@ -73,8 +77,41 @@ pub struct PolicyArgs {
 }
 
 impl PolicyArgs {
+    /// `n` policies for episodes played side by side: for a local model, clients of
+    /// one batching engine that decodes their steps together; otherwise `n` policies
+    /// built alike.
+    pub fn build_side_by_side(&self, n: usize) -> Result<Vec<Box<dyn Policy + Send>>> {
+        if self.policy == "local" {
+            let clients = self
+                .build_local()?
+                .batched(n, rmsweb::model::engine::EngineOptions::default())?;
+            return Ok(clients
+                .into_iter()
+                .map(|c| Box::new(c) as Box<dyn Policy + Send>)
+                .collect());
+        }
+        (0..n).map(|_| self.build()).collect()
+    }
+
+    /// The local model's policy (`--policy local`).
+    fn build_local(&self) -> Result<rmsweb::policy::local::LocalPolicy> {
+        let Some(dir) = &self.checkpoint else {
+            bail!(
+                "--policy local needs --checkpoint DIR (a model folder, a run checkpoint or a run folder)"
+            );
+        };
+        let mut model = super::score::load(dir, &self.device)?;
+        model.sampling.temperature = self.temperature;
+        model.sampling.max_new_tokens = self.max_new_tokens as usize;
+        let name = format!("local:{}", dir.display());
+        let mut policy = rmsweb::policy::local::LocalPolicy::new(model, name);
+        policy.prompt.format = self.prompt_format;
+        policy.grounded = self.grounded;
+        Ok(policy)
+    }
+
     /// Builds the policy.
-    pub fn build(&self) -> Result<Box<dyn Policy>> {
+    pub fn build(&self) -> Result<Box<dyn Policy + Send>> {
         match self.policy.as_str() {
             "scripted" => {
                 let base = MistakeRates::uniform(self.mistake_rate);
@@ -113,20 +150,7 @@ impl PolicyArgs {
                 policy.prompt.format = self.prompt_format;
                 Ok(Box::new(policy))
             }
-            "local" => {
-                let Some(dir) = &self.checkpoint else {
-                    bail!(
-                        "--policy local needs --checkpoint DIR (a model folder, a run checkpoint or a run folder)"
-                    );
-                };
-                let mut model = super::score::load(dir, &self.device)?;
-                model.sampling.temperature = self.temperature;
-                let name = format!("local:{}", dir.display());
-                let mut policy = rmsweb::policy::local::LocalPolicy::new(model, name);
-                policy.prompt.format = self.prompt_format;
-                policy.grounded = self.grounded;
-                Ok(Box::new(policy))
-            }
+            "local" => Ok(Box::new(self.build_local()?)),
             other => bail!("unknown --policy {other:?}: use scripted, chat or local"),
         }
     }
@@ -188,6 +212,10 @@ pub struct Args {
     /// Reflection text given to every attempt.
     #[arg(long)]
     pub reflection: Option<String>,
+    /// Episodes played side by side, each in its own tab of one browser (a local
+    /// model decodes their steps together in one batch; same episodes, same ids).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=64))]
+    pub parallel: u64,
     #[command(flatten)]
     pub policy: Box<PolicyArgs>,
     #[command(flatten)]
@@ -279,7 +307,8 @@ pub fn run(args: Args) -> Result<()> {
             args.k
         );
     }
-    let mut policy = args.policy.build()?;
+    let parallel = args.parallel as usize;
+    let mut policies = args.policy.build_side_by_side(parallel)?;
     let mut env = args.env.open()?;
     for t in &args.tasks {
         if !env.tasks().iter().any(|x| x == task_name(t)) {
@@ -308,21 +337,38 @@ pub fn run(args: Args) -> Result<()> {
     );
     let mut solved = 0usize;
     let mut done = 0usize;
-    let report = evaluate(
-        &mut env,
-        policy.as_mut(),
-        &cfg,
-        dataset.as_mut(),
-        &mut |r| {
-            done += 1;
-            solved += usize::from(r.success);
-            bar.set_message(format!(
-                "{} ok {solved}/{done}",
-                rmsweb::util::sanitize::clean_line(&r.task)
-            ));
-            bar.inc(1);
-        },
-    )?;
+    let mut on_episode = |r: &rmsweb::eval::EpisodeRecord| {
+        done += 1;
+        solved += usize::from(r.success);
+        bar.set_message(format!(
+            "{} ok {solved}/{done}",
+            rmsweb::util::sanitize::clean_line(&r.task)
+        ));
+        bar.inc(1);
+    };
+    let report = if parallel > 1 {
+        let mut envs = vec![];
+        for _ in 1..parallel {
+            envs.push(env.open_tab()?);
+        }
+        envs.insert(0, env);
+        rmsweb::eval::parallel::evaluate_parallel(
+            envs,
+            policies,
+            &cfg,
+            dataset.as_mut(),
+            &mut on_episode,
+        )?
+    } else {
+        let mut policy = policies.pop().context("no policy")?;
+        evaluate(
+            &mut env,
+            policy.as_mut(),
+            &cfg,
+            dataset.as_mut(),
+            &mut on_episode,
+        )?
+    };
     bar.finish_and_clear();
     print!("{}", table(&report));
     if let Some(out) = &args.out {

@@ -8,6 +8,7 @@
 //! so it can be browsed and mined.
 
 pub mod compare;
+pub mod parallel;
 
 use crate::env::MiniwobEnv;
 use crate::env::miniwob::task_name;
@@ -464,36 +465,11 @@ pub fn evaluate(
     let (mut known, sink) = prepare_dataset(env, dataset.as_deref())?;
     let started = Instant::now();
     let mut records = Vec::new();
-    for task in &cfg.tasks {
-        let name = task_name(task);
-        for e in 0..cfg.episodes {
-            let seed = cfg.seed + e as u64;
-            for attempt in 1..=cfg.k.max(1) as u32 {
-                // One attempt keeps the id it always had; repeated ones are told apart.
-                let trajectory_id = if cfg.k > 1 {
-                    format!("{run_id}-{name}-s{seed}-a{attempt}")
-                } else {
-                    format!("{run_id}-{name}-s{seed}")
-                };
-                let opts = EpisodeOptions {
-                    max_steps: cfg.max_steps,
-                    reflection: cfg.reflection.as_deref(),
-                    trajectory_id,
-                    attempt,
-                    screenshots: sink.as_ref(),
-                };
-                let (t, traj, rec) = run_episode(env, policy, name, seed, &opts)
-                    .with_context(|| format!("episode {name} seed {seed} attempt {attempt}"))?;
-                if let Some(ds) = dataset.as_deref_mut() {
-                    if known.insert(t.task_id.clone()) {
-                        ds.append_tasks(std::slice::from_ref(&t))?;
-                    }
-                    ds.append_trajectories(std::slice::from_ref(&traj))?;
-                }
-                on_episode(&rec);
-                records.push(rec);
-            }
-        }
+    for p in &parallel::plan(cfg, &run_id) {
+        let (t, traj, rec) = parallel::play(env, policy, p, cfg, sink.as_ref())?;
+        parallel::record(dataset.as_deref_mut(), &mut known, &t, &traj)?;
+        on_episode(&rec);
+        records.push(rec);
     }
     Ok(summarize(
         &policy.name(),
