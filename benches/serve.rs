@@ -9,9 +9,16 @@
 //! served by the built binary on loopback (`--max-batch 16`, the CLI default).
 //!
 //! `cargo bench --bench serve -- [--requests N] [--max-tokens N] [--clients 1,4,16]
-//! [--free]` (N requests per concurrency level, default 64, also set by
-//! `RMSWEB_SERVE_BENCH_REQUESTS`; `--free` sends no `response_format`, to see what
-//! the constraint costs).
+//! [--free] [--model DIR] [--peer URL]` (N requests per concurrency level, default 64,
+//! also set by `RMSWEB_SERVE_BENCH_REQUESTS`; `--free` sends no `response_format`, to
+//! see what the constraint costs; `--model` serves that model folder, e.g. SmolLM2
+//! imported by `rmsweb model import`, instead of a random one; `--peer` measures
+//! another OpenAI-compatible server too, with the same requests: start llama.cpp's
+//! (`python -m llama_cpp.server --model FILE.gguf`) on the same GGUF, and add
+//! `--peer-json-object`: it takes the schema as `{"type": "json_object", "schema"}`).
+//!
+//! Every request carries the `browser-use` format's system prompt itself, so a peer
+//! sees the very messages `rmsweb serve` does.
 //! Under `cargo test --all-targets` it runs a smoke: a far smaller model, 4
 //! requests per level.
 
@@ -101,7 +108,6 @@ fn start(ckpt: &Path) -> anyhow::Result<(Server, String)> {
         .arg("--checkpoint")
         .arg(ckpt)
         .args(["--port", "0", "--model-name", "bench", "--max-batch", "16"])
-        .args(["--prompt-format", "browser-use"])
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()?;
@@ -116,6 +122,15 @@ fn start(ckpt: &Path) -> anyhow::Result<(Server, String)> {
         .to_string();
     Ok((server, url))
 }
+
+/// A server to measure: its name, `/v1` address, the process when we started it, and
+/// the request body it gets for request `i`.
+type Target<'a> = (
+    String,
+    String,
+    Option<Server>,
+    &'a (dyn Fn(usize) -> Value + Sync),
+);
 
 /// One streamed request's figures.
 struct Sample {
@@ -144,6 +159,8 @@ fn stream_one(
     );
     let mut ttft = None;
     let mut tokens = 0;
+    // A server that reports no usage (llama-cpp-python) sends a chunk per token.
+    let mut chunks = 0;
     for line in BufReader::new(r).lines() {
         let line = line?;
         let Some(data) = line.strip_prefix("data:").map(str::trim) else {
@@ -161,11 +178,15 @@ fn stream_one(
         if has_text && ttft.is_none() {
             ttft = Some(t0.elapsed().as_secs_f64());
         }
+        chunks += u64::from(has_text);
         if let Some(n) = c["usage"]["completion_tokens"].as_u64() {
             tokens = n;
         }
     }
     let latency = t0.elapsed().as_secs_f64();
+    if tokens == 0 {
+        tokens = chunks;
+    }
     Ok(Sample {
         // An answer that is only the end token has its first token at the end.
         ttft: ttft.unwrap_or(latency),
@@ -212,58 +233,112 @@ fn main() -> anyhow::Result<()> {
         repo.join("tests/data/browser_use/agent_output_schema.json"),
     )?)?;
     let tmp = tempfile::tempdir()?;
-    let mut corpus = states.clone();
-    corpus.push(rmsweb::policy::browser_use::system_prompt());
-    checkpoint(tmp.path(), &corpus, full)?;
-    let (_server, base) = start(tmp.path())?;
+    let model = arg(&args, "--model").map(std::path::PathBuf::from);
+    let ckpt = match &model {
+        Some(m) => m.clone(),
+        None => {
+            let mut corpus = states.clone();
+            corpus.push(rmsweb::policy::browser_use::system_prompt());
+            checkpoint(tmp.path(), &corpus, full)?;
+            tmp.path().to_path_buf()
+        }
+    };
+    let (server, base) = start(&ckpt)?;
     let client = reqwest::blocking::Client::builder()
-        .timeout(Duration::from_secs(600))
+        .timeout(Duration::from_secs(1800))
         .build()?;
-    let body = |i: usize| {
+    let system = rmsweb::policy::browser_use::system_prompt();
+    // llama-cpp-python's server takes a schema as `{"type": "json_object", "schema"}`.
+    let peer_json_object = args.iter().any(|a| a == "--peer-json-object");
+    let body_for = |i: usize, json_object: bool| {
         let mut b = json!({
             "model": "bench",
             "messages": [
-                // Replaced by the format's own (`--prompt-format browser-use`).
-                {"role": "system", "content": "You are a browser agent."},
+                {"role": "system", "content": system},
                 {"role": "user", "content": states[i % states.len()]},
             ],
             "temperature": 1.0,
             "seed": i,
             "frequency_penalty": 0.3,
             "max_completion_tokens": max_tokens,
+            "max_tokens": max_tokens,
             "stream": true,
             "stream_options": {"include_usage": true},
             "response_format": {"type": "json_schema", "json_schema":
                 {"name": "agent_output", "strict": true, "schema": schema}},
         });
-        if free && let Some(o) = b.as_object_mut() {
-            o.remove("response_format");
+        if let Some(o) = b.as_object_mut() {
+            if free {
+                o.remove("response_format");
+            } else if json_object {
+                o.insert(
+                    "response_format".into(),
+                    json!({"type": "json_object", "schema": schema}),
+                );
+            }
         }
         b
     };
-    // Warm-up (page cache, allocator): one request, not counted.
-    stream_one(&client, &base, &body(0))?;
-
+    let ours = |i: usize| body_for(i, false);
+    let theirs = |i: usize| body_for(i, peer_json_object);
+    let model_name = match &model {
+        Some(m) => m.display().to_string(),
+        None if full => "tiny-preset-sized".into(),
+        None => "smoke".into(),
+    };
+    let mut servers: Vec<Target> = vec![(
+        format!("rmsweb serve ({model_name})"),
+        base,
+        Some(server),
+        &ours,
+    )];
+    if let Some(peer) = arg(&args, "--peer") {
+        servers.push((
+            format!("peer {peer}"),
+            peer.trim_end_matches('/').to_string(),
+            None,
+            &theirs,
+        ));
+    }
     println!(
-        "serve ({} model, {requests} requests per level, max_completion_tokens {max_tokens}, \
-         Browser Use state messages, {})",
-        if full { "tiny-preset-sized" } else { "smoke" },
+        "serve: {requests} requests per level, max_completion_tokens {max_tokens}, \
+         Browser Use system prompt and state messages, {}",
         if free {
             "no response_format"
         } else {
             "AgentOutput schema"
         }
     );
+    for (name, base, server, body) in servers {
+        measure(&name, &client, &base, &levels, requests, body)?;
+        drop(server);
+    }
+    Ok(())
+}
+
+/// Sends `requests` requests at each concurrency level and prints a table row per
+/// level.
+fn measure(
+    name: &str,
+    client: &reqwest::blocking::Client,
+    base: &str,
+    levels: &[usize],
+    requests: usize,
+    body: &(dyn Fn(usize) -> Value + Sync),
+) -> anyhow::Result<()> {
+    // Warm-up (page cache, allocator): one request, not counted.
+    stream_one(client, base, &body(0))?;
+    println!("{name}");
     println!(
         "{:>7} {:>8} {:>8} {:>9} {:>10} {:>10} {:>12}",
         "clients", "req/s", "tok/s", "tok/req", "TTFT p50", "TTFT p95", "latency p50"
     );
-    for &clients in &levels {
+    for &clients in levels {
         let t0 = Instant::now();
         let handles: Vec<_> = (0..clients)
             .map(|c| {
                 let client = client.clone();
-                let base = base.clone();
+                let base = base.to_string();
                 let bodies: Vec<Value> = (c..requests).step_by(clients).map(body).collect();
                 std::thread::spawn(move || {
                     bodies

@@ -53,9 +53,19 @@ pub struct Constraint<'a> {
 }
 
 impl Constraint<'_> {
-    /// Whether token `t` may come next (`both`: under the quoted-span rule too).
-    fn allows(&self, t: u32, stop: &[u32], both: bool) -> bool {
-        if !self.matcher.allows_token(t, self.token_bytes, stop) {
+    /// Whether token `t` may come next (`both`: under the quoted-span rule too);
+    /// `next_bytes` caches the matcher's [`Matcher::next_bytes`] for this step.
+    fn allows(
+        &self,
+        t: u32,
+        stop: &[u32],
+        both: bool,
+        next_bytes: &std::cell::OnceCell<[bool; 256]>,
+    ) -> bool {
+        if !self
+            .matcher
+            .allows_token_filtered(t, self.token_bytes, stop, next_bytes)
+        {
             return false;
         }
         match (&self.quotes, self.token_bytes.get(t as usize)) {
@@ -74,8 +84,15 @@ impl Constraint<'_> {
         rng: &mut impl Rng,
         stop: &[u32],
     ) -> Option<u32> {
-        let t = pick_allowed(logits, cfg, rng, |t| self.allows(t, stop, true))
-            .or_else(|| pick_allowed(logits, cfg, rng, |t| self.allows(t, stop, false)))?;
+        let next_bytes = std::cell::OnceCell::new();
+        let t = pick_allowed(logits, cfg, rng, |t| {
+            self.allows(t, stop, true, &next_bytes)
+        })
+        .or_else(|| {
+            pick_allowed(logits, cfg, rng, |t| {
+                self.allows(t, stop, false, &next_bytes)
+            })
+        })?;
         self.accept(t);
         Some(t)
     }

@@ -5,7 +5,7 @@ use super::{
 };
 use std::sync::Arc;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(super) enum ObjState {
     Open,
     /// A key was read (`Some(i)`: property i; `None`: an additional key); `:` next.
@@ -15,7 +15,7 @@ pub(super) enum ObjState {
     Comma,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(super) enum ArrState {
     Open,
     InValue,
@@ -23,7 +23,7 @@ pub(super) enum ArrState {
     Comma,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(super) enum Frame {
     /// A value of this node is expected next.
     Value(NodeId),
@@ -71,7 +71,7 @@ const UTF8_ED: u8 = 11;
 const UTF8_F0: u8 = 12;
 const UTF8_F4: u8 = 13;
 
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(super) struct Stack {
     pub(super) frames: Vec<Frame>,
     pub(super) ws: u8,
@@ -121,8 +121,10 @@ impl Matcher {
                 return None;
             }
             if next.len() > 1 {
-                let mut seen = std::collections::HashSet::new();
-                next.retain(|s| seen.insert(s.clone()));
+                // Sorted, not hashed: no stack is cloned (the order of the stacks
+                // does not change what the matcher accepts).
+                next.sort_unstable();
+                next.dedup();
                 next.truncate(MAX_STACKS);
             }
             stacks = next;
@@ -131,6 +133,37 @@ impl Matcher {
             schema: Arc::clone(&self.schema),
             stacks,
         })
+    }
+
+    /// Which bytes the output may continue with: a token whose first byte is not one
+    /// of them is not allowed (a cheap filter before [`Self::allows_token`] when a
+    /// whole vocabulary is searched).
+    pub fn next_bytes(&self) -> [bool; 256] {
+        let mut ok = [false; 256];
+        for (b, o) in ok.iter_mut().enumerate() {
+            *o = self.after(&[b as u8]).is_some();
+        }
+        ok
+    }
+
+    /// [`Self::allows_token`] that first looks up the token's first byte in
+    /// `next_bytes` ([`Self::next_bytes`], computed on first use).
+    pub fn allows_token_filtered(
+        &self,
+        t: u32,
+        token_bytes: &[Option<Vec<u8>>],
+        stop: &[u32],
+        next_bytes: &std::cell::OnceCell<[bool; 256]>,
+    ) -> bool {
+        if !stop.contains(&t)
+            && let Some(Some(&first)) = token_bytes
+                .get(t as usize)
+                .map(|b| b.as_ref().and_then(|b| b.first()))
+            && !next_bytes.get_or_init(|| self.next_bytes())[first as usize]
+        {
+            return false;
+        }
+        self.allows_token(t, token_bytes, stop)
     }
 
     /// Whether token `t` may come next: a `stop` token once the value is whole, any

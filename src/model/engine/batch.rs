@@ -14,6 +14,7 @@ use crate::model::KvCache;
 use crate::model::kv_cache::left_pad_mask;
 use anyhow::{Context, Result};
 use candle_core::{DType, Tensor};
+use rayon::prelude::*;
 use std::sync::Arc;
 
 /// Positions a new batch buffer holds beyond its longest row before it grows.
@@ -147,9 +148,10 @@ impl Running {
             .take()
             .context("the batch has no pending logits")?;
         let logits: Vec<Vec<f32>> = last.to_dtype(DType::F32)?.to_vec2()?;
+        // Rows choose independently (under a schema that is most of a step's work).
         let mut next: Vec<u32> = self
             .rows
-            .iter_mut()
+            .par_iter_mut()
             .zip(&logits)
             .map(|(row, l)| core.vocab.step(row, l, max_pos))
             .collect();

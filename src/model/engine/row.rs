@@ -110,10 +110,11 @@ impl Vocab {
             top_p: req.top_p,
             ..SampleConfig::default()
         };
+        let next_bytes = std::cell::OnceCell::new();
         let by_schema = |t: u32| {
-            row.matcher
-                .as_ref()
-                .is_none_or(|m| m.allows_token(t, &self.token_bytes, &self.stop_ids))
+            row.matcher.as_ref().is_none_or(|m| {
+                m.allows_token_filtered(t, &self.token_bytes, &self.stop_ids, &next_bytes)
+            })
         };
         let by_quotes = |t: u32| match (&row.quotes, self.token_bytes.get(t as usize)) {
             (Some(q), Some(Some(b))) if !self.stop_ids.contains(&t) => q.after(b).is_some(),
