@@ -74,7 +74,8 @@ fn run_unit(ctx: &mut Ctx<'_>, unit: &Unit) -> Result<Done> {
 /// in), which `rmsweb recipe report` reads.
 fn write_config(layout: &Layout, cfg: &RecipeConfig) -> Result<()> {
     let text = format!(
-        "# The resolved configuration of the last `rmsweb recipe run` in this folder.\n{}",
+        "{}\n{}",
+        super::folder::CONFIG_HEADER,
         toml::to_string_pretty(cfg)?
     );
     crate::trajectory::jsonl::write_atomic(&layout.config(), text.as_bytes())
@@ -83,11 +84,7 @@ fn write_config(layout: &Layout, cfg: &RecipeConfig) -> Result<()> {
 /// Runs the recipe in `opts.out`.
 pub fn run(cfg: &RecipeConfig, opts: &RunOptions) -> Result<RunSummary> {
     let started = Instant::now();
-    std::fs::create_dir_all(&opts.out)
-        .with_context(|| format!("creating {}", opts.out.display()))?;
-    let root = std::fs::canonicalize(&opts.out)
-        .with_context(|| format!("resolving {}", opts.out.display()))?;
-    let layout = Layout::new(root);
+    let layout = Layout::new(super::folder::prepare(&opts.out)?);
     std::fs::create_dir_all(layout.runs())?;
     write_config(&layout, cfg)?;
     let units = plan(cfg)?;

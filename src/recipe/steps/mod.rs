@@ -118,21 +118,6 @@ impl Policy for Stoppable<'_> {
     }
 }
 
-/// Removes a file or folder if it exists.
-pub fn remove_path(p: &Path) -> Result<()> {
-    let r = if p.is_dir() {
-        std::fs::remove_dir_all(p)
-    } else {
-        std::fs::remove_file(p)
-    };
-    match r {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-            Err(e).with_context(|| format!("removing {}", p.display()))
-        }
-        _ => Ok(()),
-    }
-}
-
 /// The local model at `checkpoint` as a policy: `temperature`, the recipe's prompt
 /// budget (the one its samples were flattened with) and `max_new_tokens`.
 pub fn local_policy(
