@@ -103,6 +103,14 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         // Printed in one place, cleaned of escape sequences (util::report).
-        Err(e) => ExitCode::from(rmsweb::util::report::report_error(&e)),
+        Err(e) => {
+            let code = rmsweb::util::report::report_error(&e);
+            // A run stopped by SIGINT/SIGTERM ends as shells expect of one.
+            if rmsweb::eval::stop::is_interrupted(&e) {
+                ExitCode::from(rmsweb::eval::stop::EXIT_STATUS)
+            } else {
+                ExitCode::from(code)
+            }
+        }
     }
 }

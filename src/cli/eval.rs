@@ -5,6 +5,7 @@
 use anyhow::{Context, Result, bail};
 use rmsweb::env::miniwob::{resolve_dir, task_name};
 use rmsweb::env::{ChromeOptions, MiniwobEnv};
+use rmsweb::eval::stop::{CutShort, Stoppable};
 use rmsweb::eval::{EvalConfig, evaluate, table, write_report};
 use rmsweb::policy::Policy;
 use rmsweb::policy::chat::{ChatClient, ChatConfig, ChatPolicy};
@@ -306,28 +307,45 @@ pub fn run(args: Args) -> Result<()> {
         indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} episodes {elapsed} {msg}")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
+    // The first SIGINT/SIGTERM ends the episode at work unrecorded; the episodes
+    // done are written below (a second signal ends the process at once).
+    let stop = rmsweb::eval::stop::on_signals()?;
+    let mut stoppable = Stoppable {
+        inner: policy.as_mut(),
+        stop: &stop,
+    };
     let mut solved = 0usize;
     let mut done = 0usize;
-    let report = evaluate(
-        &mut env,
-        policy.as_mut(),
-        &cfg,
-        dataset.as_mut(),
-        &mut |r| {
-            done += 1;
-            solved += usize::from(r.success);
-            bar.set_message(format!(
-                "{} ok {solved}/{done}",
-                rmsweb::util::sanitize::clean_line(&r.task)
-            ));
-            bar.inc(1);
-        },
-    )?;
+    let result = evaluate(&mut env, &mut stoppable, &cfg, dataset.as_mut(), &mut |r| {
+        done += 1;
+        solved += usize::from(r.success);
+        bar.set_message(format!(
+            "{} ok {solved}/{done}",
+            rmsweb::util::sanitize::clean_line(&r.task)
+        ));
+        bar.inc(1);
+    });
     bar.finish_and_clear();
+    // Cut short (a stop, the browser gone): what was done is still written.
+    let (report, failure) = match result {
+        Ok(r) => (r, None),
+        Err(e) => match e.downcast_ref::<CutShort>() {
+            Some(c) => (c.0.as_ref().clone(), Some(e)),
+            None => return Err(e),
+        },
+    };
     print!("{}", table(&report));
     if let Some(out) = &args.out {
         write_report(out, &report)?;
-        println!("results written to {}", out.display());
+        println!(
+            "results written to {}{}",
+            out.display(),
+            if failure.is_some() {
+                " (the episodes done before it stopped)"
+            } else {
+                ""
+            }
+        );
     }
     if let Some(d) = &args.dataset {
         println!(
@@ -336,5 +354,5 @@ pub fn run(args: Args) -> Result<()> {
             d.display()
         );
     }
-    Ok(())
+    failure.map_or(Ok(()), Err)
 }

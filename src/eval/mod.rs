@@ -8,9 +8,10 @@
 //! so it can be browsed and mined.
 
 pub mod compare;
+pub mod stop;
 
-use crate::env::MiniwobEnv;
 use crate::env::miniwob::task_name;
+use crate::env::{MiniwobEnv, is_browser_gone};
 use crate::policy::attempt::AttemptSeeded;
 use crate::policy::{Policy, PolicyInput};
 use crate::trajectory::{ActionResult, Dataset, Outcome, Step, Task, Timing, Trajectory};
@@ -92,6 +93,10 @@ pub struct EvalReport {
     pub episodes_per_minute: f64,
     pub tasks: Vec<TaskSummary>,
     pub episodes: Vec<EpisodeRecord>,
+    /// Why the evaluation ended before its last episode (a stop asked for, the
+    /// browser gone); absent when it ran to the end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cut_short: Option<String>,
 }
 
 /// The unbiased pass@k estimator for `c` successes among `n` samples:
@@ -182,6 +187,7 @@ pub fn summarize(
         },
         tasks,
         episodes,
+        cut_short: None,
     }
 }
 
@@ -280,6 +286,8 @@ pub fn run_episode(
         });
         let answer = match answer {
             Ok(a) => a,
+            // A stop asked for ends the run here; this episode is not recorded.
+            Err(e) if stop::is_interrupted(&e) => return Err(e),
             Err(e) => {
                 ended = Some(format!("policy failed: {e:#}"));
                 break;
@@ -303,6 +311,9 @@ pub fn run_episode(
         for a in &answer.output.actions {
             let r = match env.execute(a) {
                 Ok(r) => r,
+                // A dead or hung browser ends the run, not just this episode (which
+                // would otherwise be counted as the policy's failure).
+                Err(e) if is_browser_gone(&e) => return Err(e),
                 Err(e) => {
                     broken = Some(format!(
                         "the browser failed under {}: {e:#}",
@@ -323,6 +334,7 @@ pub fn run_episode(
             match env.reward() {
                 Ok(p) if p.done => break,
                 Ok(_) => {}
+                Err(e) if is_browser_gone(&e) => return Err(e),
                 Err(e) => {
                     broken = Some(format!(
                         "the task page is gone after {}: {e:#}",
@@ -350,6 +362,7 @@ pub fn run_episode(
         match env.reward() {
             Ok(p) if p.done => break,
             Ok(_) => {}
+            Err(e) if is_browser_gone(&e) => return Err(e),
             Err(e) => {
                 ended = Some(format!("the task page is gone: {e:#}"));
                 break;
@@ -361,11 +374,15 @@ pub fn run_episode(
         }
     }
     // A page that no longer answers (the agent navigated away) did not finish the task.
-    let page = env.reward().unwrap_or(crate::env::miniwob::PageReward {
-        done: false,
-        raw_reward: 0.0,
-        reason: None,
-    });
+    let page = match env.reward() {
+        Ok(p) => p,
+        Err(e) if is_browser_gone(&e) => return Err(e),
+        Err(_) => crate::env::miniwob::PageReward {
+            done: false,
+            raw_reward: 0.0,
+            reason: None,
+        },
+    };
     let success = page.done && page.raw_reward > 0.0;
     let mut reason = if page.done {
         match &page.reason {
@@ -452,7 +469,9 @@ pub fn new_run_id() -> String {
 
 /// Runs every (task, seed, attempt) and aggregates. With a dataset, each episode is
 /// appended as it finishes (its task too, once), screenshots included.
-/// `on_episode` is called after each episode (for progress display).
+/// `on_episode` is called after each episode (for progress display). A stop asked
+/// for or a browser gone ends it with an error carrying [`stop::CutShort`]: the
+/// report of the episodes done before.
 pub fn evaluate(
     env: &mut MiniwobEnv,
     policy: &mut dyn Policy,
@@ -482,8 +501,24 @@ pub fn evaluate(
                     attempt,
                     screenshots: sink.as_ref(),
                 };
-                let (t, traj, rec) = run_episode(env, policy, name, seed, &opts)
-                    .with_context(|| format!("episode {name} seed {seed} attempt {attempt}"))?;
+                let (t, traj, rec) = match run_episode(env, policy, name, seed, &opts) {
+                    Ok(done) => done,
+                    Err(e) => {
+                        let e = stop::blame_stop(e)
+                            .context(format!("episode {name} seed {seed} attempt {attempt}"));
+                        if !stop::is_interrupted(&e) && !is_browser_gone(&e) {
+                            return Err(e);
+                        }
+                        let mut report = summarize(
+                            &policy.name(),
+                            cfg,
+                            records,
+                            started.elapsed().as_secs_f64(),
+                        );
+                        report.cut_short = Some(format!("{e:#}"));
+                        return Err(e.context(stop::CutShort(Box::new(report))));
+                    }
+                };
                 if let Some(ds) = dataset.as_deref_mut() {
                     if known.insert(t.task_id.clone()) {
                         ds.append_tasks(std::slice::from_ref(&t))?;

@@ -18,6 +18,7 @@ mod hf;
 mod hostile;
 mod hostile_files;
 mod hostile_fuzz;
+mod hostile_live;
 mod hostile_recipe;
 mod hostile_serve;
 mod import;
