@@ -235,7 +235,7 @@ impl SftConfig {
             _ => {
                 anyhow::bail!(
                     "unknown preset `{}` (tiny, tiny-vl, lora, qwen3-lora, qwen3-vl-lora)",
-                    crate::util::sanitize::clean_line(name)
+                    crate::util::sanitize::excerpt(name)
                 )
             }
         }

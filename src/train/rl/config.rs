@@ -232,7 +232,10 @@ impl RlConfig {
                 },
                 ..paper
             }),
-            _ => anyhow::bail!("unknown preset `{name}` (tiny, paper)"),
+            _ => anyhow::bail!(
+                "unknown preset `{}` (tiny, paper)",
+                crate::util::sanitize::excerpt(name)
+            ),
         }
     }
 
