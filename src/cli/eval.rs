@@ -49,6 +49,10 @@ pub struct PolicyArgs {
     /// Local model: sampling temperature (0 = greedy).
     #[arg(long, default_value_t = 0.0)]
     pub temperature: f64,
+    /// Local model: most tokens of one answer (a grounded answer is closed the
+    /// shortest way its schema allows before they run out).
+    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u64).range(1..=65536))]
+    pub max_new_tokens: u64,
     /// Local model: decode each answer under the step's observation-grounded schema
     /// (element indices the prompt shows, typed values spanning the instruction).
     #[arg(long)]
@@ -74,8 +78,41 @@ pub struct PolicyArgs {
 }
 
 impl PolicyArgs {
+    /// `n` policies for episodes played side by side: for a local model, clients of
+    /// one batching engine that decodes their steps together; otherwise `n` policies
+    /// built alike.
+    pub fn build_side_by_side(&self, n: usize) -> Result<Vec<Box<dyn Policy + Send>>> {
+        if self.policy == "local" {
+            let clients = self
+                .build_local()?
+                .batched(n, rmsweb::model::engine::EngineOptions::default())?;
+            return Ok(clients
+                .into_iter()
+                .map(|c| Box::new(c) as Box<dyn Policy + Send>)
+                .collect());
+        }
+        (0..n).map(|_| self.build()).collect()
+    }
+
+    /// The local model's policy (`--policy local`).
+    fn build_local(&self) -> Result<rmsweb::policy::local::LocalPolicy> {
+        let Some(dir) = &self.checkpoint else {
+            bail!(
+                "--policy local needs --checkpoint DIR (a model folder, a run checkpoint or a run folder)"
+            );
+        };
+        let mut model = super::score::load(dir, &self.device)?;
+        model.sampling.temperature = self.temperature;
+        model.sampling.max_new_tokens = self.max_new_tokens as usize;
+        let name = format!("local:{}", dir.display());
+        let mut policy = rmsweb::policy::local::LocalPolicy::new(model, name);
+        policy.prompt.format = self.prompt_format;
+        policy.grounded = self.grounded;
+        Ok(policy)
+    }
+
     /// Builds the policy.
-    pub fn build(&self) -> Result<Box<dyn Policy>> {
+    pub fn build(&self) -> Result<Box<dyn Policy + Send>> {
         match self.policy.as_str() {
             "scripted" => {
                 let base = MistakeRates::uniform(self.mistake_rate);
@@ -114,20 +151,7 @@ impl PolicyArgs {
                 policy.prompt.format = self.prompt_format;
                 Ok(Box::new(policy))
             }
-            "local" => {
-                let Some(dir) = &self.checkpoint else {
-                    bail!(
-                        "--policy local needs --checkpoint DIR (a model folder, a run checkpoint or a run folder)"
-                    );
-                };
-                let mut model = super::score::load(dir, &self.device)?;
-                model.sampling.temperature = self.temperature;
-                let name = format!("local:{}", dir.display());
-                let mut policy = rmsweb::policy::local::LocalPolicy::new(model, name);
-                policy.prompt.format = self.prompt_format;
-                policy.grounded = self.grounded;
-                Ok(Box::new(policy))
-            }
+            "local" => Ok(Box::new(self.build_local()?)),
             other => bail!("unknown --policy {other:?}: use scripted, chat or local"),
         }
     }
@@ -189,6 +213,10 @@ pub struct Args {
     /// Reflection text given to every attempt.
     #[arg(long)]
     pub reflection: Option<String>,
+    /// Episodes played side by side, each in its own tab of one browser (a local
+    /// model decodes their steps together in one batch; same episodes, same ids).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=64))]
+    pub parallel: u64,
     #[command(flatten)]
     pub policy: Box<PolicyArgs>,
     #[command(flatten)]
@@ -280,7 +308,8 @@ pub fn run(args: Args) -> Result<()> {
             args.k
         );
     }
-    let mut policy = args.policy.build()?;
+    let parallel = args.parallel as usize;
+    let policies = args.policy.build_side_by_side(parallel)?;
     let mut env = args.env.open()?;
     for t in &args.tasks {
         if !env.tasks().iter().any(|x| x == task_name(t)) {
@@ -307,16 +336,21 @@ pub fn run(args: Args) -> Result<()> {
         indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} episodes {elapsed} {msg}")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
-    // The first SIGINT/SIGTERM ends the episode at work unrecorded; the episodes
+    // The first SIGINT/SIGTERM ends the episodes at work unrecorded; the episodes
     // done are written below (a second signal ends the process at once).
     let stop = rmsweb::eval::stop::on_signals()?;
-    let mut stoppable = Stoppable {
-        inner: policy.as_mut(),
-        stop: &stop,
-    };
+    let mut policies: Vec<Box<dyn Policy + Send>> = policies
+        .into_iter()
+        .map(|inner| {
+            Box::new(Stoppable {
+                inner,
+                stop: stop.clone(),
+            }) as Box<dyn Policy + Send>
+        })
+        .collect();
     let mut solved = 0usize;
     let mut done = 0usize;
-    let result = evaluate(&mut env, &mut stoppable, &cfg, dataset.as_mut(), &mut |r| {
+    let mut on_episode = |r: &rmsweb::eval::EpisodeRecord| {
         done += 1;
         solved += usize::from(r.success);
         bar.set_message(format!(
@@ -324,7 +358,30 @@ pub fn run(args: Args) -> Result<()> {
             rmsweb::util::sanitize::clean_line(&r.task)
         ));
         bar.inc(1);
-    });
+    };
+    let result = if parallel > 1 {
+        let mut envs = vec![];
+        for _ in 1..parallel {
+            envs.push(env.open_tab()?);
+        }
+        envs.insert(0, env);
+        rmsweb::eval::parallel::evaluate_parallel(
+            envs,
+            policies,
+            &cfg,
+            dataset.as_mut(),
+            &mut on_episode,
+        )
+    } else {
+        let mut policy = policies.pop().context("no policy")?;
+        evaluate(
+            &mut env,
+            policy.as_mut(),
+            &cfg,
+            dataset.as_mut(),
+            &mut on_episode,
+        )
+    };
     bar.finish_and_clear();
     // Cut short (a stop, the browser gone): what was done is still written.
     let (report, failure) = match result {

@@ -29,6 +29,10 @@ pub struct Args {
     /// Most sequences decoded together.
     #[arg(long, default_value_t = 16)]
     pub max_batch: usize,
+    /// Prompt positions whose keys are kept so that later prompts sharing a prefix
+    /// (the system prompt, the last step's page) encode only what follows it; 0: none.
+    #[arg(long, default_value_t = 8192)]
+    pub prefix_positions: usize,
     /// Append every exchange to DIR/serve/exchanges.jsonl and every finished Browser
     /// Use session to the dataset DIR as a trajectory.
     #[arg(long)]
@@ -59,6 +63,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         device: a.device,
         model_name: a.model_name,
         max_batch: a.max_batch,
+        prefix_positions: a.prefix_positions,
         log_dataset: a.log_dataset,
         prompt_format: a.prompt_format,
         limits: Limits {

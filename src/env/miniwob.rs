@@ -10,6 +10,7 @@ use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The wheel version `install` fetches.
@@ -159,13 +160,22 @@ pub fn task_name(spec: &str) -> &str {
     spec.strip_prefix("miniwob:").unwrap_or(spec)
 }
 
-/// A browser, a static server for the html tree and one tab, ready for episodes.
-pub struct MiniwobEnv {
-    // Field order matters: the tab and server go before the browser.
-    tab: Tab,
+/// The browser and the static server of the html tree, shared by the tabs of one
+/// evaluation.
+struct Site {
+    // Field order matters: the server goes before the browser.
     server: StaticServer,
     tasks: Vec<String>,
     chrome: Chrome,
+}
+
+/// A browser, a static server for the html tree and one tab, ready for episodes.
+/// [`MiniwobEnv::open_tab`] gives another environment in a new tab of the same
+/// browser (episodes played side by side).
+pub struct MiniwobEnv {
+    // Field order matters: the tab goes before the browser.
+    tab: Tab,
+    site: Arc<Site>,
     loaded: Option<String>,
     /// Number of the current episode, also stored in its page: a reward is read only
     /// from the page this episode started (not one the agent went back to).
@@ -197,9 +207,11 @@ impl MiniwobEnv {
         let tab = chrome.new_tab()?;
         Ok(MiniwobEnv {
             tab,
-            server,
-            tasks,
-            chrome,
+            site: Arc::new(Site {
+                server,
+                tasks,
+                chrome,
+            }),
             loaded: None,
             episode: 0,
             episode_ms: DEFAULT_EPISODE_MS,
@@ -207,9 +219,22 @@ impl MiniwobEnv {
         })
     }
 
+    /// Another environment in a new tab of the same browser, served by the same
+    /// server, with this one's settings.
+    pub fn open_tab(&self) -> Result<MiniwobEnv> {
+        Ok(MiniwobEnv {
+            tab: self.site.chrome.new_tab()?,
+            site: Arc::clone(&self.site),
+            loaded: None,
+            episode: 0,
+            episode_ms: self.episode_ms,
+            screenshots: self.screenshots,
+        })
+    }
+
     /// The installed task names.
     pub fn tasks(&self) -> &[String] {
-        &self.tasks
+        &self.site.tasks
     }
 
     /// The tab episodes run in.
@@ -219,12 +244,12 @@ impl MiniwobEnv {
 
     /// The browser.
     pub fn chrome(&self) -> &Chrome {
-        &self.chrome
+        &self.site.chrome
     }
 
     /// The URL of a task page.
     pub fn task_url(&self, task: &str) -> String {
-        self.server.url(&format!("miniwob/{task}.html"))
+        self.site.server.url(&format!("miniwob/{task}.html"))
     }
 
     /// Loads the task page (fresh, so no state leaks from the previous episode), seeds
@@ -232,7 +257,7 @@ impl MiniwobEnv {
     /// ready. Returns the instruction (`core.getUtterance()`).
     pub fn start_episode(&mut self, task: &str, seed: u64) -> Result<String> {
         let task = task_name(task);
-        if !self.tasks.iter().any(|t| t == task) {
+        if !self.site.tasks.iter().any(|t| t == task) {
             bail!("unknown MiniWoB task `{task}` (see `rmsweb miniwob list`)");
         }
         self.tab.goto(&self.task_url(task))?;
@@ -284,7 +309,7 @@ impl MiniwobEnv {
 
     /// The local server's origin (`http://127.0.0.1:PORT`).
     fn server_origin(&self) -> String {
-        self.server.url("").trim_end_matches('/').to_string()
+        self.site.server.url("").trim_end_matches('/').to_string()
     }
 
     /// A page URL as observations report it: the local server's origin (whose port

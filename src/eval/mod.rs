@@ -8,6 +8,7 @@
 //! so it can be browsed and mined.
 
 pub mod compare;
+pub mod parallel;
 pub mod stop;
 
 use crate::env::miniwob::task_name;
@@ -483,52 +484,17 @@ pub fn evaluate(
     let (mut known, sink) = prepare_dataset(env, dataset.as_deref())?;
     let started = Instant::now();
     let mut records = Vec::new();
-    for task in &cfg.tasks {
-        let name = task_name(task);
-        for e in 0..cfg.episodes {
-            let seed = cfg.seed + e as u64;
-            for attempt in 1..=cfg.k.max(1) as u32 {
-                // One attempt keeps the id it always had; repeated ones are told apart.
-                let trajectory_id = if cfg.k > 1 {
-                    format!("{run_id}-{name}-s{seed}-a{attempt}")
-                } else {
-                    format!("{run_id}-{name}-s{seed}")
-                };
-                let opts = EpisodeOptions {
-                    max_steps: cfg.max_steps,
-                    reflection: cfg.reflection.as_deref(),
-                    trajectory_id,
-                    attempt,
-                    screenshots: sink.as_ref(),
-                };
-                let (t, traj, rec) = match run_episode(env, policy, name, seed, &opts) {
-                    Ok(done) => done,
-                    Err(e) => {
-                        let e = stop::blame_stop(e)
-                            .context(format!("episode {name} seed {seed} attempt {attempt}"));
-                        if !stop::is_interrupted(&e) && !is_browser_gone(&e) {
-                            return Err(e);
-                        }
-                        let mut report = summarize(
-                            &policy.name(),
-                            cfg,
-                            records,
-                            started.elapsed().as_secs_f64(),
-                        );
-                        report.cut_short = Some(format!("{e:#}"));
-                        return Err(e.context(stop::CutShort(Box::new(report))));
-                    }
-                };
-                if let Some(ds) = dataset.as_deref_mut() {
-                    if known.insert(t.task_id.clone()) {
-                        ds.append_tasks(std::slice::from_ref(&t))?;
-                    }
-                    ds.append_trajectories(std::slice::from_ref(&traj))?;
-                }
-                on_episode(&rec);
-                records.push(rec);
+    for p in &parallel::plan(cfg, &run_id) {
+        let (t, traj, rec) = match parallel::play(env, policy, p, cfg, sink.as_ref()) {
+            Ok(done) => done,
+            Err(e) => {
+                let elapsed = started.elapsed().as_secs_f64();
+                return Err(cut_short(e, &policy.name(), cfg, records, elapsed));
             }
-        }
+        };
+        parallel::record(dataset.as_deref_mut(), &mut known, &t, &traj)?;
+        on_episode(&rec);
+        records.push(rec);
     }
     Ok(summarize(
         &policy.name(),
@@ -536,6 +502,25 @@ pub fn evaluate(
         records,
         started.elapsed().as_secs_f64(),
     ))
+}
+
+/// An episode's error `e` as an evaluation returns it: when a stop or a browser
+/// gone ended it, with the report of the episodes done before ([`stop::CutShort`],
+/// its `cut_short` saying why).
+pub(crate) fn cut_short(
+    e: anyhow::Error,
+    policy: &str,
+    cfg: &EvalConfig,
+    records: Vec<EpisodeRecord>,
+    elapsed_s: f64,
+) -> anyhow::Error {
+    let e = stop::blame_stop(e);
+    if !stop::is_interrupted(&e) && !is_browser_gone(&e) {
+        return e;
+    }
+    let mut report = summarize(policy, cfg, records, elapsed_s);
+    report.cut_short = Some(format!("{e:#}"));
+    e.context(stop::CutShort(Box::new(report)))
 }
 
 /// Writes the report as pretty JSON (atomically).

@@ -78,14 +78,19 @@ impl std::fmt::Display for CutShort {
     }
 }
 
-/// A policy that refuses to act once a stop is asked for (with [`Interrupted`]),
-/// so a collection or evaluation in progress ends at its next step.
-pub struct Stoppable<'a> {
-    pub inner: &'a mut dyn Policy,
-    pub stop: &'a AtomicBool,
+/// A policy (`&mut dyn Policy`, `Box<dyn Policy + Send>`) that refuses to act once
+/// a stop is asked for (with [`Interrupted`]), so a collection or evaluation in
+/// progress ends at its next step.
+pub struct Stoppable<P> {
+    pub inner: P,
+    pub stop: Arc<AtomicBool>,
 }
 
-impl Policy for Stoppable<'_> {
+impl<P> Policy for Stoppable<P>
+where
+    P: std::ops::DerefMut,
+    P::Target: Policy,
+{
     fn name(&self) -> String {
         self.inner.name()
     }

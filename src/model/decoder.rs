@@ -323,6 +323,15 @@ impl Decoder {
         )
     }
 
+    /// The rotary table that turns cached keys `delta` positions later (earlier when
+    /// negative): rotations compose, so a key at `p` turned by `delta` equals the key
+    /// encoded at `p + delta`.
+    pub fn rope_turn(&self, delta: isize) -> Result<RopeTables> {
+        let d = delta.unsigned_abs();
+        let (cos, sin) = (self.cos.narrow(0, d, 1)?, self.sin.narrow(0, d, 1)?);
+        RopeTables::new(cos, if delta < 0 { sin.neg()? } else { sin })
+    }
+
     /// Token embeddings `(batch, seq, hidden)` of `input_ids` `(batch, seq)`.
     pub fn embed(&self, input_ids: &Tensor) -> Result<Tensor> {
         let (b, l) = input_ids.dims2()?;

@@ -1,7 +1,7 @@
 //! The decoder's key/value cache: grown by concatenation (differentiable, for the RL
 //! scorer's shared contexts) or written in place into preallocated buffers (sampling).
 
-use super::fused::SharedRows;
+use super::fused::{RopeTables, SharedRows};
 use candle_core::{Result, Tensor};
 
 /// Additive key mask on left padding (finite: see `Decoder::forward_hidden_masked`).
@@ -239,9 +239,12 @@ impl KvCache {
         self.map(|t| Tensor::cat(&vec![t; n], 0))
     }
 
-    /// Every layer's cached keys passed through `f` (e.g. rotated further), values
-    /// as they are.
-    pub fn map_keys(&self, f: impl Fn(&Tensor) -> Result<Tensor>) -> Result<KvCache> {
+    /// Every layer's cached keys and values (its cached positions only) passed
+    /// through `f`; each layer keeps its kind (a buffer's capacity is not kept).
+    fn each_layer(
+        &self,
+        f: impl Fn(&Tensor, &Tensor) -> Result<(Tensor, Tensor)>,
+    ) -> Result<KvCache> {
         let layers = self
             .layers
             .iter()
@@ -249,12 +252,15 @@ impl KvCache {
                 l.as_ref()
                     .map(|l| -> Result<LayerKv> {
                         Ok(match l {
-                            LayerKv::Concat(k, v) => LayerKv::Concat(f(k)?, v.clone()),
-                            LayerKv::Buffer { k, v, len } => LayerKv::Buffer {
-                                k: f(&k.narrow(2, 0, *len)?)?,
-                                v: v.narrow(2, 0, *len)?,
-                                len: *len,
-                            },
+                            LayerKv::Concat(k, v) => {
+                                let (k, v) = f(k, v)?;
+                                LayerKv::Concat(k, v)
+                            }
+                            LayerKv::Buffer { k, v, len } => {
+                                let (k, v) = f(&k.narrow(2, 0, *len)?, &v.narrow(2, 0, *len)?)?;
+                                let len = k.dim(2)?;
+                                LayerKv::Buffer { k, v, len }
+                            }
                         })
                     })
                     .transpose()
@@ -265,6 +271,36 @@ impl KvCache {
             headroom: self.headroom,
             shared: None,
         })
+    }
+
+    /// Every layer's cached keys passed through `f` (e.g. rotated further), values
+    /// as they are.
+    pub fn map_keys(&self, f: impl Fn(&Tensor) -> Result<Tensor>) -> Result<KvCache> {
+        self.each_layer(|k, v| Ok((f(k)?, v.clone())))
+    }
+
+    /// The cache with every key turned by the rotary table of one position `rope`
+    /// (moving them all that many positions later, or earlier for a negative turn;
+    /// values are unchanged).
+    pub fn turned(&self, rope: &RopeTables) -> Result<KvCache> {
+        self.map_keys(|k| {
+            // (b, kv, l, d) as l·kv rows at one position: the same turn for each.
+            let (b, h, l, d) = k.dims4()?;
+            super::fused::rope(&k.contiguous()?.reshape((b, h * l, 1, d))?, rope)?
+                .reshape((b, h, l, d))
+        })
+    }
+
+    /// The cache without its first `n` positions, in fresh buffers holding `headroom`
+    /// more (the next input continues where this cache's did).
+    pub fn skip_front(&self, n: usize, headroom: usize) -> Result<KvCache> {
+        let len = self.len();
+        if n > len {
+            candle_core::bail!("skip_front: {n} of {len} positions");
+        }
+        let view =
+            self.each_layer(|k, v| Ok((k.narrow(2, n, len - n)?, v.narrow(2, n, len - n)?)))?;
+        KvCache::stack_left_padded(&[view], headroom)
     }
 
     /// Caches of one row each, of any lengths, as one decoding cache of their rows

@@ -9,6 +9,7 @@ pub mod chat_template;
 pub mod config;
 pub mod constrain;
 pub mod decoder;
+pub mod engine;
 pub mod fused;
 pub mod gguf;
 pub mod kv_cache;

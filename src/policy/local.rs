@@ -7,7 +7,9 @@ use super::prompt::{PromptInput, PromptOptions, TokenCounter, render};
 use super::{Policy, PolicyInput, PolicyOutput};
 use crate::model::LocalModelPolicy;
 use crate::model::chat_template::Message;
+use crate::model::constrain::{QuoteGuard, Schema};
 use anyhow::Result;
+use std::sync::Arc;
 
 /// Counts tokens with the model's tokenizer.
 pub struct TokenizerCounter<'a>(pub &'a tokenizers::Tokenizer);
@@ -57,28 +59,46 @@ impl Policy for LocalPolicy {
     }
 
     fn act(&mut self, input: &PolicyInput<'_>) -> Result<PolicyOutput> {
-        let rendered = render(
-            &PromptInput::of(input, false),
-            &self.prompt,
-            &TokenizerCounter(&self.model.tokenizer),
-        );
-        let schema = if self.grounded {
-            Some(super::grounding::step_constraints(
-                &input.task.instruction,
-                &rendered.shown,
-                &input.state.elements,
-            )?)
-        } else {
-            None
-        };
         let model = &self.model;
-        ask_with_feedback(rendered.messages, |msgs| {
-            let msgs: Vec<Message> = msgs
-                .iter()
-                .map(|m| Message::new(&m.role, m.content.clone()))
-                .collect();
-            let constrained = schema.as_ref().map(|(s, q)| (s, q.as_ref()));
-            model.generate_seeing(&msgs, input.screenshot, constrained)
-        })
+        act_with(
+            input,
+            &self.prompt,
+            &model.tokenizer,
+            self.grounded,
+            |msgs, constrained| model.generate_seeing(msgs, input.screenshot, constrained),
+        )
     }
+}
+
+/// How a model policy answers one step: render the prompt (the tokenizer counting
+/// its budget), under grounding build the step's schema, and ask `generate` for a
+/// reply (fed back once when it does not parse).
+pub(super) fn act_with(
+    input: &PolicyInput<'_>,
+    prompt: &PromptOptions,
+    tokenizer: &tokenizers::Tokenizer,
+    grounded: bool,
+    mut generate: impl FnMut(&[Message], Option<(&Arc<Schema>, Option<&QuoteGuard>)>) -> Result<String>,
+) -> Result<PolicyOutput> {
+    let rendered = render(
+        &PromptInput::of(input, false),
+        prompt,
+        &TokenizerCounter(tokenizer),
+    );
+    let schema = if grounded {
+        Some(super::grounding::step_constraints(
+            &input.task.instruction,
+            &rendered.shown,
+            &input.state.elements,
+        )?)
+    } else {
+        None
+    };
+    ask_with_feedback(rendered.messages, |msgs| {
+        let msgs: Vec<Message> = msgs
+            .iter()
+            .map(|m| Message::new(&m.role, m.content.clone()))
+            .collect();
+        generate(&msgs, schema.as_ref().map(|(s, q)| (s, q.as_ref())))
+    })
 }

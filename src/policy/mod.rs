@@ -13,6 +13,7 @@
 //!   [`observation`] holds what both formats show besides elements.
 
 pub mod attempt;
+pub mod batched;
 pub mod browser_use;
 pub mod chat;
 pub mod format;

@@ -12,7 +12,8 @@
 //!   ([`api`]); a prompt longer than the model's context is refused with
 //!   `context_length_exceeded`, and `max_tokens` is capped by what the context has
 //!   left (`finish_reason: "length"` when that ends the answer).
-//! - Concurrent requests are decoded together ([`engine`]).
+//! - Concurrent requests are decoded together, joining and leaving the running batch
+//!   at every step ([`crate::model::engine`]).
 //! - `--prompt-format browser-use` replaces the system message of every request by
 //!   the one the model was trained with ([`crate::policy::browser_use`]), so a
 //!   model trained on that format runs inside Browser Use unchanged (Browser Use's
@@ -22,11 +23,11 @@
 //!   ([`log`]): deployments become trajectories.
 
 pub mod api;
-pub mod engine;
 pub mod images;
 pub mod limits;
 pub mod log;
 
+use crate::model::engine::{Engine, EngineOptions, Event, Finish, GenRequest};
 use crate::model::vl::prompt::{Screenshot, expand_ids};
 use crate::model::{ChatTemplate, LocalModelPolicy, Message};
 use crate::policy::format::PromptFormat;
@@ -38,7 +39,6 @@ use axum::response::sse::{Event as SseEvent, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use engine::{Engine, Event, Finish, GenRequest};
 use limits::Limits;
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -60,6 +60,8 @@ pub struct ServeConfig {
     pub model_name: Option<String>,
     /// Most sequences decoded together.
     pub max_batch: usize,
+    /// Most prompt positions whose keys are kept for later prompts sharing a prefix.
+    pub prefix_positions: usize,
     pub log_dataset: Option<PathBuf>,
     /// Replace each request's system message by this format's.
     pub prompt_format: Option<PromptFormat>,
@@ -114,6 +116,7 @@ pub fn serve(cfg: ServeConfig) -> Result<()> {
         .as_deref()
         .map(|d| log::ExchangeLog::open(d, &name))
         .transpose()?;
+    let stop_ids = model.stop_ids().to_vec();
     let LocalModelPolicy {
         model,
         vl,
@@ -132,7 +135,16 @@ pub fn serve(cfg: ServeConfig) -> Result<()> {
         .map(Vec::len)
         .max()
         .unwrap_or(1);
-    let engine = Engine::start(model, vl, tokenizer.clone(), cfg.max_batch);
+    let engine = Engine::start(
+        model,
+        vl,
+        tokenizer.clone(),
+        stop_ids,
+        EngineOptions {
+            max_batch: cfg.max_batch,
+            prefix_positions: cfg.prefix_positions,
+        },
+    );
     let app = Arc::new(App {
         engine,
         vision,
@@ -391,6 +403,7 @@ fn start(app: &App, body: &[u8]) -> Result<Started, ApiError> {
         frequency_penalty: req.frequency_penalty,
         presence_penalty: req.presence_penalty,
         schema: req.schema.clone(),
+        quotes: None,
         prompt,
         image,
     };

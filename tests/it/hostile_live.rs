@@ -143,9 +143,10 @@ fn wait_for_file(path: &Path, bytes: u64) {
     }
 }
 
-/// `rmsweb eval` of the scripted teacher on 1000 episodes, results in `r.json` and
-/// episodes in `ds/` under `dir`.
-fn long_eval(dir: &Path) -> Live {
+/// `rmsweb eval` of the scripted teacher on 1000 episodes, `parallel` side by side,
+/// results in `r.json` and episodes in `ds/` under `dir`.
+fn long_eval(dir: &Path, parallel: usize) -> Live {
+    let parallel = parallel.to_string();
     let args = [
         "eval",
         "--policy",
@@ -154,6 +155,8 @@ fn long_eval(dir: &Path) -> Live {
         "miniwob:click-button",
         "--episodes",
         "1000",
+        "--parallel",
+        &parallel,
         "--out",
         "r.json",
         "--dataset",
@@ -186,7 +189,7 @@ fn partial_results(dir: &Path, why: &str) {
 fn browser_fault(sig: i32, limit: Duration, says: &str, why: &str) {
     require_live_env();
     let dir = tempfile::tempdir().unwrap();
-    let mut eval = long_eval(dir.path());
+    let mut eval = long_eval(dir.path(), 1);
     let browser = eval.browser();
     wait_for_file(&dir.path().join("ds/trajectories.jsonl"), 0);
     signal(browser, sig);
@@ -219,12 +222,13 @@ fn eval_ends_with_an_error_when_its_browser_hangs() {
     );
 }
 
-/// The first SIGTERM ended `eval` with nothing of its results written.
+/// The first SIGTERM ended `eval` with nothing of its results written (here with
+/// episodes played side by side: every tab stops).
 #[test]
 fn eval_stops_at_the_first_sigterm_keeping_its_results() {
     require_live_env();
     let dir = tempfile::tempdir().unwrap();
-    let mut eval = long_eval(dir.path());
+    let mut eval = long_eval(dir.path(), 3);
     wait_for_file(&dir.path().join("ds/trajectories.jsonl"), 0);
     signal(eval.pid(), libc::SIGTERM);
     let (status, err) = eval.end_within(Duration::from_secs(15), "eval, SIGTERM");

@@ -18,8 +18,8 @@ struct RmsNorm {
 }
 
 fn inv_rms(row: &[f32], eps: f32) -> f32 {
-    let ss: f32 = row.iter().map(|v| v * v).sum();
-    1.0 / (ss / row.len() as f32 + eps).sqrt()
+    let ss: f64 = row.iter().map(|&v| f64::from(v) * f64::from(v)).sum();
+    (1.0 / (ss / row.len() as f64 + f64::from(eps)).sqrt()) as f32
 }
 
 impl CustomOp2 for RmsNorm {

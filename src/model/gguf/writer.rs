@@ -3,7 +3,7 @@
 //! changing one field (a raw key, a tensor entry without data, another alignment).
 
 use super::reader::{TensorType, Value, value_type};
-use super::tensors::permute;
+use super::tensors::{Part, Role, gguf_name, hf_name, permute};
 use anyhow::Result;
 use candle_core::quantized::QTensor;
 use candle_core::{Device, Tensor};
@@ -355,130 +355,34 @@ impl TinyLlama {
             None,
             0.0,
         )?;
-        for l in 0..self.layers {
-            let g = |s: &str| format!("blk.{l}.{s}");
-            let m = |s: &str| format!("model.layers.{l}.{s}");
+        for layer in 0..self.layers {
             let (qr, kr) = (self.heads * hd, self.kv_heads * hd);
-            let kvh = Some(self.kv_heads);
-            add(
-                &mut w,
-                &g("attn_norm.weight"),
-                &m("input_layernorm.weight"),
-                &[h],
-                f32t,
-                None,
-                1.0,
-            )?;
-            add(
-                &mut w,
-                &g("attn_q.weight"),
-                &m("self_attn.q_proj.weight"),
-                &[qr, h],
-                mt,
-                Some(self.heads),
-                0.0,
-            )?;
-            add(
-                &mut w,
-                &g("attn_k.weight"),
-                &m("self_attn.k_proj.weight"),
-                &[kr, h],
-                mt,
-                kvh,
-                0.0,
-            )?;
-            add(
-                &mut w,
-                &g("attn_v.weight"),
-                &m("self_attn.v_proj.weight"),
-                &[kr, h],
-                mt,
-                None,
-                0.0,
-            )?;
-            add(
-                &mut w,
-                &g("attn_output.weight"),
-                &m("self_attn.o_proj.weight"),
-                &[h, qr],
-                mt,
-                None,
-                0.0,
-            )?;
-            if self.attn_bias {
+            for part in Part::ALL {
+                // Row-major shape, the heads llama.cpp permutes the rows of, the type.
+                let (shape, heads, ty, center) = match part {
+                    Part::AttnNorm | Part::FfnNorm => (vec![h], None, f32t, 1.0),
+                    Part::Q => (vec![qr, h], Some(self.heads), mt, 0.0),
+                    Part::K => (vec![kr, h], Some(self.kv_heads), mt, 0.0),
+                    Part::V => (vec![kr, h], None, mt, 0.0),
+                    Part::O => (vec![h, qr], None, mt, 0.0),
+                    Part::Gate | Part::Up => (vec![ff, h], None, mt, 0.0),
+                    Part::Down => (vec![h, ff], None, mt, 0.0),
+                };
+                let role = |bias| Role::Block { layer, part, bias };
                 add(
                     &mut w,
-                    &g("attn_q.bias"),
-                    &m("self_attn.q_proj.bias"),
-                    &[qr],
-                    f32t,
-                    Some(self.heads),
-                    0.0,
+                    &gguf_name(role(false)),
+                    &hf_name(role(false)),
+                    &shape,
+                    ty,
+                    heads,
+                    center,
                 )?;
-                add(
-                    &mut w,
-                    &g("attn_k.bias"),
-                    &m("self_attn.k_proj.bias"),
-                    &[kr],
-                    f32t,
-                    kvh,
-                    0.0,
-                )?;
-                add(
-                    &mut w,
-                    &g("attn_v.bias"),
-                    &m("self_attn.v_proj.bias"),
-                    &[kr],
-                    f32t,
-                    None,
-                    0.0,
-                )?;
-                add(
-                    &mut w,
-                    &g("attn_output.bias"),
-                    &m("self_attn.o_proj.bias"),
-                    &[h],
-                    f32t,
-                    None,
-                    0.0,
-                )?;
+                if self.attn_bias && part.is_attention() {
+                    let (g, m) = (gguf_name(role(true)), hf_name(role(true)));
+                    add(&mut w, &g, &m, &shape[..1], f32t, heads, 0.0)?;
+                }
             }
-            add(
-                &mut w,
-                &g("ffn_norm.weight"),
-                &m("post_attention_layernorm.weight"),
-                &[h],
-                f32t,
-                None,
-                1.0,
-            )?;
-            add(
-                &mut w,
-                &g("ffn_gate.weight"),
-                &m("mlp.gate_proj.weight"),
-                &[ff, h],
-                mt,
-                None,
-                0.0,
-            )?;
-            add(
-                &mut w,
-                &g("ffn_up.weight"),
-                &m("mlp.up_proj.weight"),
-                &[ff, h],
-                mt,
-                None,
-                0.0,
-            )?;
-            add(
-                &mut w,
-                &g("ffn_down.weight"),
-                &m("mlp.down_proj.weight"),
-                &[h, ff],
-                mt,
-                None,
-                0.0,
-            )?;
         }
         add(
             &mut w,

@@ -33,12 +33,11 @@ fn run_collection(
     let bar = ctx
         .progress
         .unit_bar(unit, (cfg.tasks.len() * cfg.seeds) as u64, "seeds");
-    let stop = ctx.stop.clone();
     let rounds = cfg.rounds as u32;
     let (mut attempts, mut ok) = (0usize, 0usize);
     let mut stoppable = Stoppable {
         inner: policy,
-        stop: &stop,
+        stop: ctx.stop.clone(),
     };
     let env = ctx.env()?;
     let report = collect(

@@ -145,10 +145,9 @@ fn episodes(
     let bar = ctx
         .progress
         .unit_bar(label, (cfg.tasks.len() * cfg.episodes) as u64, "episodes");
-    let stop = ctx.stop.clone();
     let mut stoppable = Stoppable {
         inner: &mut policy,
-        stop: &stop,
+        stop: ctx.stop.clone(),
     };
     let (mut done, mut solved) = (0usize, 0usize);
     let env = ctx.env()?;

@@ -2,7 +2,6 @@
 //! encoded once and its cache repeated for the batch of `n` continuations, which
 //! then decode together, one token per forward pass.
 
-use crate::model::fused::RopeTables;
 use crate::model::kv_cache::left_pad_mask;
 use crate::model::prefix::PrefixCache;
 use crate::model::sample::{Constraint, SampleConfig};
@@ -209,7 +208,7 @@ fn encode_after_prefix(
         let pads = lmax - p.len();
         parts.push(match pads {
             0 => cache,
-            _ => turn_keys(&cache, &model.rope_at(pads, 1)?)?,
+            _ => cache.turned(&model.rope_at(pads, 1)?)?,
         });
         key_mask.push(left_pad_mask(pads, lmax));
     }
@@ -217,17 +216,6 @@ fn encode_after_prefix(
     let cache = KvCache::stack_left_padded(&parts, cfg.max_new_tokens + 1)?;
     let first = model.logits(&Tensor::cat(&lasts, 0)?)?.squeeze(1)?;
     Ok((first, cache, key_mask))
-}
-
-/// `cache` with every cached key turned by the rotary table of one position `rope`
-/// (moving all of them that many positions later; values are unchanged).
-pub(super) fn turn_keys(cache: &KvCache, rope: &RopeTables) -> Result<KvCache> {
-    Ok(cache.map_keys(|k| {
-        // (b, kv, l, d) as l·kv rows at one position: the same turn for each.
-        let (b, h, l, d) = k.dims4()?;
-        crate::model::fused::rope(&k.contiguous()?.reshape((b, h * l, 1, d))?, rope)?
-            .reshape((b, h, l, d))
-    })?)
 }
 
 /// What the rows of a batch of groups decode under.

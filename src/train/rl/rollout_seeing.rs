@@ -3,9 +3,7 @@
 //! (each prompt's cached keys turned to a common rotary position); prompts without
 //! one decode as [`super::rollout::sample_groups`] does.
 
-use super::rollout::{
-    Decode, GroupDecoding, Rollout, RolloutConfig, decode_rows, sample_groups, turn_keys,
-};
+use super::rollout::{Decode, GroupDecoding, Rollout, RolloutConfig, decode_rows, sample_groups};
 use crate::model::KvCache;
 use crate::model::kv_cache::left_pad_mask;
 use crate::model::sample::Constraint;
@@ -131,7 +129,7 @@ fn sample_seen_groups(
         let shift =
             u32::try_from(start - n).map_err(|_| anyhow::anyhow!("rotary position overflows"))?;
         let rope = vl.text().rope(&MropePositions::text(shift, 1)?)?;
-        turned.push(turn_keys(p.kv(), &rope)?);
+        turned.push(p.kv().turned(&rope)?);
     }
     let cache = KvCache::stack_left_padded(&turned, headroom)?;
     let key_mask: Vec<Vec<f32>> = parts

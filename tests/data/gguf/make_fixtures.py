@@ -26,6 +26,8 @@ What it writes under tests/data/gguf/:
   and the same for the model cut to its first 4 decoder layers (final norm and tied head
   kept), for prompts 0 and 1 only: cut4_columns_{i}, cut4_logits_{i}, cut4_greedy_{i},
   cut4_margin_{i}.
+- smollm2/reference64.safetensors: `logits64_{i}` f32 [P, C], the same logits computed in
+  float64 (the exact values that every float32 implementation rounds; `--only smollm2-f64`).
 - smollm2/expected.json: the prompts (messages, rendered text, ids), tokenizer ids of TEXTS
   (`ids` = transformers' GGUF tokenizer without special tokens, `ids_default` = with its
   defaults, `ids_smollm_spec` = a tokenizer built to llama.cpp's `smollm` pre-tokenizer, see
@@ -59,7 +61,7 @@ os.environ.setdefault("TQDM_DISABLE", "1")
 import gguf  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from safetensors.torch import save_file  # noqa: E402
+from safetensors.torch import load_file, save_file  # noqa: E402
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: E402
 from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM  # noqa: E402
 
@@ -686,9 +688,35 @@ def tiny():
           f"tokenizer differences {[d['index'] for d in expected['tokenizer_differences']]}", flush=True)
 
 
+def smollm2_f64(gguf_path):
+    """smollm2/reference64.safetensors: the logits of the 8 prompts of
+    smollm2/reference.safetensors computed in float64 (stored as float32 `logits64_{i}`,
+    on the same columns): the exact values both float32 implementations round."""
+    t0 = time.time()
+    gguf_path = Path(gguf_path)
+    d, name = str(gguf_path.parent), gguf_path.name
+    model = AutoModelForCausalLM.from_pretrained(d, gguf_file=name, dtype=torch.float32, attn_implementation="eager")
+    model = model.to(torch.float64).eval()
+    ref = load_file(str(HERE / "smollm2" / "reference.safetensors"))
+    out = {}
+    i = 0
+    while f"input_ids_{i}" in ref:
+        ids = ref[f"input_ids_{i}"].long().unsqueeze(0)
+        with torch.no_grad():
+            logits = model(input_ids=ids).logits[0]
+        out[f"logits64_{i}"] = logits[:, ref[f"columns_{i}"].long()].float().contiguous()
+        err = float((out[f"logits64_{i}"].double() - ref[f"logits_{i}"].double()).abs().max())
+        print(f"smollm2 f64: prompt {i}: transformers' float32 logits are within {err:.2e}", flush=True)
+        i += 1
+    path = HERE / "smollm2" / "reference64.safetensors"
+    save_file(out, str(path))
+    path.chmod(0o644)
+    print(f"smollm2 f64: {i} prompts in {time.time() - t0:.1f}s")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", choices=["smollm2", "tiny"])
+    ap.add_argument("--only", choices=["smollm2", "smollm2-f64", "tiny"])
     ap.add_argument("--gguf", default=str(DEFAULT_GGUF), help="SmolLM2-135M-Instruct.Q4_1.gguf")
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
@@ -698,6 +726,8 @@ def main():
         tiny()
     if args.only in (None, "smollm2"):
         smollm2(args.gguf)
+    if args.only in (None, "smollm2", "smollm2-f64"):
+        smollm2_f64(args.gguf)
     print(f"total {time.time() - t0:.1f}s")
 
 

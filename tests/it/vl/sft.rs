@@ -384,4 +384,22 @@ fn qwen3_vl_lora_trains_adapters_that_the_local_policy_loads() {
         moved > 1e-3,
         "the policy runs without its adapter ({moved})"
     );
+
+    // `model merge`: one Qwen3-VL folder, the adapter folded in, the checkpoint's cap.
+    let out = d.path().join("merged");
+    let s = rmsweb::model::merge::merged_export(&ckpt, &out).unwrap();
+    assert!(s.vision && s.lora.r == 4);
+    let exported = LocalModelPolicy::load(&out, None, &Device::Cpu).unwrap();
+    let evl = exported.vl.as_deref().expect("a VL folder");
+    assert_eq!(evl.image.max_pixels, 4096);
+    let logits = evl.model.forward(&ids, Some(shot.images()), None).unwrap();
+    let diff = crate::hf::max_abs_diff(&logits, &merged);
+    assert!(diff < 1e-4, "merged export vs merged policy: {diff}");
+    // A whole model folder has nothing to merge; --out is left as it was.
+    let e = rmsweb::model::merge::merged_export(&base, &d.path().join("m2")).unwrap_err();
+    assert!(
+        format!("{e:#}").contains("whole model folder already"),
+        "{e:#}"
+    );
+    assert!(!d.path().join("m2").exists());
 }
