@@ -69,6 +69,8 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,chromiumoxide=error")),
         )
         .with_writer(std::io::stderr)
+        // Colour only on a terminal: a log file or a pipe gets plain text.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let cli = Cli::parse();
     if cli.command.is_some() {
@@ -101,6 +103,14 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         // Printed in one place, cleaned of escape sequences (util::report).
-        Err(e) => ExitCode::from(rmsweb::util::report::report_error(&e)),
+        Err(e) => {
+            let code = rmsweb::util::report::report_error(&e);
+            // A run stopped by SIGINT/SIGTERM ends as shells expect of one.
+            if rmsweb::eval::stop::is_interrupted(&e) {
+                ExitCode::from(rmsweb::eval::stop::EXIT_STATUS)
+            } else {
+                ExitCode::from(code)
+            }
+        }
     }
 }

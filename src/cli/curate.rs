@@ -1,7 +1,6 @@
 //! `rmsweb curate`: the quality filter and flattening into SFT samples.
 
 use super::dataset_arg::DatasetArg;
-use anyhow::Context;
 use rmsweb::curate::filter::FilterConfig;
 use rmsweb::trajectory::Dataset;
 use rmsweb::trajectory::jsonl::write_atomic;
@@ -114,8 +113,7 @@ fn flatten(a: FlattenArgs) -> anyhow::Result<()> {
 fn filter(a: FilterArgs) -> anyhow::Result<()> {
     let cfg: FilterConfig = match &a.config {
         Some(p) => {
-            let text =
-                std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+            let text = rmsweb::util::fs::read_config(p)?;
             toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?
         }
         None => FilterConfig::default(),

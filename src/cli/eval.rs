@@ -5,6 +5,7 @@
 use anyhow::{Context, Result, bail};
 use rmsweb::env::miniwob::{resolve_dir, task_name};
 use rmsweb::env::{ChromeOptions, MiniwobEnv};
+use rmsweb::eval::stop::{CutShort, Stoppable};
 use rmsweb::eval::{EvalConfig, evaluate, table, write_report};
 use rmsweb::policy::Policy;
 use rmsweb::policy::chat::{ChatClient, ChatConfig, ChatPolicy};
@@ -308,7 +309,7 @@ pub fn run(args: Args) -> Result<()> {
         );
     }
     let parallel = args.parallel as usize;
-    let mut policies = args.policy.build_side_by_side(parallel)?;
+    let policies = args.policy.build_side_by_side(parallel)?;
     let mut env = args.env.open()?;
     for t in &args.tasks {
         if !env.tasks().iter().any(|x| x == task_name(t)) {
@@ -335,6 +336,18 @@ pub fn run(args: Args) -> Result<()> {
         indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} episodes {elapsed} {msg}")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
+    // The first SIGINT/SIGTERM ends the episodes at work unrecorded; the episodes
+    // done are written below (a second signal ends the process at once).
+    let stop = rmsweb::eval::stop::on_signals()?;
+    let mut policies: Vec<Box<dyn Policy + Send>> = policies
+        .into_iter()
+        .map(|inner| {
+            Box::new(Stoppable {
+                inner,
+                stop: stop.clone(),
+            }) as Box<dyn Policy + Send>
+        })
+        .collect();
     let mut solved = 0usize;
     let mut done = 0usize;
     let mut on_episode = |r: &rmsweb::eval::EpisodeRecord| {
@@ -346,7 +359,7 @@ pub fn run(args: Args) -> Result<()> {
         ));
         bar.inc(1);
     };
-    let report = if parallel > 1 {
+    let result = if parallel > 1 {
         let mut envs = vec![];
         for _ in 1..parallel {
             envs.push(env.open_tab()?);
@@ -358,7 +371,7 @@ pub fn run(args: Args) -> Result<()> {
             &cfg,
             dataset.as_mut(),
             &mut on_episode,
-        )?
+        )
     } else {
         let mut policy = policies.pop().context("no policy")?;
         evaluate(
@@ -367,13 +380,29 @@ pub fn run(args: Args) -> Result<()> {
             &cfg,
             dataset.as_mut(),
             &mut on_episode,
-        )?
+        )
     };
     bar.finish_and_clear();
+    // Cut short (a stop, the browser gone): what was done is still written.
+    let (report, failure) = match result {
+        Ok(r) => (r, None),
+        Err(e) => match e.downcast_ref::<CutShort>() {
+            Some(c) => (c.0.as_ref().clone(), Some(e)),
+            None => return Err(e),
+        },
+    };
     print!("{}", table(&report));
     if let Some(out) = &args.out {
         write_report(out, &report)?;
-        println!("results written to {}", out.display());
+        println!(
+            "results written to {}{}",
+            out.display(),
+            if failure.is_some() {
+                " (the episodes done before it stopped)"
+            } else {
+                ""
+            }
+        );
     }
     if let Some(d) = &args.dataset {
         println!(
@@ -382,5 +411,5 @@ pub fn run(args: Args) -> Result<()> {
             d.display()
         );
     }
-    Ok(())
+    failure.map_or(Ok(()), Err)
 }

@@ -109,7 +109,7 @@ pub fn run(args: Args) -> Result<()> {
             Ok(())
         }
         Command::Report { out } => {
-            let layout = Layout::new(out);
+            let layout = Layout::new(rmsweb::recipe::folder::existing(&out)?);
             let files = rmsweb::recipe::report::render(&layout)?;
             for f in files {
                 println!("wrote {}", f.display());

@@ -96,12 +96,8 @@ struct RlArgs {
 /// The dataset of the SFT run behind `init` (its run.toml), when `init` is a run folder.
 fn init_dataset(init: &std::path::Path) -> Result<PathBuf> {
     let p = init.join("run.toml");
-    let text = std::fs::read_to_string(&p).map_err(|e| {
-        anyhow::anyhow!(
-            "--dataset not given and {} is unreadable ({e}); pass --dataset",
-            p.display()
-        )
-    })?;
+    let text = rmsweb::util::fs::read_record(&p)
+        .map_err(|e| anyhow::anyhow!("--dataset not given and {e}; pass --dataset"))?;
     let t: toml::Table =
         toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
     match t.get("dataset").and_then(|d| d.as_str()) {
@@ -113,8 +109,7 @@ fn init_dataset(init: &std::path::Path) -> Result<PathBuf> {
 /// The `kind` of a run folder's run.toml (`sft` when absent, as older SFT runs).
 fn run_kind(run_dir: &std::path::Path) -> Result<String> {
     let p = run_dir.join("run.toml");
-    let text =
-        std::fs::read_to_string(&p).map_err(|e| anyhow::anyhow!("reading {}: {e}", p.display()))?;
+    let text = rmsweb::util::fs::read_record(&p)?;
     let t: toml::Table =
         toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
     match t.get("kind") {

@@ -143,6 +143,7 @@ pub fn collect(
                     screenshots: sink.as_ref(),
                 };
                 let (t, mut traj, ep) = run_episode(env, policy, &name, seed, &opts)
+                    .map_err(crate::eval::stop::blame_stop)
                     .with_context(|| format!("{name} seed {seed} attempt {round}"))?;
                 traj.round = round;
                 traj.source = COLLECT_SOURCE.into();

@@ -208,9 +208,7 @@ impl Tab {
             b = b.button(MouseButton::Left).click_count(1);
         }
         let p = b.build().map_err(|e| anyhow::anyhow!("mouse event: {e}"))?;
-        self.rt
-            .block_on(self.page.execute(p))
-            .context("dispatching a mouse event")?;
+        self.call("dispatching a mouse event", self.page.execute(p))?;
         Ok(())
     }
 
@@ -222,9 +220,7 @@ impl Tab {
             .y(y)
             .build()
             .map_err(|e| anyhow::anyhow!("mouse event: {e}"))?;
-        self.rt
-            .block_on(self.page.execute(p))
-            .context("moving the mouse")?;
+        self.call("moving the mouse", self.page.execute(p))?;
         self.mouse(DispatchMouseEventType::MousePressed, x, y, true)?;
         self.mouse(DispatchMouseEventType::MouseReleased, x, y, false)?;
         Ok(())
@@ -265,9 +261,10 @@ impl Tab {
             return Ok(error(format!("element {i} does not accept text")));
         }
         if !text.is_empty() {
-            self.rt
-                .block_on(self.page.execute(InsertTextParams::new(text)))
-                .context("inserting text")?;
+            self.call(
+                "inserting text",
+                self.page.execute(InsertTextParams::new(text)),
+            )?;
         } else if clear {
             self.press_key(&key_spec("Delete").context("key table")?, 0)?;
         }
@@ -341,12 +338,10 @@ impl Tab {
             .build()
             .map_err(|e| anyhow::anyhow!("key event: {e}"))?;
         let up = up.build().map_err(|e| anyhow::anyhow!("key event: {e}"))?;
-        self.rt
-            .block_on(async {
-                self.page.execute(down).await?;
-                self.page.execute(up).await
-            })
-            .context("dispatching a key event")?;
+        self.call("dispatching a key event", async {
+            self.page.execute(down).await?;
+            self.page.execute(up).await
+        })?;
         Ok(())
     }
 
@@ -383,9 +378,10 @@ impl Tab {
             }
             None if chord => return Ok(error(format!("unknown key in {keys:?}"))),
             None => {
-                self.rt
-                    .block_on(self.page.execute(InsertTextParams::new(keys)))
-                    .context("inserting text")?;
+                self.call(
+                    "inserting text",
+                    self.page.execute(InsertTextParams::new(keys)),
+                )?;
             }
         }
         self.settle(SETTLE_MS);
@@ -419,9 +415,7 @@ impl Tab {
             .delta_y(dy)
             .build()
             .map_err(|e| anyhow::anyhow!("wheel event: {e}"))?;
-        self.rt
-            .block_on(self.page.execute(p))
-            .context("scrolling")?;
+        self.call("scrolling", self.page.execute(p))?;
         self.settle(120);
         Ok(ok())
     }

@@ -1,5 +1,6 @@
 //! A headless Chromium owned by rmsweb: launched through chromiumoxide on a private
-//! tokio runtime, driven from synchronous code, and killed when dropped.
+//! tokio runtime, driven from synchronous code, watched ([`super::watch`]) and
+//! killed when dropped.
 
 use anyhow::{Context, Result, bail};
 use chromiumoxide::browser::{Browser, BrowserConfig};
@@ -9,6 +10,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::runtime::Runtime;
+
+use super::watch::Watch;
 
 /// The default Chromium binary (Debian's `chromium` package).
 pub const DEFAULT_CHROMIUM: &str = "/usr/bin/chromium";
@@ -47,6 +50,9 @@ pub struct Chrome {
     rt: Arc<Runtime>,
     browser: Option<Browser>,
     handler: Option<tokio::task::JoinHandle<()>>,
+    /// The poller of the browser's process.
+    poller: Option<tokio::task::JoinHandle<()>>,
+    watch: Watch,
     _profile: tempfile::TempDir,
     options: ChromeOptions,
 }
@@ -102,20 +108,29 @@ impl Chrome {
             ])
             .build()
             .map_err(|e| anyhow::anyhow!("Chromium configuration: {e}"))?;
-        let (browser, mut handler) = rt
+        let (mut browser, mut handler) = rt
             .block_on(Browser::launch(config))
             .with_context(|| format!("launching {}", options.executable.display()))?;
+        let pid = browser.get_mut_child().and_then(|c| c.inner.id());
+        // The call limit: CDP's request timeout and a margin.
+        let limit = options.request_timeout + Duration::from_secs(5);
+        let (watch, gone, poller) = Watch::start(rt.clone(), pid, limit);
+        // The handler ends when the DevTools connection does; a process that dies
+        // is seen by the watch's poller.
         let handle = rt.spawn(async move {
             while let Some(event) = handler.next().await {
                 if let Err(e) = event {
                     tracing::debug!("CDP handler: {e}");
                 }
             }
+            gone.send_replace(false);
         });
         Ok(Chrome {
             rt,
             browser: Some(browser),
             handler: Some(handle),
+            poller,
+            watch,
             _profile: profile,
             options: options.clone(),
         })
@@ -131,17 +146,22 @@ impl Chrome {
         &self.options
     }
 
+    /// Whether the browser is still there (its process runs, DevTools connected).
+    pub fn is_alive(&self) -> bool {
+        self.watch.is_alive()
+    }
+
     /// Opens a new tab on `about:blank`.
     pub fn new_tab(&self) -> Result<crate::env::Tab> {
         let browser = self.browser.as_ref().context("the browser is closed")?;
         let page = self
-            .rt
-            .block_on(browser.new_page("about:blank"))
-            .context("opening a tab")?;
+            .watch
+            .call("opening a tab", None, browser.new_page("about:blank"))?;
         Ok(crate::env::Tab::new(
             self.rt.clone(),
             page,
             self.options.viewport,
+            self.watch.clone(),
         ))
     }
 }
@@ -150,9 +170,17 @@ impl Drop for Chrome {
     fn drop(&mut self) {
         if let Some(mut browser) = self.browser.take() {
             let rt = self.rt.clone();
+            // A browser that is gone cannot be asked to close.
+            let alive = self.watch.is_alive();
             rt.block_on(async {
-                let closed = tokio::time::timeout(Duration::from_secs(3), browser.close()).await;
-                if !matches!(closed, Ok(Ok(_))) {
+                let closed = if alive {
+                    tokio::time::timeout(Duration::from_secs(3), browser.close())
+                        .await
+                        .is_ok_and(|r| r.is_ok())
+                } else {
+                    false
+                };
+                if !closed {
                     let _ = browser.kill().await;
                 }
                 let _ = tokio::time::timeout(Duration::from_secs(3), browser.wait()).await;
@@ -161,7 +189,10 @@ impl Drop for Chrome {
                 }
             });
         }
-        if let Some(h) = self.handler.take() {
+        for h in [self.handler.take(), self.poller.take()]
+            .into_iter()
+            .flatten()
+        {
             h.abort();
         }
     }

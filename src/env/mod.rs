@@ -9,9 +9,11 @@ pub mod miniwob;
 pub mod observe;
 pub mod server;
 pub mod tab;
+pub mod watch;
 
 pub use chrome::{Chrome, ChromeOptions, DEFAULT_CHROMIUM};
 pub use miniwob::{MiniwobEnv, PageReward};
 pub use observe::Observation;
 pub use server::StaticServer;
 pub use tab::{ObserveOptions, Tab};
+pub use watch::{BrowserGone, is_browser_gone};

@@ -2,6 +2,7 @@
 //! observation and screenshots.
 
 use super::observe::{Observation, PageElements, dom_text, observe_script};
+use super::watch::Watch;
 use anyhow::{Context, Result, bail};
 use base64::Engine;
 use chromiumoxide::Page;
@@ -30,22 +31,36 @@ pub struct Tab {
     pub(crate) rt: Arc<Runtime>,
     pub(crate) page: Page,
     pub(crate) viewport: (u32, u32),
+    watch: Watch,
 }
 
 impl Tab {
-    pub(crate) fn new(rt: Arc<Runtime>, page: Page, viewport: (u32, u32)) -> Tab {
-        Tab { rt, page, viewport }
+    pub(crate) fn new(rt: Arc<Runtime>, page: Page, viewport: (u32, u32), watch: Watch) -> Tab {
+        Tab {
+            rt,
+            page,
+            viewport,
+            watch,
+        }
+    }
+
+    /// Runs a CDP call, ending it with [`super::watch::BrowserGone`] when the browser
+    /// dies or stops answering; `doing` names it in errors.
+    pub(crate) fn call<T, E>(
+        &self,
+        doing: &str,
+        fut: impl std::future::Future<Output = Result<T, E>>,
+    ) -> Result<T>
+    where
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        self.watch.call(doing, Some(&self.page), fut)
     }
 
     /// Loads `url` and waits for the load event.
     pub fn goto(&self, url: &str) -> Result<()> {
         let params = NavigateParams::new(url.to_string());
-        self.rt
-            .block_on(async {
-                tokio::time::timeout(Duration::from_secs(20), self.page.goto(params)).await
-            })
-            .with_context(|| format!("loading {url}: timed out"))?
-            .with_context(|| format!("loading {url}"))?;
+        self.call(&format!("loading {url}"), self.page.goto(params))?;
         Ok(())
     }
 
@@ -57,10 +72,10 @@ impl Tab {
             .await_promise(true)
             .build()
             .map_err(|e| anyhow::anyhow!("evaluate params: {e}"))?;
-        let res = self
-            .rt
-            .block_on(self.page.evaluate_expression(params))
-            .context("evaluating JavaScript in the page")?;
+        let res = self.call(
+            "evaluating JavaScript in the page",
+            self.page.evaluate_expression(params),
+        )?;
         if let Some(ex) = &res.object().subtype
             && format!("{ex:?}").to_lowercase().contains("error")
         {
@@ -122,10 +137,7 @@ impl Tab {
                 });
             }
         }
-        let shot = self
-            .rt
-            .block_on(self.page.execute(params.build()))
-            .context("taking a screenshot")?;
+        let shot = self.call("taking a screenshot", self.page.execute(params.build()))?;
         let b64: &str = shot.result.data.as_ref();
         base64::engine::general_purpose::STANDARD
             .decode(b64)

@@ -8,7 +8,7 @@
 
 use super::{EpisodeRecord, EvalReport};
 use crate::util::sanitize::clean_line;
-use anyhow::{Context, Result};
+use anyhow::Result;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -57,8 +57,7 @@ pub struct Comparison {
 /// Reads an evaluation's results JSON (`rmsweb eval --out`); errors name the file and
 /// the field.
 pub fn load_report(path: &Path) -> Result<EvalReport> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let text = crate::util::fs::read_record(path)?;
     let mut de = serde_json::Deserializer::from_str(&text);
     serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let inner = e.inner();

@@ -9,9 +9,10 @@
 
 pub mod compare;
 pub mod parallel;
+pub mod stop;
 
-use crate::env::MiniwobEnv;
 use crate::env::miniwob::task_name;
+use crate::env::{MiniwobEnv, is_browser_gone};
 use crate::policy::attempt::AttemptSeeded;
 use crate::policy::{Policy, PolicyInput};
 use crate::trajectory::{ActionResult, Dataset, Outcome, Step, Task, Timing, Trajectory};
@@ -93,6 +94,10 @@ pub struct EvalReport {
     pub episodes_per_minute: f64,
     pub tasks: Vec<TaskSummary>,
     pub episodes: Vec<EpisodeRecord>,
+    /// Why the evaluation ended before its last episode (a stop asked for, the
+    /// browser gone); absent when it ran to the end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cut_short: Option<String>,
 }
 
 /// The unbiased pass@k estimator for `c` successes among `n` samples:
@@ -183,6 +188,7 @@ pub fn summarize(
         },
         tasks,
         episodes,
+        cut_short: None,
     }
 }
 
@@ -281,6 +287,8 @@ pub fn run_episode(
         });
         let answer = match answer {
             Ok(a) => a,
+            // A stop asked for ends the run here; this episode is not recorded.
+            Err(e) if stop::is_interrupted(&e) => return Err(e),
             Err(e) => {
                 ended = Some(format!("policy failed: {e:#}"));
                 break;
@@ -304,6 +312,9 @@ pub fn run_episode(
         for a in &answer.output.actions {
             let r = match env.execute(a) {
                 Ok(r) => r,
+                // A dead or hung browser ends the run, not just this episode (which
+                // would otherwise be counted as the policy's failure).
+                Err(e) if is_browser_gone(&e) => return Err(e),
                 Err(e) => {
                     broken = Some(format!(
                         "the browser failed under {}: {e:#}",
@@ -324,6 +335,7 @@ pub fn run_episode(
             match env.reward() {
                 Ok(p) if p.done => break,
                 Ok(_) => {}
+                Err(e) if is_browser_gone(&e) => return Err(e),
                 Err(e) => {
                     broken = Some(format!(
                         "the task page is gone after {}: {e:#}",
@@ -351,6 +363,7 @@ pub fn run_episode(
         match env.reward() {
             Ok(p) if p.done => break,
             Ok(_) => {}
+            Err(e) if is_browser_gone(&e) => return Err(e),
             Err(e) => {
                 ended = Some(format!("the task page is gone: {e:#}"));
                 break;
@@ -362,11 +375,15 @@ pub fn run_episode(
         }
     }
     // A page that no longer answers (the agent navigated away) did not finish the task.
-    let page = env.reward().unwrap_or(crate::env::miniwob::PageReward {
-        done: false,
-        raw_reward: 0.0,
-        reason: None,
-    });
+    let page = match env.reward() {
+        Ok(p) => p,
+        Err(e) if is_browser_gone(&e) => return Err(e),
+        Err(_) => crate::env::miniwob::PageReward {
+            done: false,
+            raw_reward: 0.0,
+            reason: None,
+        },
+    };
     let success = page.done && page.raw_reward > 0.0;
     let mut reason = if page.done {
         match &page.reason {
@@ -453,7 +470,9 @@ pub fn new_run_id() -> String {
 
 /// Runs every (task, seed, attempt) and aggregates. With a dataset, each episode is
 /// appended as it finishes (its task too, once), screenshots included.
-/// `on_episode` is called after each episode (for progress display).
+/// `on_episode` is called after each episode (for progress display). A stop asked
+/// for or a browser gone ends it with an error carrying [`stop::CutShort`]: the
+/// report of the episodes done before.
 pub fn evaluate(
     env: &mut MiniwobEnv,
     policy: &mut dyn Policy,
@@ -466,7 +485,13 @@ pub fn evaluate(
     let started = Instant::now();
     let mut records = Vec::new();
     for p in &parallel::plan(cfg, &run_id) {
-        let (t, traj, rec) = parallel::play(env, policy, p, cfg, sink.as_ref())?;
+        let (t, traj, rec) = match parallel::play(env, policy, p, cfg, sink.as_ref()) {
+            Ok(done) => done,
+            Err(e) => {
+                let elapsed = started.elapsed().as_secs_f64();
+                return Err(cut_short(e, &policy.name(), cfg, records, elapsed));
+            }
+        };
         parallel::record(dataset.as_deref_mut(), &mut known, &t, &traj)?;
         on_episode(&rec);
         records.push(rec);
@@ -477,6 +502,25 @@ pub fn evaluate(
         records,
         started.elapsed().as_secs_f64(),
     ))
+}
+
+/// An episode's error `e` as an evaluation returns it: when a stop or a browser
+/// gone ended it, with the report of the episodes done before ([`stop::CutShort`],
+/// its `cut_short` saying why).
+pub(crate) fn cut_short(
+    e: anyhow::Error,
+    policy: &str,
+    cfg: &EvalConfig,
+    records: Vec<EpisodeRecord>,
+    elapsed_s: f64,
+) -> anyhow::Error {
+    let e = stop::blame_stop(e);
+    if !stop::is_interrupted(&e) && !is_browser_gone(&e) {
+        return e;
+    }
+    let mut report = summarize(policy, cfg, records, elapsed_s);
+    report.cut_short = Some(format!("{e:#}"));
+    e.context(stop::CutShort(Box::new(report)))
 }
 
 /// Writes the report as pretty JSON (atomically).

@@ -90,7 +90,9 @@ pub(super) fn record(
 type Played = (usize, Result<(Task, Trajectory, EpisodeRecord)>);
 
 /// [`super::evaluate`] with one worker per `(env, policy)` pair. The first failing
-/// episode stops the others (after the episode each is playing) and is returned.
+/// episode stops the others (after the episode each is playing) and is returned
+/// (with the report of the episodes done when a stop or a browser gone caused it,
+/// as [`super::evaluate`]).
 pub fn evaluate_parallel(
     mut envs: Vec<MiniwobEnv>,
     mut policies: Vec<Box<dyn Policy + Send>>,
@@ -159,7 +161,9 @@ pub fn evaluate_parallel(
         }
     });
     if let Some(e) = failed {
-        return Err(e);
+        let done = records.into_iter().flatten().collect();
+        let elapsed = started.elapsed().as_secs_f64();
+        return Err(super::cut_short(e, &name, cfg, done, elapsed));
     }
     Ok(summarize(
         &name,

@@ -236,17 +236,34 @@ pub fn val_tasks(tasks: &BTreeSet<String>, val_share: f64) -> BTreeSet<String> {
     order.into_iter().take(k).cloned().collect()
 }
 
-fn screenshot(ds: &Dataset, t: Option<&Trajectory>, step: u32) -> Option<(Vec<u8>, String)> {
-    let rel = t?
-        .steps
-        .iter()
-        .find(|s| s.index == step)?
-        .state
-        .screenshot
-        .clone()?;
-    let path = ds.resolve(&rel).ok()?;
-    let bytes = std::fs::read(path).ok()?;
-    bytes.starts_with(b"\x89PNG").then_some((bytes, rel))
+/// The PNG of a step's state and its path; `None` when the step names none, the
+/// file is missing or it is no PNG (counted as missing). A file that is there but
+/// cannot be read as an image file (a FIFO, a device, over the size limit) fails
+/// the export naming the trajectory, the step and the path.
+fn screenshot(
+    ds: &Dataset,
+    t: Option<&Trajectory>,
+    step: u32,
+) -> Result<Option<(Vec<u8>, String)>> {
+    let Some((id, rel)) = t.and_then(|t| {
+        let s = t.steps.iter().find(|s| s.index == step)?;
+        Some((&t.id, s.state.screenshot.clone()?))
+    }) else {
+        return Ok(None);
+    };
+    let Ok(path) = ds.resolve(&rel) else {
+        return Ok(None);
+    };
+    let bytes = match crate::util::image::read_file(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => anyhow::bail!(
+            "trajectory {} step {step}: state.screenshot `{}`: {e}",
+            crate::util::sanitize::excerpt(id),
+            crate::util::sanitize::excerpt(&rel)
+        ),
+    };
+    Ok(bytes.starts_with(b"\x89PNG").then_some((bytes, rel)))
 }
 
 /// The rows of an export, in prompt order, with the prompts that were left out.
@@ -283,7 +300,7 @@ pub fn build_rows(ds: &Dataset, opts: &VerlOptions) -> Result<(Vec<VerlRow>, Ver
                 trajectories.insert(o.trajectory.clone(), t);
             }
             let t = trajectories.get(&o.trajectory).and_then(Option::as_ref);
-            match screenshot(ds, t, o.step) {
+            match screenshot(ds, t, o.step)? {
                 Some(img) => vec![img],
                 None => {
                     report.missing_images += 1;

@@ -84,14 +84,14 @@ impl Default for MineConfig {
 impl MineConfig {
     /// Reads a TOML config; errors name the file and the offending key.
     pub fn load(path: &Path) -> Result<Self> {
-        let text =
-            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let text = crate::util::fs::read_config(path)?;
         Self::from_toml(&text).with_context(|| format!("{}", path.display()))
     }
 
     /// Parses and validates a TOML config text.
     pub fn from_toml(text: &str) -> Result<Self> {
-        let cfg: MineConfig = toml::from_str(text).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let cfg: MineConfig = toml::from_str(text)
+            .map_err(|e| anyhow::anyhow!("{}", crate::util::toml_error(text, &e)))?;
         cfg.validate()?;
         Ok(cfg)
     }

@@ -3,12 +3,14 @@
 //! lead's modules configure (`[mine]`, `[sft.set]`, `[rl.set]`) pass through to those
 //! modules' own configs and are checked against them when the file is loaded.
 
+use super::checks::{RL_NEEDS, SFT_NEEDS, check_trainer, recipe_key};
 use crate::env::miniwob::task_name;
 use crate::mine::MineConfig;
 use crate::policy::scripted::ScriptedTeacher;
 use crate::train::rl::config::{PromptSource, RlConfig};
 use crate::train::rl::groups::Mode;
 use crate::train::sft::SftConfig;
+use crate::util::sanitize::excerpt;
 use anyhow::{Context, Result, bail, ensure};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -347,16 +349,22 @@ fn kebab<T: Serialize>(v: &T) -> String {
 impl Variant {
     /// Parses `salvage-ds` or `dapo+full-corpus`.
     pub fn parse(s: &str) -> Result<Variant> {
+        let shown = excerpt(s);
         let (mode, prompts) = match s.split_once('+') {
             Some((m, "full-corpus")) => (m, PromptSource::FullCorpus),
             Some((_, other)) => {
-                bail!("variant `{s}`: unknown prompt source `{other}` (full-corpus)")
+                bail!(
+                    "variant `{shown}`: unknown prompt source `{}` (full-corpus)",
+                    excerpt(other)
+                )
             }
             None => (s, PromptSource::Mined),
         };
         let mode: Mode =
             serde_json::from_value(serde_json::Value::String(mode.into())).map_err(|_| {
-                anyhow::anyhow!("variant `{s}`: unknown mode (salvage-ds, anchor-free, dapo, grpo)")
+                anyhow::anyhow!(
+                    "variant `{shown}`: unknown mode (salvage-ds, anchor-free, dapo, grpo)"
+                )
             })?;
         Ok(Variant { mode, prompts })
     }
@@ -385,6 +393,16 @@ pub fn seed_range(start: u64, n: usize) -> std::ops::Range<u64> {
     start..start.saturating_add(n as u64)
 }
 
+/// Checks that seeds `start .. start + n` exist (the range does not pass the
+/// largest seed, 2^64 - 1), naming `key` (the start) otherwise.
+fn seeds_fit(key: &str, start: u64, n: usize, what: &str) -> Result<()> {
+    ensure!(
+        start.checked_add(n as u64).is_some(),
+        "key `{key}`: {start} + {n} {what} passes the largest seed (2^64 - 1)"
+    );
+    Ok(())
+}
+
 fn overlaps(a: &std::ops::Range<u64>, b: &std::ops::Range<u64>) -> bool {
     a.start < b.end && b.start < a.end
 }
@@ -392,17 +410,17 @@ fn overlaps(a: &std::ops::Range<u64>, b: &std::ops::Range<u64>) -> bool {
 impl RecipeConfig {
     /// Reads and checks a recipe file; errors name the file and the key.
     pub fn load(path: &Path) -> Result<Self> {
-        let text =
-            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let text = crate::util::fs::read_config(path)?;
         Self::from_toml(&text).with_context(|| format!("{}", path.display()))
     }
 
     /// Parses and checks recipe TOML text.
     pub fn from_toml(text: &str) -> Result<Self> {
-        let de = toml::Deserializer::parse(text)?;
+        let de = toml::Deserializer::parse(text)
+            .map_err(|e| anyhow::anyhow!("{}", crate::util::toml_error(text, &e)))?;
         let cfg: RecipeConfig = serde_path_to_error::deserialize(de).map_err(|e| {
-            let path = e.path().to_string();
-            let inner = e.into_inner();
+            let path = excerpt(&e.path().to_string());
+            let inner = crate::util::toml_error(text, e.inner());
             if path == "." || path.is_empty() {
                 anyhow::anyhow!("{inner}")
             } else {
@@ -428,7 +446,11 @@ impl RecipeConfig {
 
     /// The miner's config.
     pub fn mine_config(&self) -> Result<MineConfig> {
-        MineConfig::from_toml(&toml::to_string(&self.mine)?)
+        // From the table itself: a line of re-written text would point nowhere.
+        let cfg = MineConfig::deserialize(toml::Value::Table(self.mine.clone()))
+            .map_err(|e| anyhow::anyhow!("{}", excerpt(e.message())))?;
+        cfg.validate()?;
+        Ok(cfg)
     }
 
     /// The SFT config the `sft` stage will run with (checks `[sft]` and its `set`).
@@ -462,16 +484,19 @@ impl RecipeConfig {
         for (i, (raw, t)) in self.tasks.iter().zip(&names).enumerate() {
             ensure!(
                 !raw.contains(':') || raw.starts_with("miniwob:"),
-                "key `tasks[{i}]`: {raw:?}: only miniwob:<name> tasks run live"
+                "key `tasks[{i}]`: `{}`: only miniwob:<name> tasks run live",
+                excerpt(raw)
             );
             ensure!(
                 ScriptedTeacher::supports(t),
-                "key `tasks[{i}]`: the scripted teacher does not know {t:?} (it knows: {})",
+                "key `tasks[{i}]`: the scripted teacher does not know `{}` (it knows: {})",
+                excerpt(t),
                 crate::policy::scripted::SUPPORTED_TASKS.join(", ")
             );
             ensure!(
                 !names[..i].contains(t),
-                "key `tasks[{i}]`: {t:?} is listed twice"
+                "key `tasks[{i}]`: `{}` is listed twice",
+                excerpt(t)
             );
         }
         let c = &self.collect;
@@ -507,6 +532,8 @@ impl RecipeConfig {
             e.temperature >= 0.0 && e.temperature.is_finite(),
             "key `eval.temperature`: 0 or more"
         );
+        seeds_fit("collect.seed_start", c.seed_start, c.seeds, "seeds")?;
+        seeds_fit("eval.seed_start", e.seed_start, e.episodes, "episodes")?;
         let train = seed_range(c.seed_start, c.seeds);
         let held = seed_range(e.seed_start, e.episodes);
         ensure!(
@@ -520,6 +547,12 @@ impl RecipeConfig {
         );
         let v = &self.rl.validation;
         if v.episodes > 0 {
+            seeds_fit(
+                "rl.validation.seed_start",
+                v.seed_start,
+                v.episodes,
+                "episodes",
+            )?;
             let val = seed_range(v.seed_start, v.episodes);
             for (other, what) in [(&train, "training"), (&held, "held-out evaluation")] {
                 ensure!(
@@ -552,7 +585,16 @@ impl RecipeConfig {
             );
         }
         self.mine_config().context("key `mine`")?;
-        self.sft_config(Path::new("dataset")).context("key `sft`")?;
+        ensure!(
+            self.sft.steps != Some(0),
+            "key `sft.steps`: 0 is no number of steps (leave the key out to train by epochs)"
+        );
+        let sft = self.sft_config(Path::new("dataset")).context("key `sft`")?;
+        check_trainer("sft", &self.sft.set, &sft, SFT_NEEDS)?;
+        ensure!(
+            self.rl.steps != Some(0),
+            "key `rl.steps`: at least 1 (a run of 0 steps leaves no checkpoint to evaluate)"
+        );
         ensure!(
             !self.rl.seeds.is_empty(),
             "key `rl.seeds`: list at least one seed"
@@ -582,11 +624,19 @@ impl RecipeConfig {
             let parsed = Variant::parse(v).with_context(|| format!("key `rl.variants[{i}]`"))?;
             ensure!(
                 !names.contains(&parsed.name()),
-                "key `rl.variants[{i}]`: {v:?} is listed twice"
+                "key `rl.variants[{i}]`: `{}` is listed twice",
+                excerpt(v)
             );
             names.push(parsed.name());
-            self.rl_config(parsed, 1, Path::new("init"), Path::new("dataset"))
+            let rl = self
+                .rl_config(parsed, 1, Path::new("init"), Path::new("dataset"))
                 .context("key `rl`")?;
+            ensure!(
+                rl.steps > 0,
+                "key `{}`: at least 1 (a run of 0 steps leaves no checkpoint to evaluate)",
+                recipe_key("rl", &self.rl.set, "steps")
+            );
+            check_trainer("rl", &self.rl.set, &rl, RL_NEEDS)?;
         }
         Ok(())
     }

@@ -5,12 +5,16 @@
 //! variant (and seed) from the same SFT checkpoint, evaluation of each, and the
 //! report ([`report`]).
 //!
-//! [`config`] is `recipe.toml`; [`plan`] turns it into units with keys (hashes of
-//! their config and inputs); [`pipeline`] runs the units whose records
-//! ([`record`]) are not current; [`steps`] holds each unit's work; [`layout`] says
-//! where everything lives in the recipe folder.
+//! [`config`] is `recipe.toml` (its trainer sections checked by [`checks`]);
+//! [`plan`] turns it into units with keys (hashes of their config and inputs);
+//! [`pipeline`] runs the units whose records ([`record`]) are not current;
+//! [`steps`] holds each unit's work; [`layout`] says where everything lives in the
+//! recipe folder, and [`folder`] keeps a run to a folder it made and to clearing
+//! only what it wrote.
 
+pub mod checks;
 pub mod config;
+pub mod folder;
 pub mod layout;
 pub mod pipeline;
 pub mod plan;

@@ -12,8 +12,6 @@ use super::steps::{self, Ctx, Done};
 use anyhow::{Context, Result, bail};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 /// How to run a recipe.
@@ -74,20 +72,29 @@ fn run_unit(ctx: &mut Ctx<'_>, unit: &Unit) -> Result<Done> {
 /// in), which `rmsweb recipe report` reads.
 fn write_config(layout: &Layout, cfg: &RecipeConfig) -> Result<()> {
     let text = format!(
-        "# The resolved configuration of the last `rmsweb recipe run` in this folder.\n{}",
+        "{}\n{}",
+        super::folder::CONFIG_HEADER,
         toml::to_string_pretty(cfg)?
     );
     crate::trajectory::jsonl::write_atomic(&layout.config(), text.as_bytes())
 }
 
+/// A unit's error, told how to go on when a stop ended it.
+fn stopped(e: anyhow::Error) -> anyhow::Error {
+    if crate::eval::stop::is_interrupted(&e) {
+        e.context(
+            "stopped: the units done are recorded (a trainer checkpoints first); \
+             `recipe run` again goes on from there",
+        )
+    } else {
+        e
+    }
+}
+
 /// Runs the recipe in `opts.out`.
 pub fn run(cfg: &RecipeConfig, opts: &RunOptions) -> Result<RunSummary> {
     let started = Instant::now();
-    std::fs::create_dir_all(&opts.out)
-        .with_context(|| format!("creating {}", opts.out.display()))?;
-    let root = std::fs::canonicalize(&opts.out)
-        .with_context(|| format!("resolving {}", opts.out.display()))?;
-    let layout = Layout::new(root);
+    let layout = Layout::new(super::folder::prepare(&opts.out)?);
     std::fs::create_dir_all(layout.runs())?;
     write_config(&layout, cfg)?;
     let units = plan(cfg)?;
@@ -97,12 +104,9 @@ pub fn run(cfg: &RecipeConfig, opts: &RunOptions) -> Result<RunSummary> {
     } else {
         Progress::hidden(units.len())
     };
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        // A second signal ends the process at once.
-        signal_hook::flag::register_conditional_shutdown(sig, 130, Arc::clone(&stop))?;
-        signal_hook::flag::register(sig, Arc::clone(&stop))?;
-    }
+    // The first SIGINT/SIGTERM stops the unit at work at its next step; a second
+    // ends the process at once.
+    let stop = crate::eval::stop::on_signals()?;
     let mut ctx = Ctx::new(cfg, &layout, &opts.exe, &progress, stop);
     // The record token of every unit handled so far (what downstream units read).
     let mut tokens: BTreeMap<String, String> = BTreeMap::new();
@@ -136,11 +140,13 @@ pub fn run(cfg: &RecipeConfig, opts: &RunOptions) -> Result<RunSummary> {
                         input.split('/').next().unwrap_or(input)
                     );
                 }
-                ctx.check_stop()?;
+                ctx.check_stop().map_err(stopped)?;
                 progress.say(&format!("▶ {:<34} running ({why})", unit.id));
                 record::remove(&layout, &unit.id)?;
                 let t = Instant::now();
-                let done = run_unit(&mut ctx, unit).with_context(|| unit.id.to_string())?;
+                let done = run_unit(&mut ctx, unit)
+                    .map_err(|e| stopped(crate::eval::stop::blame_stop(e)))
+                    .with_context(|| unit.id.to_string())?;
                 let elapsed = t.elapsed().as_secs_f64();
                 let outputs = done.outputs.iter().map(|p| layout.relative(p)).collect();
                 record::write(

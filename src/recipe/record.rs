@@ -70,8 +70,22 @@ impl Record {
 /// Reads a unit's record; `None` when there is none or it is unreadable (the unit
 /// then runs again).
 pub fn read(layout: &Layout, unit: &str) -> Option<Record> {
-    let text = std::fs::read_to_string(layout.record(unit)).ok()?;
-    serde_json::from_str(&text).ok()
+    load(layout, unit).ok().flatten()
+}
+
+/// Reads a unit's record through the bounded, regular-file-only reader: `Ok(None)`
+/// when there is none, an error saying why when it is there but unreadable (a FIFO,
+/// a device, too large, not a record).
+pub fn load(layout: &Layout, unit: &str) -> Result<Option<Record>, String> {
+    let path = layout.record(unit);
+    let text = match crate::util::fs::read_record(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e.to_string()),
+    };
+    serde_json::from_str(&text)
+        .map(Some)
+        .map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// Writes a unit's record atomically.
@@ -100,8 +114,15 @@ pub fn stale_reason(
     unit: &Unit,
     tokens: &BTreeMap<String, String>,
 ) -> Option<String> {
-    let Some(r) = read(layout, &unit.id) else {
-        return Some("not run yet".into());
+    let r = match load(layout, &unit.id) {
+        Ok(Some(r)) => r,
+        Ok(None) => return Some("not run yet".into()),
+        Err(e) => {
+            return Some(format!(
+                "its record is unreadable ({})",
+                crate::util::sanitize::clean_line(&e)
+            ));
+        }
     };
     if r.key != unit.key {
         return Some(if r.config_hash != unit.config_hash {

@@ -92,8 +92,7 @@ impl RewardConfig {
 
     /// Reads a TOML file.
     pub fn load(path: &Path) -> anyhow::Result<Self> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("reading reward config {}", path.display()))?;
+        let text = crate::util::fs::read_config(path).context("reading a reward config")?;
         Self::from_toml_str(&text, &path.display().to_string())
     }
 

@@ -7,6 +7,7 @@ use super::limits::Limits;
 use crate::model::Message;
 use crate::model::constrain::Schema;
 use crate::model::vl::prompt::IMAGE_PLACEHOLDER;
+use crate::util::sanitize::excerpt;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -160,7 +161,8 @@ pub fn check(body: &[u8], model: &str, sees: bool, limits: &Limits) -> Result<Ch
         let path = e.path().to_string();
         ApiError::invalid(
             if path == "." { "(body)".into() } else { path },
-            format!("malformed request: {}", e.inner()),
+            // serde quotes a value of the wrong type whole: at most 200 bytes here.
+            format!("malformed request: {}", excerpt(&e.inner().to_string())),
         )
     })?;
     if let Some(m) = &r.model
@@ -168,7 +170,10 @@ pub fn check(body: &[u8], model: &str, sees: bool, limits: &Limits) -> Result<Ch
     {
         return Err(ApiError {
             status: StatusCode::NOT_FOUND,
-            message: format!("The model `{m}` does not exist; this server serves `{model}`"),
+            message: format!(
+                "The model `{}` does not exist; this server serves `{model}`",
+                excerpt(m)
+            ),
             kind: "invalid_request_error",
             param: Some("model".into()),
             code: Some("model_not_found"),
@@ -218,7 +223,10 @@ pub fn check(body: &[u8], model: &str, sees: bool, limits: &Limits) -> Result<Ch
             other => {
                 return Err(ApiError::invalid(
                     format!("messages[{i}].role"),
-                    format!("role `{other}` is not supported (system, developer, user, assistant)"),
+                    format!(
+                        "role `{}` is not supported (system, developer, user, assistant)",
+                        excerpt(other)
+                    ),
                 ));
             }
         };
@@ -388,6 +396,20 @@ mod tests {
 
     fn err(body: Value) -> ApiError {
         check(body.to_string().as_bytes(), "m", false, &Limits::default()).unwrap_err()
+    }
+
+    #[test]
+    fn values_are_quoted_short() {
+        let long = "\u{1b}[31m".repeat(100_000);
+        for body in [
+            json!({"model": long, "messages": [{"role": "user", "content": "x"}]}),
+            json!({"temperature": long, "messages": [{"role": "user", "content": "x"}]}),
+            json!({"messages": [{"role": long, "content": "x"}]}),
+        ] {
+            let e = check(body.to_string().as_bytes(), "m", false, &Limits::default()).unwrap_err();
+            assert!(e.message.len() < 400, "{}", e.message.len());
+            assert!(!e.message.contains('\u{1b}'), "{}", e.message);
+        }
     }
 
     #[test]

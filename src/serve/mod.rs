@@ -257,7 +257,16 @@ async fn chat(
 ) -> Response {
     let body = match body {
         Ok(b) => b,
-        Err(e) => return body_refused(&app, &e).into_response(),
+        Err(e) => {
+            // The unread rest of the body leaves the connection unusable: the client is
+            // told so, and sends its next request on a new one.
+            let mut r = body_refused(&app, &e).into_response();
+            r.headers_mut().insert(
+                axum::http::header::CONNECTION,
+                axum::http::HeaderValue::from_static("close"),
+            );
+            return r;
+        }
     };
     // Parsing, the schema, the image and the tokenizer run on a blocking thread, a
     // few requests at a time: the async workers stay free for every other client.

@@ -282,29 +282,32 @@ pub fn resolve_checkpoint(dir: &Path) -> Result<PathBuf> {
 /// values are TOML (`lr=1e-3`, `lora.target_modules=["q_proj"]`), and a value that is
 /// not TOML is taken as a bare string (`mode=dapo`).
 pub fn apply_overrides<T: Serialize>(config: &T, sets: &[String]) -> Result<String> {
+    use crate::util::sanitize::excerpt;
     let mut table = toml::Value::try_from(config)?;
     for s in sets {
         let (key, raw) = s
             .split_once('=')
-            .ok_or_else(|| anyhow::anyhow!("--set `{s}`: expected key=value"))?;
+            .ok_or_else(|| anyhow::anyhow!("--set `{}`: expected key=value", excerpt(s)))?;
         let value = toml::from_str::<toml::Table>(&format!("v = {raw}"))
             .ok()
             .and_then(|mut t| t.remove("v"))
             .unwrap_or_else(|| toml::Value::String(raw.to_string()));
         let mut cur = &mut table;
         let parts: Vec<&str> = key.trim().split('.').collect();
+        let shown = excerpt(key);
         for (i, p) in parts.iter().enumerate() {
-            let t = cur
-                .as_table_mut()
-                .ok_or_else(|| anyhow::anyhow!("--set `{key}`: `{p}` is not a table"))?;
+            let unknown = || anyhow::anyhow!("--set `{shown}`: unknown key `{}`", excerpt(p));
+            let t = cur.as_table_mut().ok_or_else(|| {
+                anyhow::anyhow!("--set `{shown}`: `{}` is not a table", excerpt(p))
+            })?;
             if i + 1 == parts.len() {
-                anyhow::ensure!(t.contains_key(*p), "--set `{key}`: unknown key `{p}`");
+                if !t.contains_key(*p) {
+                    return Err(unknown());
+                }
                 t.insert((*p).to_string(), value.clone());
                 break;
             }
-            cur = t
-                .get_mut(*p)
-                .ok_or_else(|| anyhow::anyhow!("--set `{key}`: unknown key `{p}`"))?;
+            cur = t.get_mut(*p).ok_or_else(unknown)?;
         }
     }
     Ok(toml::to_string(&table)?)

@@ -235,7 +235,7 @@ impl SftConfig {
             _ => {
                 anyhow::bail!(
                     "unknown preset `{}` (tiny, tiny-vl, lora, qwen3-lora, qwen3-vl-lora)",
-                    crate::util::sanitize::clean_line(name)
+                    crate::util::sanitize::excerpt(name)
                 )
             }
         }
@@ -244,14 +244,16 @@ impl SftConfig {
     /// Applies `key=value` overrides (dotted keys, TOML values; bare words are strings).
     pub fn with_overrides(self, sets: &[String]) -> Result<Self> {
         let text = super::run::apply_overrides(&self, sets)?;
-        Self::from_toml(&text).context("after --set overrides")
+        Self::checked(crate::util::from_toml_text(&text, false).context("after --set overrides")?)
     }
 
     /// Parses `run.toml`.
     pub fn from_toml(text: &str) -> Result<Self> {
-        let de = toml::Deserializer::parse(text)?;
-        let cfg: SftConfig = serde_path_to_error::deserialize(de)
-            .map_err(|e| anyhow::anyhow!("field `{}`: {}", e.path(), e.inner()))?;
+        Self::checked(crate::util::from_toml_text(text, true)?)
+    }
+
+    /// Checks what deserializing does not.
+    fn checked(cfg: SftConfig) -> Result<Self> {
         anyhow::ensure!(
             cfg.micro_batch > 0 && cfg.grad_accum > 0,
             "micro_batch and grad_accum must be positive"

@@ -288,17 +288,23 @@ fn id_of(raw: &[u8]) -> Option<String> {
 /// Resolves `rel` inside `root`, refusing absolute paths, `..` and anything that
 /// (through symlinks) lands outside the root.
 pub fn resolve_inside(root: &Path, rel: &str) -> Result<PathBuf> {
+    resolve_under(root, rel, "the dataset root")
+}
+
+/// [`resolve_inside`] for a root messages call `what` (`the history's folder`).
+pub fn resolve_under(root: &Path, rel: &str, what: &str) -> Result<PathBuf> {
     let p = Path::new(rel);
     if rel.is_empty() {
         bail!("empty path");
     }
+    let shown = crate::util::sanitize::excerpt(rel);
     if p.is_absolute() || rel.starts_with('\\') || rel.contains(':') && cfg!(windows) {
-        bail!("path `{rel}` is absolute; dataset paths must be relative to the dataset root");
+        bail!("path `{shown}` is absolute; it must be relative to {what}");
     }
     for c in p.components() {
         match c {
             Component::Normal(_) | Component::CurDir => {}
-            _ => bail!("path `{rel}` leaves the dataset root"),
+            _ => bail!("path `{shown}` leaves {what}"),
         }
     }
     let joined = root.join(p);
@@ -306,7 +312,7 @@ pub fn resolve_inside(root: &Path, rel: &str) -> Result<PathBuf> {
         let real = joined.canonicalize()?;
         let real_root = root.canonicalize()?;
         if !real.starts_with(&real_root) {
-            bail!("path `{rel}` leads outside the dataset root through a link");
+            bail!("path `{shown}` leads outside {what} through a link");
         }
     }
     Ok(joined)

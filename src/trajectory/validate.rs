@@ -544,16 +544,26 @@ fn check_trajectory(
         if let Some(rel) = &s.state.screenshot {
             match resolve_inside(ds.root(), rel) {
                 Err(e) => push(Severity::Error, at("state.screenshot"), e.to_string()),
-                Ok(p) if !p.is_file() => push(
+                Ok(p) if !p.exists() => push(
                     Severity::Error,
                     at("state.screenshot"),
-                    if p.exists() {
-                        format!("screenshot `{rel}` is not a regular file")
-                    } else {
-                        format!("screenshot `{rel}` does not exist")
-                    },
+                    format!("screenshot `{rel}` does not exist"),
                 ),
                 Ok(p) => {
+                    // What every reader of screenshots refuses: not a regular file, or
+                    // over the size limit.
+                    if let Err(e) = crate::util::image::check_file(&p) {
+                        let why = e.to_string();
+                        let why = why
+                            .strip_prefix(&format!("{}: ", p.display()))
+                            .unwrap_or(&why);
+                        push(
+                            Severity::Error,
+                            at("state.screenshot"),
+                            format!("screenshot `{rel}`: {why}"),
+                        );
+                        continue;
+                    }
                     shots += 1;
                     if opts.decode_images
                         && let Err(e) = image_dimensions(&p)

@@ -100,6 +100,51 @@ pub fn read_limited(path: &Path, max: u64) -> io::Result<Vec<u8>> {
     Ok(buf)
 }
 
+/// Largest configuration file read (`recipe.toml`, `mine.toml`, a filter or reward
+/// config): a hand-written file is never near this.
+pub const MAX_CONFIG_BYTES: u64 = 4 << 20;
+
+/// Largest machine-written JSON or TOML file read outside the dataset store (a
+/// recipe's stage records, a run's `status.json` or `run.toml`, evaluation reports).
+pub const MAX_RECORD_FILE_BYTES: u64 = 64 << 20;
+
+/// A configuration file as text: [`read_text_limited`] at [`MAX_CONFIG_BYTES`].
+pub fn read_config(path: &Path) -> io::Result<String> {
+    read_text_limited(path, MAX_CONFIG_BYTES)
+}
+
+/// A machine-written record file as text: [`read_text_limited`] at
+/// [`MAX_RECORD_FILE_BYTES`].
+pub fn read_record(path: &Path) -> io::Result<String> {
+    read_text_limited(path, MAX_RECORD_FILE_BYTES)
+}
+
+/// The last `max` bytes of a regular file as text (invalid UTF-8 replaced), for
+/// the tail of a log that may be any size.
+pub fn read_tail(path: &Path, max: u64) -> io::Result<String> {
+    use std::io::{Seek, SeekFrom};
+    let mut f = open_regular(path)?;
+    let len = f.metadata()?.len();
+    f.seek(SeekFrom::Start(len.saturating_sub(max)))?;
+    let mut buf = Vec::new();
+    f.take(max).read_to_end(&mut buf)?;
+    Ok(String::from_utf8_lossy(&buf).into_owned())
+}
+
+/// The number of lines of a regular file, read in pieces (any size).
+pub fn count_lines(path: &Path) -> io::Result<usize> {
+    let mut f = open_regular(path)?;
+    let mut buf = vec![0u8; 64 << 10];
+    let mut n = 0;
+    loop {
+        let k = f.read(&mut buf)?;
+        if k == 0 {
+            return Ok(n);
+        }
+        n += buf[..k].iter().filter(|&&b| b == b'\n').count();
+    }
+}
+
 /// [`read_limited`] as UTF-8 text.
 pub fn read_text_limited(path: &Path, max: u64) -> io::Result<String> {
     String::from_utf8(read_limited(path, max)?).map_err(|e| {

@@ -11,6 +11,37 @@ pub const MAX_SIDE: u32 = 16_384;
 /// Most pixels accepted: 64 Mpx, 256 MiB as RGBA.
 pub const MAX_PIXELS: u64 = 64 << 20;
 
+/// Largest image file read (a screenshot, even of a long page, is a few MiB).
+pub const MAX_FILE_BYTES: u64 = 64 << 20;
+
+/// Checks that an image file can be read: a regular file (not a FIFO or device)
+/// of at most [`MAX_FILE_BYTES`], without reading it. Errors name the path.
+pub fn check_file(path: &Path) -> std::io::Result<u64> {
+    let named =
+        |e: std::io::Error| std::io::Error::new(e.kind(), format!("{}: {e}", path.display()));
+    let len = super::fs::open_regular(path)
+        .and_then(|f| f.metadata())
+        .map_err(named)?
+        .len();
+    if len > MAX_FILE_BYTES {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "{}: {} is over the {} limit",
+                path.display(),
+                super::human_bytes(len),
+                super::human_bytes(MAX_FILE_BYTES)
+            ),
+        ));
+    }
+    Ok(len)
+}
+
+/// Reads an image file's bytes: [`super::fs::read_limited`] at [`MAX_FILE_BYTES`].
+pub fn read_file(path: &Path) -> std::io::Result<Vec<u8>> {
+    super::fs::read_limited(path, MAX_FILE_BYTES)
+}
+
 /// Refuses dimensions over [`MAX_SIDE`] or [`MAX_PIXELS`], with a message giving both.
 pub fn check_dimensions(width: u32, height: u32) -> Result<(), String> {
     if width > MAX_SIDE || height > MAX_SIDE || u64::from(width) * u64::from(height) > MAX_PIXELS {

@@ -10,7 +10,30 @@ use super::sanitize::clean_text;
 /// terminal: escape sequences removed, other control characters made visible.
 /// Newlines of multi-line messages (an import's list of problems) are kept.
 pub fn render(e: &anyhow::Error) -> String {
-    clean_text(&format!("{e:#}")).into_owned()
+    let text = format!("{e:#}");
+    let mut out = String::with_capacity(text.len().min(64 << 10));
+    for (i, line) in text.split('\n').enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        out.push_str(&clean_text(&clip(line)));
+    }
+    out
+}
+
+/// Longest line of an error printed: a message that quotes a huge value (a 20 MB
+/// name in a library's error) is cut, its length said.
+const MAX_LINE_BYTES: usize = 2000;
+
+fn clip(line: &str) -> std::borrow::Cow<'_, str> {
+    if line.len() <= MAX_LINE_BYTES {
+        return line.into();
+    }
+    let mut end = MAX_LINE_BYTES;
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes in all)", &line[..end], line.len()).into()
 }
 
 /// Whether the error comes from writing to a closed pipe (`rmsweb stats | head`).

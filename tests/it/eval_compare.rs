@@ -35,6 +35,7 @@ fn report(policy: &str, episodes: Vec<EpisodeRecord>) -> EvalReport {
         episodes_per_minute: 1.0,
         tasks: Vec::new(),
         episodes,
+        cut_short: None,
     }
 }
 

@@ -38,7 +38,7 @@ fn all_payloads() -> String {
 }
 
 /// Runs the binary with a time limit (a hang fails the test instead of stalling it).
-fn run_for(args: &[&str], limit: Duration) -> Output {
+pub(crate) fn run_for(args: &[&str], limit: Duration) -> Output {
     use std::os::unix::process::CommandExt;
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_rmsweb"));
     // SAFETY: setsid is async-signal-safe; the child leaves the controlling terminal,
@@ -89,7 +89,7 @@ fn run_for(args: &[&str], limit: Duration) -> Output {
 }
 
 /// `rmsweb import browser-use --dataset DS HISTORY --task TASK`.
-fn import_history(ds: &Path, history: &Path, task: &str) -> Output {
+pub(crate) fn import_history(ds: &Path, history: &Path, task: &str) -> Output {
     run(&[
         "import",
         "browser-use",
@@ -101,7 +101,7 @@ fn import_history(ds: &Path, history: &Path, task: &str) -> Output {
     ])
 }
 
-fn run(args: &[&str]) -> Output {
+pub(crate) fn run(args: &[&str]) -> Output {
     run_for(args, Duration::from_secs(60))
 }
 
@@ -117,7 +117,7 @@ fn first_control(bytes: &[u8]) -> Option<(usize, char)> {
 }
 
 /// Asserts the run printed no control character and did not panic; returns stderr.
-fn assert_clean(what: &str, o: &Output) -> String {
+pub(crate) fn assert_clean(what: &str, o: &Output) -> String {
     let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
     for (name, bytes) in [("stdout", &o.stdout), ("stderr", &o.stderr)] {
         if let Some((at, c)) = first_control(bytes) {
@@ -140,12 +140,12 @@ fn assert_clean(what: &str, o: &Output) -> String {
     stderr
 }
 
-fn s(p: &Path) -> &str {
+pub(crate) fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
 /// A small valid dataset: one task, one trajectory with a screenshot, one mined pair.
-fn dataset(root: &Path) {
+pub(crate) fn dataset(root: &Path) {
     std::fs::create_dir_all(root.join("screenshots/t1-a1")).unwrap();
     std::fs::create_dir_all(root.join("mined")).unwrap();
     std::fs::write(

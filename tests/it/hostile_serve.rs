@@ -293,8 +293,18 @@ fn sizes_are_checked_before_work() {
         "at least",
     );
     // A body over the limit: an OpenAI-style error, not a bare text.
+    // Its connection is closed (the rest of the body is not read), and says so:
+    // the next request goes on a new one.
     let big = msg("z".repeat(41_000_000));
-    let (status, body) = post(&c, &s.base, &big);
+    let r = c
+        .post(format!("{}/chat/completions", s.base))
+        .json(&big)
+        .send()
+        .unwrap();
+    let close = r.headers().get("connection").map(|v| v.as_bytes().to_vec());
+    assert_eq!(close.as_deref(), Some(&b"close"[..]));
+    let status = r.status().as_u16();
+    let body: Value = r.json().unwrap();
     error_on(
         &body,
         (status, 413),

@@ -87,7 +87,7 @@ const VARIANTS: [&str; 5] = [
     "salvage-ds+full-corpus",
 ];
 
-fn require_live_env() {
+pub(crate) fn require_live_env() {
     let dir = rmsweb::env::miniwob::resolve_dir(None);
     assert!(
         Path::new(rmsweb::env::DEFAULT_CHROMIUM).exists() && dir.join("core/core.js").is_file(),

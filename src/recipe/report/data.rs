@@ -48,9 +48,13 @@ fn read_json<T: serde::de::DeserializeOwned>(
     layout: &Layout,
 ) -> Option<T> {
     let rel = layout.relative(path);
-    match std::fs::read_to_string(path) {
-        Err(_) => {
+    match crate::util::fs::read_record(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             missing.push(format!("{rel} (not written yet)"));
+            None
+        }
+        Err(e) => {
+            missing.push(format!("{rel} (unreadable: {e})"));
             None
         }
         Ok(text) => match serde_json::from_str(&text) {
@@ -69,7 +73,7 @@ fn read_metrics(
     layout: &Layout,
     missing: &mut Vec<String>,
 ) -> Vec<MetricsLine> {
-    let Ok(text) = std::fs::read_to_string(path) else {
+    let Ok(text) = crate::util::fs::read_record(path) else {
         missing.push(format!("{} (not written yet)", layout.relative(path)));
         return Vec::new();
     };

@@ -27,6 +27,9 @@ pub const FONT_PATHS: [&str; 8] = [
 const FONT: &str = "sans-serif";
 
 /// Registers the font once per process; the error says where it looked.
+/// Largest font file read.
+const FONT_BYTES: u64 = 64 << 20;
+
 fn font() -> Result<(), String> {
     static DONE: OnceLock<Result<(), String>> = OnceLock::new();
     DONE.get_or_init(|| {
@@ -36,7 +39,9 @@ fn font() -> Result<(), String> {
         }
         tried.extend(FONT_PATHS.iter().map(PathBuf::from));
         for p in &tried {
-            let Ok(bytes) = std::fs::read(p) else { continue };
+            let Ok(bytes) = crate::util::fs::read_limited(p, FONT_BYTES) else {
+                continue;
+            };
             // The font table holds `&'static` data; one font per process.
             let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
             if plotters::style::register_font(FONT, FontStyle::Normal, bytes).is_ok() {

@@ -95,7 +95,6 @@ pub fn build(a: &Analysis) -> ReportJson {
 
 /// Reads a `report.json`; the error names the file.
 pub fn read(path: &std::path::Path) -> anyhow::Result<ReportJson> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
+    let text = crate::util::fs::read_record(path)?;
     serde_json::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
 }

@@ -10,11 +10,12 @@
 //! SFT policy's attempts are there for the miner, which pairs them with the
 //! teacher's successes on the same instance (task id).
 
-use super::{Ctx, Done, Stoppable, local_policy, remove_path};
+use super::{Ctx, Done, Stoppable, local_policy};
 use crate::collect::{CollectConfig, CollectReport, HeuristicReflector, collect, known_shortest};
 use crate::curate::FILTER_FILE;
 use crate::policy::Policy;
 use crate::policy::scripted::{MistakeRates, ScriptedTeacher};
+use crate::recipe::folder::clear;
 use crate::recipe::layout::sft_run_name;
 use crate::recipe::plan::Arm;
 use crate::train::run::RunDir;
@@ -32,12 +33,11 @@ fn run_collection(
     let bar = ctx
         .progress
         .unit_bar(unit, (cfg.tasks.len() * cfg.seeds) as u64, "seeds");
-    let stop = ctx.stop.clone();
     let rounds = cfg.rounds as u32;
     let (mut attempts, mut ok) = (0usize, 0usize);
     let mut stoppable = Stoppable {
         inner: policy,
-        stop: &stop,
+        stop: ctx.stop.clone(),
     };
     let env = ctx.env()?;
     let report = collect(
@@ -89,8 +89,8 @@ pub fn teacher(ctx: &mut Ctx<'_>, unit: &str, arm: Arm) -> Result<Done> {
     let c = &recipe.collect;
     let root = ctx.layout.dataset(arm);
     let report_path = ctx.layout.collect_report(arm.name());
-    remove_path(&root)?;
-    remove_path(&report_path)?;
+    clear(ctx.layout, &root)?;
+    clear(ctx.layout, &report_path)?;
     let mut ds = Dataset::create(
         &root,
         &format!("recipe-{}", arm.name()),
@@ -166,8 +166,8 @@ pub fn sft_policy(ctx: &mut Ctx<'_>, unit: &str) -> Result<Done> {
     let source = ctx.layout.dataset(Arm::Reflection);
     let pool = ctx.layout.pool();
     let report_path = ctx.layout.collect_report("sft-policy");
-    remove_path(&pool)?;
-    remove_path(&report_path)?;
+    clear(ctx.layout, &pool)?;
+    clear(ctx.layout, &report_path)?;
     std::fs::create_dir_all(&pool).with_context(|| format!("creating {}", pool.display()))?;
     for f in ["tasks.jsonl", "trajectories.jsonl"] {
         copy(&source.join(f), &pool.join(f))?;

@@ -1,10 +1,11 @@
 //! Curation of a teacher collection: the quality filter with the recipe's bounds
 //! (`sft/filter.json`), then flattening the kept trajectories (`sft/samples.jsonl`).
 
-use super::{Done, remove_path};
+use super::Done;
 use crate::curate::flatten::{FlattenOptions, samples_path, write_samples};
 use crate::curate::{FILTER_FILE, FilterReport, filter_dataset, flatten_kept};
 use crate::recipe::config::RecipeConfig;
+use crate::recipe::folder::clear;
 use crate::recipe::layout::Layout;
 use crate::recipe::plan::Arm;
 use crate::trajectory::Dataset;
@@ -15,7 +16,7 @@ use anyhow::{Context, Result};
 pub fn filter(cfg: &RecipeConfig, layout: &Layout, arm: Arm) -> Result<Done> {
     let ds = Dataset::open(layout.dataset(arm))?;
     let out = ds.root().join(FILTER_FILE);
-    remove_path(&out)?;
+    clear(layout, &out)?;
     let report = filter_dataset(&ds, &cfg.filter.to_filter());
     write_atomic(&out, serde_json::to_string_pretty(&report)?.as_bytes())?;
     Ok(Done {
@@ -32,12 +33,11 @@ pub fn filter(cfg: &RecipeConfig, layout: &Layout, arm: Arm) -> Result<Done> {
 pub fn flatten(cfg: &RecipeConfig, layout: &Layout, arm: Arm) -> Result<Done> {
     let ds = Dataset::open(layout.dataset(arm))?;
     let fpath = ds.root().join(FILTER_FILE);
-    let text =
-        std::fs::read_to_string(&fpath).with_context(|| format!("reading {}", fpath.display()))?;
+    let text = crate::util::fs::read_record(&fpath)?;
     let filter: FilterReport =
         serde_json::from_str(&text).with_context(|| format!("{}", fpath.display()))?;
     let out = samples_path(&ds);
-    remove_path(&out)?;
+    clear(layout, &out)?;
     let mut opts = FlattenOptions::default();
     opts.prompt.token_budget = cfg.flatten.token_budget;
     let (samples, report) = flatten_kept(&ds, &filter, &opts, &crate::policy::prompt::CharApprox)?;

@@ -5,8 +5,9 @@
 //! `eval/validation/<name>/step-N.json`.
 
 use super::collect::latest_checkpoint;
-use super::{Ctx, Done, Stoppable, local_policy, remove_path};
+use super::{Ctx, Done, Stoppable, local_policy};
 use crate::eval::{EvalConfig, EvalReport, evaluate, write_report};
+use crate::recipe::folder::clear;
 use crate::train::run::RunDir;
 use crate::trajectory::Dataset;
 use anyhow::{Context, Result};
@@ -32,7 +33,7 @@ pub fn rl(ctx: &mut Ctx<'_>, unit: &str, name: &str) -> Result<Done> {
         ctx.layout.run(name).display()
     );
     let dir = ctx.layout.validation_reports(name);
-    remove_path(&dir)?;
+    clear(ctx.layout, &dir)?;
     let mut scores = Vec::new();
     for (step, path) in &checkpoints {
         let label = format!("{unit} validation step {step}");
@@ -74,8 +75,8 @@ fn held_out(
     let e = ctx.cfg.eval.clone();
     let report_path = ctx.layout.eval_report(name);
     let ds_path = ctx.layout.eval_dataset(name);
-    remove_path(&report_path)?;
-    remove_path(&ds_path)?;
+    clear(ctx.layout, &report_path)?;
+    clear(ctx.layout, &ds_path)?;
     let mut dataset = if e.save_episodes {
         Some(Dataset::create(
             &ds_path,
@@ -144,10 +145,9 @@ fn episodes(
     let bar = ctx
         .progress
         .unit_bar(label, (cfg.tasks.len() * cfg.episodes) as u64, "episodes");
-    let stop = ctx.stop.clone();
     let mut stoppable = Stoppable {
         inner: &mut policy,
-        stop: &stop,
+        stop: ctx.stop.clone(),
     };
     let (mut done, mut solved) = (0usize, 0usize);
     let env = ctx.env()?;

@@ -1,7 +1,8 @@
 //! Mining the pool (`data/pool/mined/`) with the heuristic judge.
 
-use super::{Ctx, Done, remove_path};
+use super::{Ctx, Done};
 use crate::mine::{HeuristicJudge, mine_dataset, write_output};
+use crate::recipe::folder::clear;
 use crate::train::rl::config::PromptSource;
 use crate::trajectory::Dataset;
 use anyhow::Result;
@@ -12,7 +13,7 @@ pub fn run(ctx: &mut Ctx<'_>, unit: &str) -> Result<Done> {
     let cfg = ctx.cfg.mine_config()?;
     let ds = Dataset::open(ctx.layout.pool())?;
     let out_dir = ctx.layout.pool().join("mined");
-    remove_path(&out_dir)?;
+    clear(ctx.layout, &out_dir)?;
     let bar = ctx.progress.unit_bar(unit, 0, "tasks");
     let tick = |total: usize| {
         bar.set_length(total as u64);

@@ -14,8 +14,8 @@ use super::layout::Layout;
 use super::progress::Progress;
 use crate::env::miniwob::resolve_dir;
 use crate::env::{ChromeOptions, MiniwobEnv};
-use crate::policy::{Policy, PolicyInput, PolicyOutput};
-use crate::trajectory::Task;
+use crate::eval::stop::Interrupted;
+pub use crate::eval::stop::Stoppable;
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -90,46 +90,10 @@ impl<'a> Ctx<'a> {
 
     /// Fails when a stop was asked for (so the unit is not recorded as done).
     pub fn check_stop(&self) -> Result<()> {
-        anyhow::ensure!(!self.stopping(), "interrupted");
-        Ok(())
-    }
-}
-
-/// A policy that refuses to act once a stop is asked for, so that a collection or
-/// evaluation in progress ends its remaining episodes at once.
-pub struct Stoppable<'a> {
-    pub inner: &'a mut dyn Policy,
-    pub stop: &'a AtomicBool,
-}
-
-impl Policy for Stoppable<'_> {
-    fn name(&self) -> String {
-        self.inner.name()
-    }
-    fn reset(&mut self, task: &Task, seed: u64) {
-        self.inner.reset(task, seed)
-    }
-    fn notes(&self) -> Vec<String> {
-        self.inner.notes()
-    }
-    fn act(&mut self, input: &PolicyInput<'_>) -> Result<PolicyOutput> {
-        anyhow::ensure!(!self.stop.load(Ordering::Relaxed), "interrupted");
-        self.inner.act(input)
-    }
-}
-
-/// Removes a file or folder if it exists.
-pub fn remove_path(p: &Path) -> Result<()> {
-    let r = if p.is_dir() {
-        std::fs::remove_dir_all(p)
-    } else {
-        std::fs::remove_file(p)
-    };
-    match r {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-            Err(e).with_context(|| format!("removing {}", p.display()))
+        if self.stopping() {
+            return Err(Interrupted.into());
         }
-        _ => Ok(()),
+        Ok(())
     }
 }
 

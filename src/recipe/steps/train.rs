@@ -8,8 +8,10 @@
 //! latest checkpoint; a run of another key (a changed config) is removed first.
 
 use super::collect::latest_checkpoint;
-use super::{Ctx, Done, remove_path};
+use super::{Ctx, Done};
 use crate::recipe::config::{Variant, set_args};
+use crate::recipe::folder::clear;
+use crate::recipe::layout::Layout;
 use crate::recipe::layout::sft_run_name;
 use crate::recipe::plan::{Arm, Unit, rl_run_name};
 use crate::runs::info::{parse_status, pid_alive};
@@ -40,7 +42,7 @@ enum Start {
 }
 
 fn status_state(dir: &Path) -> (Option<String>, Option<u32>) {
-    match std::fs::read_to_string(dir.join("status.json"))
+    match crate::util::fs::read_record(&dir.join("status.json"))
         .ok()
         .and_then(|t| parse_status(&t).ok())
     {
@@ -49,8 +51,8 @@ fn status_state(dir: &Path) -> (Option<String>, Option<u32>) {
     }
 }
 
-fn prepare(dir: &Path, unit: &Unit) -> Result<Start> {
-    let marker: Option<Marker> = std::fs::read_to_string(dir.join(MARKER))
+fn prepare(layout: &Layout, dir: &Path, unit: &Unit) -> Result<Start> {
+    let marker: Option<Marker> = crate::util::fs::read_record(&dir.join(MARKER))
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok());
     if marker.is_some_and(|m| m.key == unit.key) {
@@ -71,7 +73,7 @@ fn prepare(dir: &Path, unit: &Unit) -> Result<Start> {
             return Ok(Start::Resume);
         }
     }
-    remove_path(dir)?;
+    clear(layout, dir)?;
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let m = Marker {
         unit: unit.id.clone(),
@@ -94,7 +96,7 @@ fn step_of(message: &str) -> Option<(u64, u64)> {
 
 /// The last `n` lines of a run's log, sanitized, for an error message.
 fn log_tail(dir: &Path, n: usize) -> String {
-    let text = std::fs::read_to_string(dir.join("stdout.log")).unwrap_or_default();
+    let text = crate::util::fs::read_tail(&dir.join("stdout.log"), 64 << 10).unwrap_or_default();
     let lines: Vec<&str> = text
         .lines()
         .map(str::trim)
@@ -135,7 +137,7 @@ fn run_child(ctx: &Ctx<'_>, unit: &str, dir: &Path, args: &[String]) -> Result<(
             bar.set_message("stopping: the trainer checkpoints first");
             let _ = crate::runs::launch::stop(child.id());
         }
-        if let Ok(text) = std::fs::read_to_string(dir.join("status.json"))
+        if let Ok(text) = crate::util::fs::read_record(&dir.join("status.json"))
             && let Ok(s) = parse_status(&text)
             && !signalled
         {
@@ -163,7 +165,7 @@ fn run_child(ctx: &Ctx<'_>, unit: &str, dir: &Path, args: &[String]) -> Result<(
 }
 
 fn train(ctx: &Ctx<'_>, unit: &Unit, dir: &Path, args: Vec<String>) -> Result<PathBuf> {
-    match prepare(dir, unit)? {
+    match prepare(ctx.layout, dir, unit)? {
         Start::Finished => {
             ctx.progress.say(&format!(
                 "  {}: {} already finished under this config; taken as it is",
@@ -196,7 +198,7 @@ fn done(ctx: &Ctx<'_>, dir: &Path, checkpoint: &Path) -> Done {
         summary: serde_json::json!({
             "run": ctx.layout.relative(dir),
             "checkpoint": ctx.layout.relative(checkpoint),
-            "metrics_lines": std::fs::read_to_string(&metrics).map(|t| t.lines().count()).unwrap_or(0),
+            "metrics_lines": crate::util::fs::count_lines(&metrics).unwrap_or(0),
         }),
     }
 }
@@ -291,9 +293,10 @@ mod tests {
             crate::recipe::config::RecipeConfig::from_toml("tasks = [\"click-button\"]\n").unwrap();
         let units = crate::recipe::plan::plan(&cfg).unwrap();
         let u = units.iter().find(|u| u.id == "sft/reflection").unwrap();
-        let dir = d.path().join("sft-reflection");
+        let layout = Layout::new(crate::recipe::folder::prepare(&d.path().join("r")).unwrap());
+        let dir = layout.run("sft-reflection");
         // Nothing there: fresh, with the marker.
-        assert_eq!(prepare(&dir, u).unwrap(), Start::Fresh);
+        assert_eq!(prepare(&layout, &dir, u).unwrap(), Start::Fresh);
         assert!(dir.join(MARKER).is_file());
         // A stopped run with a checkpoint under the same key: resumed.
         std::fs::write(dir.join("run.toml"), "kind = \"sft\"\n").unwrap();
@@ -305,14 +308,14 @@ mod tests {
             r#"{"state": "stopped", "pid": 1, "step": 5}"#,
         )
         .unwrap();
-        assert_eq!(prepare(&dir, u).unwrap(), Start::Resume);
+        assert_eq!(prepare(&layout, &dir, u).unwrap(), Start::Resume);
         // Finished: taken as it is.
         std::fs::write(
             dir.join("status.json"),
             r#"{"state": "finished", "pid": 1, "step": 9}"#,
         )
         .unwrap();
-        assert_eq!(prepare(&dir, u).unwrap(), Start::Finished);
+        assert_eq!(prepare(&layout, &dir, u).unwrap(), Start::Finished);
         // Said running by a live process: refused, the folder left alone.
         let mut other_process = Command::new("sleep").arg("30").spawn().unwrap();
         std::fs::write(
@@ -323,16 +326,16 @@ mod tests {
             ),
         )
         .unwrap();
-        let e = prepare(&dir, u).unwrap_err().to_string();
+        let e = prepare(&layout, &dir, u).unwrap_err().to_string();
         other_process.kill().unwrap();
         other_process.wait().unwrap();
         assert!(e.contains("still being trained"), "{e}");
         assert!(dir.join("run.toml").is_file());
         // Its process gone (a killed trainer): resumed from the checkpoint.
-        assert_eq!(prepare(&dir, u).unwrap(), Start::Resume);
+        assert_eq!(prepare(&layout, &dir, u).unwrap(), Start::Resume);
         // Another key: the folder is replaced.
         let other = units.iter().find(|x| x.id == "sft/baseline").unwrap();
-        assert_eq!(prepare(&dir, other).unwrap(), Start::Fresh);
+        assert_eq!(prepare(&layout, &dir, other).unwrap(), Start::Fresh);
         assert!(!dir.join("run.toml").exists());
     }
 }

@@ -232,21 +232,25 @@ impl RlConfig {
                 },
                 ..paper
             }),
-            _ => anyhow::bail!("unknown preset `{name}` (tiny, paper)"),
+            _ => anyhow::bail!(
+                "unknown preset `{}` (tiny, paper)",
+                crate::util::sanitize::excerpt(name)
+            ),
         }
     }
 
     /// Applies `--set key=value` overrides (see [`crate::train::run::apply_overrides`]).
     pub fn with_overrides(self, sets: &[String]) -> Result<Self> {
         let text = crate::train::run::apply_overrides(&self, sets)?;
-        Self::from_toml(&text).context("after --set overrides")
+        let cfg: RlConfig =
+            crate::util::from_toml_text(&text, false).context("after --set overrides")?;
+        cfg.validate()?;
+        Ok(cfg)
     }
 
     /// Parses and checks `run.toml`; errors name the field.
     pub fn from_toml(text: &str) -> Result<Self> {
-        let de = toml::Deserializer::parse(text)?;
-        let cfg: RlConfig = serde_path_to_error::deserialize(de)
-            .map_err(|e| anyhow::anyhow!("field `{}`: {}", e.path(), e.inner()))?;
+        let cfg: RlConfig = crate::util::from_toml_text(text, true)?;
         cfg.validate()?;
         Ok(cfg)
     }

@@ -3,7 +3,10 @@
 //! re-encoded).
 
 use super::browser_use::ShotSource;
-use crate::trajectory::store::resolve_inside;
+use crate::trajectory::store::resolve_under;
+
+/// What messages call the folder relative screenshot paths resolve against.
+const HISTORY_FOLDER: &str = "the history's folder";
 use std::path::{Path, PathBuf};
 
 /// Where path screenshots may be read from.
@@ -50,7 +53,8 @@ pub fn resolve_shot_path(p: &str, policy: &ShotPolicy) -> Result<PathBuf, String
         }
         return Ok(real);
     }
-    let resolved = resolve_inside(policy.base_dir, p).map_err(|e| format!("screenshot {e:#}"))?;
+    let resolved = resolve_under(policy.base_dir, p, HISTORY_FOLDER)
+        .map_err(|e| format!("screenshot {e:#}"))?;
     if !resolved.is_file() {
         return Err(format!(
             "screenshot `{p}` not found (looked at {})",
@@ -76,7 +80,7 @@ pub fn is_missing(p: &str, policy: &ShotPolicy) -> bool {
             });
         return inside && !path.exists();
     }
-    resolve_inside(policy.base_dir, p).is_ok_and(|r| !r.exists())
+    resolve_under(policy.base_dir, p, HISTORY_FOLDER).is_ok_and(|r| !r.exists())
 }
 
 fn read_limited(path: &Path, max: u64) -> Result<Vec<u8>, String> {
