@@ -10,7 +10,7 @@
 //! (`.ci/install-env.sh`).
 //!
 //! Without `--model` (as under `cargo test --all-targets`) a random tiny model plays
-//! one grounded episode of two tasks at parallel 1 and 2.
+//! one grounded episode (2 steps at most) of two tasks at parallel 1 and 2.
 
 use serde_json::Value;
 use std::path::Path;
@@ -88,8 +88,9 @@ fn main() -> anyhow::Result<()> {
         .collect::<Result<_, _>>()?;
     let grounded = smoke || args.iter().any(|a| a == "--grounded");
     let max_new = if smoke { "24" } else { "256" };
+    let max_steps = if smoke { "2" } else { "10" };
     println!(
-        "eval --policy local ({}), {} tasks x {episodes} seeds, max-new-tokens {max_new}{}",
+        "eval --policy local ({}), {} tasks x {episodes} seeds, max-steps {max_steps}, max-new-tokens {max_new}{}",
         ckpt.display(),
         tasks.len(),
         if grounded { ", grounded" } else { "" }
@@ -103,7 +104,7 @@ fn main() -> anyhow::Result<()> {
         let out = tmp.path().join(format!("p{p}.json"));
         let t0 = Instant::now();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_rmsweb"));
-        cmd.args(["eval", "--policy", "local", "--max-steps", "10"])
+        cmd.args(["eval", "--policy", "local", "--max-steps", max_steps])
             .args(["--tasks", &tasks.join(",")])
             .args(["--episodes", &episodes.to_string(), "--seed", "10000"])
             .args(["--parallel", &p.to_string(), "--max-new-tokens", max_new])
