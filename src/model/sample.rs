@@ -53,27 +53,6 @@ pub struct Constraint<'a> {
 }
 
 impl Constraint<'_> {
-    /// Whether token `t` may come next (`both`: under the quoted-span rule too);
-    /// `next_bytes` caches the matcher's [`Matcher::next_bytes`] for this step.
-    fn allows(
-        &self,
-        t: u32,
-        stop: &[u32],
-        both: bool,
-        next_bytes: &std::cell::OnceCell<[bool; 256]>,
-    ) -> bool {
-        if !self
-            .matcher
-            .allows_token_filtered(t, self.token_bytes, stop, next_bytes)
-        {
-            return false;
-        }
-        match (&self.quotes, self.token_bytes.get(t as usize)) {
-            (Some(q), Some(Some(b))) if both && !stop.contains(&t) => q.after(b).is_some(),
-            _ => true,
-        }
-    }
-
     /// Picks the next token with [`pick_allowed`] under both rules, under the schema
     /// alone where no token satisfies both, and feeds it to the rules; `None` when
     /// the schema allows nothing.
@@ -85,28 +64,58 @@ impl Constraint<'_> {
         stop: &[u32],
     ) -> Option<u32> {
         let next_bytes = std::cell::OnceCell::new();
-        let t = pick_allowed(logits, cfg, rng, |t| {
-            self.allows(t, stop, true, &next_bytes)
-        })
-        .or_else(|| {
-            pick_allowed(logits, cfg, rng, |t| {
-                self.allows(t, stop, false, &next_bytes)
-            })
+        let (m, q, bytes) = (&self.matcher, self.quotes.as_ref(), self.token_bytes);
+        let t = pick_under_rules(logits, cfg, rng, |t, both| {
+            rules_allow(m, q, t, bytes, stop, both, &next_bytes)
         })?;
-        self.accept(t);
+        if let Some(Some(b)) = bytes.get(t as usize) {
+            advance_rules(&mut self.matcher, self.quotes.as_mut(), b);
+        }
         Some(t)
     }
+}
 
-    /// Feeds the chosen token's bytes to both rules.
-    fn accept(&mut self, t: u32) {
-        if let Some(Some(b)) = self.token_bytes.get(t as usize) {
-            self.matcher.advance(b);
-            if let Some(q) = &mut self.quotes
-                && !q.advance(b)
-            {
-                q.reset();
-            }
-        }
+/// Whether token `t` may come next under a schema's `matcher` and (`both`) the
+/// quoted-span rule `quotes`; `next_bytes` caches the matcher's
+/// [`Matcher::next_bytes`] for this step. Stop tokens answer to the schema alone.
+pub(crate) fn rules_allow(
+    matcher: &Matcher,
+    quotes: Option<&QuoteGuard>,
+    t: u32,
+    token_bytes: &[Option<Vec<u8>>],
+    stop: &[u32],
+    both: bool,
+    next_bytes: &std::cell::OnceCell<[bool; 256]>,
+) -> bool {
+    if !matcher.allows_token_filtered(t, token_bytes, stop, next_bytes) {
+        return false;
+    }
+    match (quotes, token_bytes.get(t as usize)) {
+        (Some(q), Some(Some(b))) if both && !stop.contains(&t) => q.after(b).is_some(),
+        _ => true,
+    }
+}
+
+/// [`pick_allowed`] under both rules (`allows(t, true)`), under the schema alone
+/// (`allows(t, false)`) where no token satisfies both.
+pub(crate) fn pick_under_rules(
+    logits: &[f32],
+    cfg: &SampleConfig,
+    rng: &mut impl Rng,
+    allows: impl Fn(u32, bool) -> bool,
+) -> Option<u32> {
+    pick_allowed(logits, cfg, rng, |t| allows(t, true))
+        .or_else(|| pick_allowed(logits, cfg, rng, |t| allows(t, false)))
+}
+
+/// Feeds a chosen token's bytes to the rules; a quoted span the token breaks is
+/// forgotten (the schema alone chose it).
+pub(crate) fn advance_rules(matcher: &mut Matcher, quotes: Option<&mut QuoteGuard>, bytes: &[u8]) {
+    matcher.advance(bytes);
+    if let Some(q) = quotes
+        && !q.advance(bytes)
+    {
+        q.reset();
     }
 }
 

@@ -88,49 +88,47 @@ impl Running {
 
     fn add(&mut self, core: &Core, encoded: Vec<Encoded>) -> Result<()> {
         let model = &core.model;
+        // Keys encoded to end at `from`, turned to end at `to`.
+        let turn = |cache: KvCache, from: usize, to: usize| -> Result<KvCache> {
+            match to - from {
+                0 => Ok(cache),
+                d => Ok(cache.turned(&model.rope_turn(d as isize)?)?),
+            }
+        };
         let longest = encoded.iter().map(|e| e.len).max().unwrap_or(0);
         let end = self.pos.max(longest);
+        let old_width = if self.rows.is_empty() {
+            0
+        } else {
+            self.cache.len()
+        };
+        let width = old_width.max(longest);
         let mut caches = Vec::with_capacity(encoded.len() + 1);
         let mut logits = Vec::with_capacity(encoded.len() + 1);
-        let mut lens = Vec::new();
         if !self.rows.is_empty() {
-            let cache = std::mem::take(&mut self.cache);
-            let turned = match end - self.pos {
-                0 => cache,
-                d => cache.turned(&model.rope_turn(d as isize)?)?,
-            };
-            lens.push((turned.len(), self.rows.len()));
-            caches.push(turned);
+            caches.push(turn(std::mem::take(&mut self.cache), self.pos, end)?);
             logits.push(
                 self.last
                     .take()
                     .context("the batch has no pending logits")?,
             );
+            for p in &mut self.pads {
+                *p += width - old_width;
+            }
         }
         for e in encoded {
             let n = e.job.req.n.max(1);
-            let cache = match end - e.len {
-                0 => e.cache,
-                d => e.cache.turned(&model.rope_turn(d as isize)?)?,
-            };
+            let cache = turn(e.cache, e.len, end)?;
             caches.push(if n > 1 { cache.repeat_batch(n)? } else { cache });
             logits.push(if n > 1 {
                 Tensor::cat(&vec![&e.logits; n], 0)?
             } else {
                 e.logits
             });
-            lens.push((e.len, n));
+            self.pads.extend(std::iter::repeat_n(width - e.len, n));
             for c in 0..n {
                 self.rows.push(Row::new(Arc::clone(&e.job), c));
             }
-        }
-        let width = lens.iter().map(|&(l, _)| l).max().unwrap_or(0);
-        let old = self.pads.len();
-        for p in &mut self.pads {
-            *p += width - lens[0].0;
-        }
-        for &(l, n) in &lens[usize::from(old > 0)..] {
-            self.pads.extend(std::iter::repeat_n(width - l, n));
         }
         self.cache = KvCache::stack_left_padded(&caches, HEADROOM)?;
         self.last = Some(Tensor::cat(&logits, 0)?);

@@ -1,6 +1,7 @@
 //! Prompts encoded recently, kept so that a new prompt encodes only what follows the
 //! longest prefix it shares with one of them.
 
+use crate::model::prefix::common_prefix_len;
 use crate::model::{Decoder, KvCache};
 use anyhow::Result;
 use candle_core::Tensor;
@@ -32,9 +33,8 @@ impl PromptStore {
             .iter()
             .enumerate()
             .map(|(i, (ids, _))| {
-                let shared = ids.iter().zip(prompt).take_while(|(a, b)| a == b).count();
                 // At least the last token is encoded: its logits start the decoding.
-                (i, shared.min(prompt.len() - 1))
+                (i, common_prefix_len(&[ids, prompt]).min(prompt.len() - 1))
             })
             .max_by_key(|&(i, shared)| (shared, i));
         let (mut cache, start) = match best {

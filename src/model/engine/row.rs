@@ -2,7 +2,7 @@
 
 use super::{Event, Finish, GenRequest, Job};
 use crate::model::constrain::{Closer, Matcher, QuoteGuard, Schema};
-use crate::model::sample::{SampleConfig, pick_allowed};
+use crate::model::sample::{SampleConfig, advance_rules, pick_under_rules, rules_allow};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use std::collections::{HashMap, VecDeque};
@@ -111,25 +111,22 @@ impl Vocab {
             ..SampleConfig::default()
         };
         let next_bytes = std::cell::OnceCell::new();
-        let by_schema = |t: u32| {
-            row.matcher.as_ref().is_none_or(|m| {
-                m.allows_token_filtered(t, &self.token_bytes, &self.stop_ids, &next_bytes)
-            })
-        };
-        let by_quotes = |t: u32| match (&row.quotes, self.token_bytes.get(t as usize)) {
-            (Some(q), Some(Some(b))) if !self.stop_ids.contains(&t) => q.after(b).is_some(),
-            _ => true,
-        };
-        // Both rules where some token satisfies both, the schema alone otherwise.
+        let (matcher, quotes) = (row.matcher.as_ref(), row.quotes.as_ref());
         // Nothing the schema allows cannot happen for a satisfiable schema with a
         // byte-complete vocabulary; should it, the sequence ends.
-        let picked = if row.quotes.is_some() {
-            let rng = &mut row.rng;
-            pick_allowed(&l, &cfg, rng, |t| by_schema(t) && by_quotes(t))
-                .or_else(|| pick_allowed(&l, &cfg, rng, by_schema))
-        } else {
-            pick_allowed(&l, &cfg, &mut row.rng, by_schema)
-        };
+        let picked = pick_under_rules(&l, &cfg, &mut row.rng, |t, both| {
+            matcher.is_none_or(|m| {
+                rules_allow(
+                    m,
+                    quotes,
+                    t,
+                    &self.token_bytes,
+                    &self.stop_ids,
+                    both,
+                    &next_bytes,
+                )
+            })
+        });
         picked.unwrap_or_else(|| self.stop_ids.first().copied().unwrap_or(0))
     }
 
@@ -141,15 +138,8 @@ impl Vocab {
         if !stopped {
             row.ids.push(t);
             *row.counts.entry(t).or_insert(0) += 1;
-            if let Some(Some(b)) = self.token_bytes.get(t as usize) {
-                if let Some(m) = &mut row.matcher {
-                    m.advance(b);
-                }
-                if let Some(q) = &mut row.quotes
-                    && !q.advance(b)
-                {
-                    q.reset();
-                }
+            if let (Some(Some(b)), Some(m)) = (self.token_bytes.get(t as usize), &mut row.matcher) {
+                advance_rules(m, row.quotes.as_mut(), b);
             }
         }
         let job = Arc::clone(&row.job);
