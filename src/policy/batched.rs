@@ -7,9 +7,9 @@
 use super::local::{LocalPolicy, act_with};
 use super::prompt::PromptOptions;
 use super::{Policy, PolicyInput, PolicyOutput};
+use crate::model::ChatTemplate;
 use crate::model::engine::{Engine, EngineOptions, GenRequest};
 use crate::model::sample::SampleConfig;
-use crate::model::{ChatTemplate, LocalModelPolicy};
 use anyhow::{Result, bail};
 use std::sync::Arc;
 
@@ -32,19 +32,10 @@ impl LocalPolicy {
     /// share it, each with this one's settings. A Qwen3-VL checkpoint is refused (its
     /// steps carry a screenshot each: play them one at a time).
     pub fn batched(self, clients: usize, opts: EngineOptions) -> Result<Vec<BatchedPolicy>> {
-        let stop = self.model.stop_ids().to_vec();
-        let LocalModelPolicy {
-            model,
-            vl,
-            tokenizer,
-            template,
-            sampling,
-            ..
-        } = self.model;
-        if vl.is_some() {
+        if self.model.vl.is_some() {
             bail!("a Qwen3-VL checkpoint plays one episode at a time (--parallel 1)");
         }
-        let engine = Engine::start(model, None, tokenizer.clone(), stop, opts);
+        let (engine, tokenizer, template, sampling) = Engine::over(self.model, opts);
         let (tokenizer, template) = (Arc::new(tokenizer), Arc::new(template));
         Ok((0..clients.max(1))
             .map(|_| BatchedPolicy {

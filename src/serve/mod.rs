@@ -116,35 +116,24 @@ pub fn serve(cfg: ServeConfig) -> Result<()> {
         .as_deref()
         .map(|d| log::ExchangeLog::open(d, &name))
         .transpose()?;
-    let stop_ids = model.stop_ids().to_vec();
-    let LocalModelPolicy {
-        model,
-        vl,
-        tokenizer,
-        template,
-        ..
-    } = model;
-    let vision = vl.as_deref().map(|v| Vision {
+    let vision = model.vl.as_deref().map(|v| Vision {
         image: v.image.clone(),
         image_token: v.model.token_ids().image_token_id,
         device: device.clone(),
     });
+    let (engine, tokenizer, template, _) = Engine::over(
+        model,
+        EngineOptions {
+            max_batch: cfg.max_batch,
+            prefix_positions: cfg.prefix_positions,
+        },
+    );
     let longest_token = crate::model::constrain::token_bytes(&tokenizer)
         .iter()
         .flatten()
         .map(Vec::len)
         .max()
         .unwrap_or(1);
-    let engine = Engine::start(
-        model,
-        vl,
-        tokenizer.clone(),
-        stop_ids,
-        EngineOptions {
-            max_batch: cfg.max_batch,
-            prefix_positions: cfg.prefix_positions,
-        },
-    );
     let app = Arc::new(App {
         engine,
         vision,

@@ -16,21 +16,11 @@ fn load(dir: &Path) -> LocalModelPolicy {
 }
 
 fn start(dir: &Path, prefix_positions: usize) -> Engine {
-    let p = load(dir);
-    let stop = p.stop_ids().to_vec();
-    let LocalModelPolicy {
-        model, tokenizer, ..
-    } = p;
-    Engine::start(
-        model,
-        None,
-        tokenizer,
-        stop,
-        EngineOptions {
-            max_batch: 16,
-            prefix_positions,
-        },
-    )
+    let opts = EngineOptions {
+        max_batch: 16,
+        prefix_positions,
+    };
+    Engine::over(load(dir), opts).0
 }
 
 /// A prompt of `len` tokens that differs with `salt`.

@@ -27,10 +27,11 @@ mod prefixes;
 mod row;
 mod seeing;
 
-use crate::model::Decoder;
 use crate::model::constrain::{QuoteGuard, Schema};
 use crate::model::policy::VlSide;
+use crate::model::sample::SampleConfig;
 use crate::model::vl::prompt::Screenshot;
+use crate::model::{ChatTemplate, Decoder, LocalModelPolicy};
 use anyhow::Result;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -201,6 +202,26 @@ impl Engine {
             })
             .expect("spawning the engine thread");
         Engine { tx, info }
+    }
+
+    /// Starts an engine over a loaded model's weights (and, for a Qwen3-VL checkpoint,
+    /// its whole VL model) and stop tokens; returns it with what the caller still
+    /// needs to build prompts: the tokenizer, chat template and sampling settings.
+    pub fn over(
+        policy: LocalModelPolicy,
+        opts: EngineOptions,
+    ) -> (Engine, tokenizers::Tokenizer, ChatTemplate, SampleConfig) {
+        let stop = policy.stop_ids().to_vec();
+        let LocalModelPolicy {
+            model,
+            vl,
+            tokenizer,
+            template,
+            sampling,
+            ..
+        } = policy;
+        let engine = Engine::start(model, vl, tokenizer.clone(), stop, opts);
+        (engine, tokenizer, template, sampling)
     }
 
     /// Queues a request; its events arrive on the returned receiver. Dropping the
