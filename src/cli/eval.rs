@@ -366,7 +366,7 @@ pub fn run(args: Args) -> Result<()> {
         }
         envs.insert(0, env);
         rmsweb::eval::parallel::evaluate_parallel(
-            envs,
+            &mut envs,
             policies,
             &cfg,
             dataset.as_mut(),

@@ -47,6 +47,11 @@ struct ImportArgs {
     /// The dtype of the written weights.
     #[arg(long, value_enum, default_value_t = Dtype::F32)]
     dtype: Dtype,
+    /// Keep only the first N decoder blocks (embeddings, final norm and head kept):
+    /// the real model's shapes, tokenizer and template at a fraction of its cost, for
+    /// checking a pipeline end to end. It does not answer like the whole model.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    layers: Option<u32>,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -63,8 +68,19 @@ pub fn run(a: Args) -> Result<()> {
                 Dtype::F32 => OutDtype::F32,
                 Dtype::Bf16 => OutDtype::Bf16,
             };
-            let summary = import(&a.src, &a.out, dtype)?;
+            let summary = match a.layers {
+                None => import(&a.src, &a.out, dtype)?,
+                Some(n) => {
+                    rmsweb::model::cut::import_first_layers(&a.src, &a.out, dtype, n as usize)?
+                }
+            };
             println!("{summary}");
+            if let Some(n) = a.layers {
+                println!(
+                    "  cut to its first {n} of {} decoder blocks",
+                    summary.hparams.layers
+                );
+            }
             Ok(())
         }
         Command::Merge(a) => {

@@ -94,7 +94,7 @@ type Played = (usize, Result<(Task, Trajectory, EpisodeRecord)>);
 /// (with the report of the episodes done when a stop or a browser gone caused it,
 /// as [`super::evaluate`]).
 pub fn evaluate_parallel(
-    mut envs: Vec<MiniwobEnv>,
+    envs: &mut [MiniwobEnv],
     mut policies: Vec<Box<dyn Policy + Send>>,
     cfg: &EvalConfig,
     mut dataset: Option<&mut Dataset>,

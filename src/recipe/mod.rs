@@ -12,6 +12,7 @@
 //! recipe folder, and [`folder`] keeps a run to a folder it made and to clearing
 //! only what it wrote.
 
+pub mod base;
 pub mod checks;
 pub mod config;
 pub mod folder;

@@ -48,6 +48,8 @@ pub struct RunSummary {
 fn run_unit(ctx: &mut Ctx<'_>, unit: &Unit) -> Result<Done> {
     let (cfg, layout) = (ctx.cfg, ctx.layout);
     match &unit.work {
+        Work::Model => steps::model::prepare(ctx),
+        Work::EvalBase => steps::evaluate::base(ctx, &unit.id),
         Work::Collect(arm) => steps::collect::teacher(ctx, &unit.id, *arm),
         Work::Filter(arm) => steps::curate::filter(cfg, layout, *arm),
         Work::Flatten(arm) => steps::curate::flatten(cfg, layout, *arm),

@@ -14,6 +14,8 @@ pub const PLAN_VERSION: u32 = 1;
 /// The stages, in order; `--stages` takes their names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Stage {
+    Model,
+    EvalBase,
     Collect,
     Filter,
     Flatten,
@@ -28,7 +30,9 @@ pub enum Stage {
 
 impl Stage {
     /// Every stage in order.
-    pub const ALL: [Stage; 10] = [
+    pub const ALL: [Stage; 12] = [
+        Stage::Model,
+        Stage::EvalBase,
         Stage::Collect,
         Stage::Filter,
         Stage::Flatten,
@@ -44,6 +48,8 @@ impl Stage {
     /// The name `--stages` takes.
     pub fn name(self) -> &'static str {
         match self {
+            Stage::Model => "model",
+            Stage::EvalBase => "eval-base",
             Stage::Collect => "collect",
             Stage::Filter => "filter",
             Stage::Flatten => "flatten",
@@ -60,6 +66,8 @@ impl Stage {
     /// One line on what the stage does.
     pub fn about(self) -> &'static str {
         match self {
+            Stage::Model => "the pretrained base imported (a .gguf or a wheel) or cut ([model])",
+            Stage::EvalBase => "the pretrained base zero-shot on the held-out seeds",
             Stage::Collect => "scripted teacher on the training seeds, with and without reflection",
             Stage::Filter => "quality filter of each collection",
             Stage::Flatten => "kept trajectories into SFT samples",
@@ -115,6 +123,8 @@ impl Arm {
 /// What a unit does.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Work {
+    Model,
+    EvalBase,
     Collect(Arm),
     Filter(Arm),
     Flatten(Arm),
@@ -136,6 +146,8 @@ impl Work {
     /// The stage the unit belongs to.
     pub fn stage(&self) -> Stage {
         match self {
+            Work::Model => Stage::Model,
+            Work::EvalBase => Stage::EvalBase,
             Work::Collect(_) => Stage::Collect,
             Work::Filter(_) => Stage::Filter,
             Work::Flatten(_) => Stage::Flatten,
@@ -159,7 +171,9 @@ impl Work {
             Work::EvalSft(a) => format!("{st}/sft-{}", a.name()),
             Work::Rl { variant, seed } => format!("{st}/{}/s{seed}", variant.name()),
             Work::EvalRl { variant, seed } => format!("{st}/{}", rl_run_name(variant, *seed)),
-            Work::SftCollect | Work::Mine | Work::Report => st.to_string(),
+            Work::Model | Work::EvalBase | Work::SftCollect | Work::Mine | Work::Report => {
+                st.to_string()
+            }
         }
     }
 }
@@ -235,6 +249,30 @@ pub fn plan(cfg: &RecipeConfig) -> Result<Vec<Unit>> {
     let mut flatten_ids = Vec::new();
     let mut eval_ids = Vec::new();
     let mut collect_ids = Vec::new();
+    // `parallel` changes how fast, not what: it is no part of a key.
+    let mut eval_section = serde_json::to_value(&cfg.eval)?;
+    if let Some(o) = eval_section.as_object_mut() {
+        o.remove("parallel");
+    }
+    let eval_cfg =
+        serde_json::json!({ "tasks": tasks, "eval": eval_section, "flatten": cfg.flatten });
+    let base = cfg.base_model()?;
+    // The base model's units; the SFT units read the model the `model` stage wrote.
+    let mut base_inputs = Vec::new();
+    if let Some(b) = &base {
+        if b.needs_preparing() {
+            base_inputs.push(p.add(Work::Model, b, &[]));
+        }
+        if cfg.model.zero_shot {
+            let conf = serde_json::json!({ "eval": eval_cfg, "model": b });
+            eval_ids.push(p.add(Work::EvalBase, &conf, &base_inputs));
+        }
+    }
+    // Without a base the SFT key is the section's alone (as before `[model]`).
+    let sft_conf = match &base {
+        Some(b) => serde_json::json!({ "sft": cfg.sft, "model": b }),
+        None => serde_json::to_value(&cfg.sft)?,
+    };
     for arm in Arm::BOTH {
         let c = p.add(
             Work::Collect(arm),
@@ -243,12 +281,13 @@ pub fn plan(cfg: &RecipeConfig) -> Result<Vec<Unit>> {
         );
         let f = p.add(Work::Filter(arm), &cfg.filter, std::slice::from_ref(&c));
         let fl = p.add(Work::Flatten(arm), &cfg.flatten, &[f]);
-        let s = p.add(Work::Sft(arm), &cfg.sft, std::slice::from_ref(&fl));
+        let mut inputs = vec![fl.clone()];
+        inputs.extend(base_inputs.iter().cloned());
+        let s = p.add(Work::Sft(arm), &sft_conf, &inputs);
         collect_ids.push(c);
         flatten_ids.push(fl);
         sft_ids.push(s);
     }
-    let eval_cfg = serde_json::json!({ "tasks": tasks, "eval": cfg.eval, "flatten": cfg.flatten });
     for (arm, sft) in Arm::BOTH.into_iter().zip(&sft_ids) {
         eval_ids.push(p.add(Work::EvalSft(arm), &eval_cfg, std::slice::from_ref(sft)));
     }
@@ -404,6 +443,53 @@ mod tests {
         assert_eq!(base["rl/salvage-ds/s1"], more["rl/salvage-ds/s1"]);
         assert!(more.contains_key("rl/salvage-ds/s3"));
         assert_ne!(base["report"], more["report"]);
+    }
+
+    #[test]
+    fn a_base_model_adds_its_units_and_keys_the_sft_runs() {
+        let base = keys(&plan(&cfg("")).unwrap());
+        assert!(!base.contains_key("model") && !base.contains_key("eval-base"));
+        let with = |model: &str| {
+            let units = plan(&cfg(&format!(
+                "[model]\n{model}\n[sft]\npreset = \"lora\"\n"
+            )))
+            .unwrap();
+            let ids: Vec<String> = units.iter().map(|u| u.id.clone()).collect();
+            (units, ids)
+        };
+        // A wheel is imported by the `model` unit, which the base evaluation and both
+        // SFT runs read.
+        let (units, ids) = with("source = \"/m/x.whl\"");
+        assert_eq!(&ids[..2], ["model", "eval-base"]);
+        for id in ["eval-base", "sft/reflection", "sft/baseline"] {
+            let u = units.iter().find(|u| u.id == id).unwrap();
+            assert!(u.inputs.contains(&"model".to_string()), "{id}");
+        }
+        // A folder is used in place: no `model` unit; zero_shot off: no eval-base.
+        let (_, ids) = with("source = \"/m/folder\"\nzero_shot = false");
+        assert!(!ids.contains(&"model".into()) && !ids.contains(&"eval-base".into()));
+        // Cutting the model changes the SFT keys and everything downstream, not the
+        // collection.
+        let whole = keys(&with("source = \"/m/x.whl\"").0);
+        let cut = keys(&with("source = \"/m/x.whl\"\nlayers = 2").0);
+        for k in [
+            "model",
+            "eval-base",
+            "sft/reflection",
+            "rl/salvage-ds/s1",
+            "report",
+        ] {
+            assert_ne!(whole[k], cut[k], "{k}");
+        }
+        assert_eq!(whole["collect/reflection"], cut["collect/reflection"]);
+        assert_eq!(whole["flatten/baseline"], base["flatten/baseline"]);
+    }
+
+    #[test]
+    fn playing_episodes_side_by_side_is_no_part_of_any_key() {
+        let base = keys(&plan(&cfg("")).unwrap());
+        assert_eq!(base, keys(&plan(&cfg("[eval]\nparallel = 4\n")).unwrap()));
+        assert_ne!(base, keys(&plan(&cfg("[eval]\nmax_steps = 4\n")).unwrap()));
     }
 
     #[test]

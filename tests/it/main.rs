@@ -31,6 +31,7 @@ mod mine_judge;
 mod mine_labels;
 mod model;
 mod recipe;
+mod recipe_smollm2;
 mod reward;
 mod rl_groups;
 mod rl_train;

@@ -476,7 +476,7 @@ fn recipe_configs_are_checked_before_anything_runs() {
     );
     assert!(!out.exists(), "nothing is created for a bad config");
     // The shipped configs load.
-    for f in ["recipe.toml", "recipe-smoke.toml"] {
+    for f in ["recipe.toml", "recipe-smoke.toml", "recipe-smollm2.toml"] {
         rmsweb::recipe::RecipeConfig::load(&repo().join(f))
             .unwrap_or_else(|e| panic!("{f}: {e:#}"));
     }

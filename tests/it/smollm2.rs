@@ -20,7 +20,7 @@ use std::sync::OnceLock;
 const TOLERANCE: f32 = 2e-4;
 
 /// The wheel (`RMSWEB_SMOLLM2_WHEEL`, else where scripts/fetch-smollm2.sh puts it).
-fn wheel() -> PathBuf {
+pub(crate) fn wheel() -> PathBuf {
     let p = match std::env::var_os("RMSWEB_SMOLLM2_WHEEL") {
         Some(p) => PathBuf::from(p),
         None => PathBuf::from(std::env::var_os("HOME").unwrap())
@@ -48,27 +48,11 @@ fn imported() -> &'static Path {
 /// The imported model cut to its first `layers` blocks (final norm and tied head
 /// kept), with its tokenizer and chat template: the slow paths on a few layers.
 fn cut(layers: usize) -> PathBuf {
-    let full = imported();
     let out = tempfile::tempdir()
         .unwrap()
         .keep()
         .join(format!("smollm2-{layers}"));
-    std::fs::create_dir_all(&out).unwrap();
-    let mut cfg = DecoderConfig::from_file(full.join("config.json")).unwrap();
-    cfg.num_hidden_layers = layers;
-    cfg.save(&out).unwrap();
-    let kept = weights::load_dir(full, &Device::Cpu)
-        .unwrap()
-        .into_iter()
-        .filter(|(k, _)| {
-            k.strip_prefix("model.layers.")
-                .and_then(|r| r.split('.').next())
-                .and_then(|i| i.parse::<usize>().ok())
-                .is_none_or(|i| i < layers)
-        })
-        .collect();
-    weights::save_file(&kept, &out.join("model.safetensors")).unwrap();
-    tokenizer::copy_files(full, &out).unwrap();
+    rmsweb::model::cut::first_layers(imported(), &out, layers).unwrap();
     out
 }
 

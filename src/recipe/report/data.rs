@@ -6,7 +6,7 @@
 use crate::collect::CollectReport;
 use crate::eval::EvalReport;
 use crate::recipe::config::{RecipeConfig, Variant};
-use crate::recipe::layout::{Layout, sft_run_name};
+use crate::recipe::layout::{BASE_EVAL, Layout, sft_run_name};
 use crate::recipe::plan::{Arm, plan, rl_run_name};
 use crate::recipe::record::{self, Record};
 use anyhow::Result;
@@ -31,7 +31,8 @@ pub struct Inputs {
     pub cfg: RecipeConfig,
     /// `reflection`, `baseline`, `sft-policy`.
     pub collections: BTreeMap<String, CollectReport>,
-    /// By run name: `sft-reflection`, `sft-baseline`, `rl-<variant>-s<seed>`.
+    /// By run name: `sft-reflection`, `sft-baseline`, `rl-<variant>-s<seed>`, and
+    /// `base` (the pretrained base, zero-shot).
     pub evals: BTreeMap<String, EvalReport>,
     /// The checkpoint each evaluation used (relative to the recipe folder).
     pub checkpoints: BTreeMap<String, String>,
@@ -123,6 +124,9 @@ pub fn load(layout: &Layout) -> Result<Inputs> {
         }
     }
     let mut names: Vec<String> = Arm::BOTH.iter().map(|a| sft_run_name(*a)).collect();
+    if cfg.model.zero_shot && cfg.base_model()?.is_some() {
+        names.push(BASE_EVAL.to_string());
+    }
     let rl = rl_names(&cfg)?;
     names.extend(rl.iter().map(|(_, _, n)| n.clone()));
     let mut evals = BTreeMap::new();
@@ -131,9 +135,10 @@ pub fn load(layout: &Layout) -> Result<Inputs> {
         if let Some(r) = read_json::<EvalReport>(&layout.eval_report(n), &mut missing, layout) {
             evals.insert(n.clone(), r);
         }
-        let unit = records
-            .values()
-            .find(|r| r.stage.starts_with("eval") && r.unit.ends_with(&format!("/{n}")));
+        let unit = records.values().find(|r| {
+            r.stage.starts_with("eval")
+                && (r.unit.ends_with(&format!("/{n}")) || (n == BASE_EVAL && r.unit == "eval-base"))
+        });
         if let Some(c) = unit.and_then(|r| r.summary.get("checkpoint")?.as_str().map(str::to_owned))
         {
             checkpoints.insert(n.clone(), c);

@@ -65,7 +65,11 @@ fn err<E: std::fmt::Display>(what: &Path) -> impl Fn(E) -> anyhow::Error + '_ {
 }
 
 fn policies(a: &Analysis) -> Vec<&PolicyResult> {
-    std::iter::once(&a.sft).chain(a.rl.iter()).collect()
+    a.base
+        .iter()
+        .chain(std::iter::once(&a.sft))
+        .chain(a.rl.iter())
+        .collect()
 }
 
 /// Bars of pass@1 per policy with Wilson 95% whiskers.
@@ -78,6 +82,8 @@ fn pass1(a: &Analysis, path: &Path) -> Result<()> {
         .map(|p| {
             if p.name == "sft" {
                 "SFT".into()
+            } else if p.name == "base" {
+                "base (zero-shot)".into()
             } else {
                 p.name.clone()
             }

@@ -2,17 +2,19 @@
 //!
 //! ```text
 //! {"tasks": [...], "eval_seeds": [first, count],
+//!  "base": {"pass1": x, "episodes": n, "checkpoint": "path"},
 //!  "sft": {"pass1": x, "episodes": n, "checkpoint": "path"},
 //!  "rl": {"<variant>": {"pass1": x, "episodes": n, "checkpoint": "path"}},
 //!  "reflection": {"with": {"pass1": x, "steps_solved": s}, "without": {...}},
-//!  "per_task": {"<task>": {"sft": x, "<variant>": x}}}
+//!  "per_task": {"<task>": {"base": x, "sft": x, "<variant>": x}}}
 //! ```
 //!
 //! `eval_seeds` count is episodes per task type; an RL variant pools the episodes of
 //! its seeds and names the first seed's checkpoint; checkpoints are relative to the
 //! recipe folder; `reflection` compares the SFT policies trained on the collections
 //! with and without reflection (held-out pass@1, mean steps on solved episodes).
-//! A figure not measured yet is `null`.
+//! A figure not measured yet is `null`; `base` (the pretrained base model
+//! zero-shot) is there only with `[model]`.
 
 use super::summary::{Analysis, PolicyResult};
 use serde::{Deserialize, Serialize};
@@ -45,6 +47,8 @@ pub struct ReflectionJson {
 pub struct ReportJson {
     pub tasks: Vec<String>,
     pub eval_seeds: [u64; 2],
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<PolicyJson>,
     pub sft: PolicyJson,
     pub rl: BTreeMap<String, PolicyJson>,
     pub reflection: ReflectionJson,
@@ -73,6 +77,9 @@ pub fn build(a: &Analysis) -> ReportJson {
         .iter()
         .map(|t| {
             let mut m = BTreeMap::new();
+            if let Some(b) = &a.base {
+                m.insert("base".to_string(), b.task_pass1(t));
+            }
             m.insert("sft".to_string(), a.sft.task_pass1(t));
             for r in &a.rl {
                 m.insert(r.name.clone(), r.task_pass1(t));
@@ -83,6 +90,7 @@ pub fn build(a: &Analysis) -> ReportJson {
     ReportJson {
         tasks: a.tasks.clone(),
         eval_seeds: [a.eval_seeds.0, a.eval_seeds.1 as u64],
+        base: a.base.as_ref().map(policy),
         sft: policy(&a.sft),
         rl: a.rl.iter().map(|r| (r.name.clone(), policy(r))).collect(),
         reflection: ReflectionJson {

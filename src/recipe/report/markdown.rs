@@ -81,7 +81,11 @@ fn table2(out: &mut String, a: &Analysis, inputs: &Inputs) {
         out,
         "| policy | pass@1 | 95% interval | episodes | vs SFT | lost / gained (p) | steps on solved |\n|---|---|---|---|---|---|---|"
     );
-    let mut rows: Vec<(&str, &PolicyResult)> = vec![("SFT", &a.sft)];
+    let mut rows: Vec<(&str, &PolicyResult)> = Vec::new();
+    if let Some(b) = &a.base {
+        rows.push(("base (zero-shot)", b));
+    }
+    rows.push(("SFT", &a.sft));
     for r in &a.rl {
         rows.push((r.name.as_str(), r));
     }
@@ -136,13 +140,23 @@ fn table2(out: &mut String, a: &Analysis, inputs: &Inputs) {
         }
     }
     let _ = writeln!(out, "\n### Per task type (pass@1)\n");
-    let _ = write!(out, "| task | SFT |");
+    let base = a.base.as_ref();
+    let _ = write!(
+        out,
+        "| task |{} SFT |",
+        if base.is_some() { " base |" } else { "" }
+    );
     for r in &a.rl {
         let _ = write!(out, " {} |", r.name);
     }
-    let _ = writeln!(out, "\n|---|---|{}", "---|".repeat(a.rl.len()));
+    let columns = a.rl.len() + usize::from(base.is_some());
+    let _ = writeln!(out, "\n|---|---|{}", "---|".repeat(columns));
     for t in &a.tasks {
-        let _ = write!(out, "| {t} | {} |", f3(a.sft.task_pass1(t)));
+        let _ = write!(out, "| {t} |");
+        if let Some(b) = base {
+            let _ = write!(out, " {} |", f3(b.task_pass1(t)));
+        }
+        let _ = write!(out, " {} |", f3(a.sft.task_pass1(t)));
         for r in &a.rl {
             let _ = write!(out, " {} |", f3(r.task_pass1(t)));
         }

@@ -6,7 +6,7 @@ use super::data::{Inputs, MetricsLine};
 use super::stats::{Z95, mean, wilson};
 use crate::eval::EvalReport;
 use crate::eval::compare::compare;
-use crate::recipe::layout::sft_run_name;
+use crate::recipe::layout::{BASE_EVAL, sft_run_name};
 use crate::recipe::plan::Arm;
 use std::collections::BTreeMap;
 
@@ -142,6 +142,8 @@ pub struct Analysis {
     pub sft: PolicyResult,
     /// The SFT policy of the collection without reflection.
     pub sft_baseline: PolicyResult,
+    /// The pretrained base model zero-shot (`[model]`), when evaluated.
+    pub base: Option<PolicyResult>,
     /// Each RL variant, in config order.
     pub rl: Vec<PolicyResult>,
     pub teacher_with: ReflectionArm,
@@ -209,6 +211,19 @@ pub fn analyse(inputs: &Inputs) -> anyhow::Result<Analysis> {
         eval_seeds: (inputs.cfg.eval.seed_start, inputs.cfg.eval.episodes),
         sft: one(Arm::Reflection, "sft"),
         sft_baseline: one(Arm::Baseline, "sft-baseline"),
+        base: inputs.evals.get(BASE_EVAL).map(|r| {
+            let mut p = PolicyResult::from_reports(
+                "base",
+                &[(0, r)],
+                inputs.checkpoints.get(BASE_EVAL).cloned(),
+            );
+            p.per_seed.clear();
+            p.vs_sft = sft_eval.map(|s| {
+                let t = compare(s, r).total;
+                (t.lost, t.gained)
+            });
+            p
+        }),
         rl,
         teacher_with: teacher_arm(inputs, "reflection"),
         teacher_without: teacher_arm(inputs, "baseline"),

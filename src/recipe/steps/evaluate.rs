@@ -7,7 +7,9 @@
 use super::collect::latest_checkpoint;
 use super::{Ctx, Done, Stoppable, local_policy};
 use crate::eval::{EvalConfig, EvalReport, evaluate, write_report};
+use crate::policy::Policy;
 use crate::recipe::folder::clear;
+use crate::recipe::layout::BASE_EVAL;
 use crate::train::run::RunDir;
 use crate::trajectory::Dataset;
 use anyhow::{Context, Result};
@@ -17,6 +19,17 @@ use std::path::{Path, PathBuf};
 pub fn run(ctx: &mut Ctx<'_>, unit: &str, name: &str) -> Result<Done> {
     let checkpoint = latest_checkpoint(&ctx.layout.run(name))?;
     held_out(ctx, unit, name, &checkpoint, None)
+}
+
+/// Evaluates the pretrained base model zero-shot on the held-out seeds
+/// (`eval/base.json`): the prompt the SFT policies see, no training.
+pub fn base(ctx: &mut Ctx<'_>, unit: &str) -> Result<Done> {
+    let b = ctx
+        .cfg
+        .base_model()?
+        .context("the eval-base stage needs `[model] source`")?;
+    let folder = b.folder(&ctx.layout.model());
+    held_out(ctx, unit, BASE_EVAL, &folder, None)
 }
 
 /// Evaluates an RL run: its checkpoint chosen on the validation seeds when
@@ -125,7 +138,7 @@ fn episodes(
 ) -> Result<EvalReport> {
     let recipe = ctx.cfg;
     let e = &recipe.eval;
-    let mut policy = local_policy(
+    let policy = local_policy(
         checkpoint,
         &e.device,
         e.temperature,
@@ -134,6 +147,7 @@ fn episodes(
         e.grounded,
         name,
     )?;
+    let parallel = e.parallel;
     let cfg = EvalConfig {
         tasks: recipe.tasks.clone(),
         episodes,
@@ -145,13 +159,8 @@ fn episodes(
     let bar = ctx
         .progress
         .unit_bar(label, (cfg.tasks.len() * cfg.episodes) as u64, "episodes");
-    let mut stoppable = Stoppable {
-        inner: &mut policy,
-        stop: ctx.stop.clone(),
-    };
     let (mut done, mut solved) = (0usize, 0usize);
-    let env = ctx.env()?;
-    let report = evaluate(env, &mut stoppable, &cfg, dataset, &mut |r| {
+    let mut on_episode = |r: &crate::eval::EpisodeRecord| {
         done += 1;
         solved += usize::from(r.success);
         bar.set_message(format!(
@@ -159,7 +168,30 @@ fn episodes(
             crate::util::sanitize::clean_line(&r.task)
         ));
         bar.inc(1);
-    });
+    };
+    let stop = ctx.stop.clone();
+    // A Qwen3-VL checkpoint has no batching engine: it plays one episode at a time.
+    let report = if parallel > 1 && policy.model.vl.is_none() {
+        let clients = policy.batched(parallel, crate::model::engine::EngineOptions::default())?;
+        let policies: Vec<Box<dyn Policy + Send>> = clients
+            .into_iter()
+            .map(|client| {
+                Box::new(Stoppable {
+                    inner: Box::new(client) as Box<dyn Policy + Send>,
+                    stop: stop.clone(),
+                }) as Box<dyn Policy + Send>
+            })
+            .collect();
+        let tabs = ctx.tabs(parallel)?;
+        crate::eval::parallel::evaluate_parallel(tabs, policies, &cfg, dataset, &mut on_episode)
+    } else {
+        let mut policy = policy;
+        let mut stoppable = Stoppable {
+            inner: &mut policy,
+            stop,
+        };
+        evaluate(ctx.env()?, &mut stoppable, &cfg, dataset, &mut on_episode)
+    };
     bar.finish_and_clear();
     let report = report?;
     ctx.check_stop()?;

@@ -7,6 +7,7 @@ pub mod collect;
 pub mod curate;
 pub mod evaluate;
 pub mod mine;
+pub mod model;
 pub mod train;
 
 use super::config::RecipeConfig;
@@ -31,6 +32,9 @@ pub struct Ctx<'a> {
     /// Set by SIGINT/SIGTERM: the unit at work winds down and the run ends.
     pub stop: Arc<AtomicBool>,
     env: Option<MiniwobEnv>,
+    /// Tabs of the same browser for episodes played side by side (`eval.parallel`),
+    /// opened on first need and reused by every evaluation.
+    tabs: Vec<MiniwobEnv>,
 }
 
 /// What a unit wrote and a summary for its record.
@@ -55,6 +59,7 @@ impl<'a> Ctx<'a> {
             progress,
             stop,
             env: None,
+            tabs: Vec::new(),
         }
     }
 
@@ -81,6 +86,16 @@ impl<'a> Ctx<'a> {
         self.env
             .as_mut()
             .ok_or_else(|| anyhow::anyhow!("no environment"))
+    }
+
+    /// `n` tabs of the browser (beside the one [`Self::env`] drives), for episodes
+    /// played side by side.
+    pub fn tabs(&mut self, n: usize) -> Result<&mut [MiniwobEnv]> {
+        while self.tabs.len() < n {
+            let tab = self.env()?.open_tab()?;
+            self.tabs.push(tab);
+        }
+        Ok(&mut self.tabs[..n])
     }
 
     /// Whether a stop was asked for.

@@ -226,8 +226,9 @@ pub fn sft(ctx: &Ctx<'_>, unit: &Unit, arm: Arm) -> Result<Done> {
         "--device".into(),
         s.device.clone(),
     ];
-    if let Some(m) = &s.model {
-        args.extend(["--model".into(), m.display().to_string()]);
+    if let Some(base) = ctx.cfg.base_model()? {
+        let folder = base.folder(&ctx.layout.model());
+        args.extend(["--model".into(), folder.display().to_string()]);
     }
     if let Some(n) = s.steps {
         args.extend(["--steps".into(), n.to_string()]);
