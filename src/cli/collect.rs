@@ -4,6 +4,7 @@
 
 use super::eval::{EnvArgs, PolicyArgs};
 use anyhow::{Context, Result, bail};
+use rmsweb::collect::parallel::{Worker, collect_parallel};
 use rmsweb::collect::{
     CollectConfig, CollectReport, HeuristicReflector, LlmReflector, Reflector, collect,
     compare_table, table,
@@ -43,6 +44,11 @@ pub struct Args {
     /// Step limit per attempt.
     #[arg(long, default_value_t = 10)]
     pub max_steps: usize,
+    /// Instances (task, seed) played side by side, each in its own tab of one browser;
+    /// with `--policy local` their steps are decoded together by one batching engine.
+    /// The attempts are those of one at a time.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=64))]
+    pub parallel: u64,
     /// Dataset folder every attempt is appended to (created if missing).
     #[arg(long)]
     pub dataset: PathBuf,
@@ -68,7 +74,7 @@ struct ReportFile<'a> {
     without_reflection: Option<&'a CollectReport>,
 }
 
-fn reflector(args: &Args) -> Result<Box<dyn Reflector>> {
+fn reflector(args: &Args) -> Result<Box<dyn Reflector + Send>> {
     match (&args.reflector_url, &args.reflector_model) {
         (Some(url), Some(model)) => {
             let client = ChatClient::new(ChatConfig {
@@ -107,9 +113,15 @@ pub fn run(args: Args) -> Result<()> {
             );
         }
     }
-    let mut policy = args.policy.build()?;
-    let mut refl = reflector(&args)?;
+    let parallel = args.parallel as usize;
+    let mut policies = args.policy.build_side_by_side(parallel)?;
+    let mut reflectors = (0..parallel)
+        .map(|_| reflector(&args))
+        .collect::<Result<Vec<_>>>()?;
     let mut env = args.env.open()?;
+    let mut tabs = (1..parallel)
+        .map(|_| env.open_tab())
+        .collect::<Result<Vec<_>>>()?;
     for t in &args.tasks {
         if !env.tasks().iter().any(|x| x == task_name(t)) {
             bail!("unknown MiniWoB task {t:?} (see `rmsweb miniwob list`)");
@@ -155,27 +167,42 @@ pub fn run(args: Args) -> Result<()> {
         });
         let (mut attempts, mut ok) = (0usize, 0usize);
         let rounds = cfg.rounds as u32;
-        let report = collect(
-            &mut env,
-            policy.as_mut(),
-            refl.as_mut(),
-            cfg,
-            Some(&mut dataset),
-            &mut |a| {
-                attempts += 1;
-                ok += usize::from(a.success);
-                bar.set_message(format!(
-                    "{} s{} round {} — {ok}/{attempts} attempts ok",
-                    rmsweb::util::sanitize::clean_line(&a.task),
-                    a.seed,
-                    a.round
-                ));
-                // A seed is finished when it needs no retry or used its last round.
-                if (a.success && !a.detour) || a.round == rounds {
-                    bar.inc(1);
-                }
-            },
-        )?;
+        let mut on_attempt = |a: &rmsweb::collect::AttemptRecord| {
+            attempts += 1;
+            ok += usize::from(a.success);
+            bar.set_message(format!(
+                "{} s{} round {} — {ok}/{attempts} attempts ok",
+                rmsweb::util::sanitize::clean_line(&a.task),
+                a.seed,
+                a.round
+            ));
+            // A seed is finished when it needs no retry or used its last round.
+            if (a.success && !a.detour) || a.round == rounds {
+                bar.inc(1);
+            }
+        };
+        let report = if parallel > 1 {
+            let envs = std::iter::once(&mut env).chain(tabs.iter_mut());
+            let workers = envs
+                .zip(policies.iter_mut())
+                .zip(reflectors.iter_mut())
+                .map(|((env, policy), reflector)| Worker {
+                    env,
+                    policy: policy.as_mut(),
+                    reflector: reflector.as_mut(),
+                })
+                .collect();
+            collect_parallel(workers, cfg, Some(&mut dataset), &mut on_attempt)?
+        } else {
+            collect(
+                &mut env,
+                policies[0].as_mut(),
+                reflectors[0].as_mut(),
+                cfg,
+                Some(&mut dataset),
+                &mut on_attempt,
+            )?
+        };
         bar.finish_and_clear();
         print!("{}", table(&report));
         reports.push(report);

@@ -20,6 +20,7 @@
 //! With `reflection` off ([`CollectConfig::reflection`] false) the same retries
 //! happen with no reflection, which is the baseline of the yield comparison.
 
+pub mod parallel;
 pub mod reflect;
 pub mod report;
 
@@ -108,6 +109,108 @@ pub fn known_shortest(dataset: &Dataset) -> Result<BTreeMap<String, usize>> {
     Ok(out)
 }
 
+/// The id of one collection run (in every trajectory id it writes).
+fn run_id(cfg: &CollectConfig) -> String {
+    format!(
+        "collect-{}-{}{}",
+        chrono::Utc::now().format("%Y%m%dT%H%M%S"),
+        std::process::id(),
+        if cfg.reflection { "" } else { "-norefl" }
+    )
+}
+
+/// One attempt as played: its task, trajectory and record.
+pub(crate) type Attempt = (
+    crate::trajectory::Task,
+    crate::trajectory::Trajectory,
+    AttemptRecord,
+);
+
+/// Plays the attempts of one (task, seed) instance in order, `on_attempt` after
+/// each: a retry follows a failure or a detour (against the shortest success of
+/// this instance known before or found by an earlier round), with a reflection when
+/// `cfg.reflection` is on.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn play_instance(
+    env: &mut MiniwobEnv,
+    policy: &mut dyn Policy,
+    reflector: &mut dyn Reflector,
+    cfg: &CollectConfig,
+    run_id: &str,
+    name: &str,
+    seed: u64,
+    sink: Option<&crate::eval::ScreenshotSink>,
+    on_attempt: &mut dyn FnMut(Attempt) -> Result<()>,
+) -> Result<()> {
+    let mut reflection: Option<Reflection> = None;
+    // The shortest success of this instance found by this run's rounds.
+    let mut found: Option<usize> = None;
+    for round in 1..=cfg.rounds as u32 {
+        let opts = EpisodeOptions {
+            max_steps: cfg.max_steps,
+            reflection: reflection.as_ref().map(|r| r.text.as_str()),
+            trajectory_id: format!("{run_id}-{name}-s{seed}-a{round}"),
+            attempt: round,
+            screenshots: sink,
+        };
+        let (t, mut traj, ep) = run_episode(env, policy, name, seed, &opts)
+            .map_err(crate::eval::stop::blame_stop)
+            .with_context(|| format!("{name} seed {seed} attempt {round}"))?;
+        traj.round = round;
+        traj.source = COLLECT_SOURCE.into();
+        if let Some(note) = reflection.as_ref().and_then(|r| r.note.as_ref())
+            && let Some(reason) = traj.outcome.reason.as_mut()
+        {
+            reason.push_str(&format!("; reflection note: {note}"));
+        }
+        let best = match (cfg.known_shortest.get(&t.task_id).copied(), found) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        if ep.success {
+            found = Some(found.map_or(ep.steps, |f| f.min(ep.steps)));
+        }
+        let cause = retry_cause(ep.success, ep.steps, best, cfg.detour_factor);
+        let rec = AttemptRecord {
+            task: name.to_string(),
+            seed,
+            round,
+            success: ep.success,
+            steps: ep.steps,
+            reason: ep.reason.clone(),
+            detour: matches!(cause, Some(RetryCause::Detour { .. })),
+            reflection: reflection.as_ref().map(|r| r.text.clone()),
+            reflector: reflection.as_ref().map(|r| r.reflector.clone()),
+            trajectory_id: traj.id.clone(),
+            seconds: ep.seconds,
+        };
+        let next = cause
+            .filter(|_| (round as usize) < cfg.rounds)
+            .map(|c| cfg.reflection.then(|| reflector.reflect(&t, &traj, &c)));
+        on_attempt((t, traj, rec))?;
+        match next {
+            Some(r) => reflection = r,
+            None => break,
+        }
+    }
+    Ok(())
+}
+
+/// Appends an attempt (and its task, the first time) to the dataset.
+pub(crate) fn write_attempt(
+    dataset: Option<&mut Dataset>,
+    known: &mut std::collections::BTreeSet<String>,
+    a: &Attempt,
+) -> Result<()> {
+    if let Some(ds) = dataset {
+        if known.insert(a.0.task_id.clone()) {
+            ds.append_tasks(std::slice::from_ref(&a.0))?;
+        }
+        ds.append_trajectories(std::slice::from_ref(&a.1))?;
+    }
+    Ok(())
+}
+
 /// Runs the collection. With a dataset, each attempt (and its task, once) is appended
 /// as it finishes, screenshots included. `on_attempt` is called after each attempt.
 pub fn collect(
@@ -119,72 +222,30 @@ pub fn collect(
     on_attempt: &mut dyn FnMut(&AttemptRecord),
 ) -> Result<CollectReport> {
     anyhow::ensure!(cfg.rounds >= 1, "rounds must be at least 1");
-    let run_id = format!(
-        "collect-{}-{}{}",
-        chrono::Utc::now().format("%Y%m%dT%H%M%S"),
-        std::process::id(),
-        if cfg.reflection { "" } else { "-norefl" }
-    );
+    let run_id = run_id(cfg);
     let (mut known, sink) = prepare_dataset(env, dataset.as_deref())?;
     let started = Instant::now();
-    let mut shortest = cfg.known_shortest.clone();
     let mut records = Vec::new();
     for task in &cfg.tasks {
         let name = task_name(task).to_string();
         for i in 0..cfg.seeds {
             let seed = cfg.seed_start + i as u64;
-            let mut reflection: Option<Reflection> = None;
-            for round in 1..=cfg.rounds as u32 {
-                let opts = EpisodeOptions {
-                    max_steps: cfg.max_steps,
-                    reflection: reflection.as_ref().map(|r| r.text.as_str()),
-                    trajectory_id: format!("{run_id}-{name}-s{seed}-a{round}"),
-                    attempt: round,
-                    screenshots: sink.as_ref(),
-                };
-                let (t, mut traj, ep) = run_episode(env, policy, &name, seed, &opts)
-                    .map_err(crate::eval::stop::blame_stop)
-                    .with_context(|| format!("{name} seed {seed} attempt {round}"))?;
-                traj.round = round;
-                traj.source = COLLECT_SOURCE.into();
-                if let Some(note) = reflection.as_ref().and_then(|r| r.note.as_ref())
-                    && let Some(reason) = traj.outcome.reason.as_mut()
-                {
-                    reason.push_str(&format!("; reflection note: {note}"));
-                }
-                let best = shortest.get(&t.task_id).copied();
-                if ep.success {
-                    let s = shortest.entry(t.task_id.clone()).or_insert(ep.steps);
-                    *s = (*s).min(ep.steps);
-                }
-                let cause = retry_cause(ep.success, ep.steps, best, cfg.detour_factor);
-                if let Some(ds) = dataset.as_deref_mut() {
-                    if known.insert(t.task_id.clone()) {
-                        ds.append_tasks(std::slice::from_ref(&t))?;
-                    }
-                    ds.append_trajectories(std::slice::from_ref(&traj))?;
-                }
-                let rec = AttemptRecord {
-                    task: name.clone(),
-                    seed,
-                    round,
-                    success: ep.success,
-                    steps: ep.steps,
-                    reason: ep.reason.clone(),
-                    detour: matches!(cause, Some(RetryCause::Detour { .. })),
-                    reflection: reflection.as_ref().map(|r| r.text.clone()),
-                    reflector: reflection.as_ref().map(|r| r.reflector.clone()),
-                    trajectory_id: traj.id.clone(),
-                    seconds: ep.seconds,
-                };
-                on_attempt(&rec);
-                records.push(rec);
-                let Some(cause) = cause else { break };
-                if round as usize == cfg.rounds {
-                    break;
-                }
-                reflection = cfg.reflection.then(|| reflector.reflect(&t, &traj, &cause));
-            }
+            play_instance(
+                env,
+                policy,
+                reflector,
+                cfg,
+                &run_id,
+                &name,
+                seed,
+                sink.as_ref(),
+                &mut |a| {
+                    write_attempt(dataset.as_deref_mut(), &mut known, &a)?;
+                    on_attempt(&a.2);
+                    records.push(a.2);
+                    Ok(())
+                },
+            )?;
         }
     }
     Ok(summarize(

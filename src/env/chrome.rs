@@ -151,12 +151,19 @@ impl Chrome {
         self.watch.is_alive()
     }
 
-    /// Opens a new tab on `about:blank`.
+    /// Opens a new tab on `about:blank`, in a window of its own: a background tab
+    /// of a shared window is not painted, and a screenshot of it after the page
+    /// changed (a ticked checkbox) waits for a frame that never comes.
     pub fn new_tab(&self) -> Result<crate::env::Tab> {
         let browser = self.browser.as_ref().context("the browser is closed")?;
+        let params = chromiumoxide::cdp::browser_protocol::target::CreateTargetParams::builder()
+            .url("about:blank")
+            .new_window(true)
+            .build()
+            .map_err(|e| anyhow::anyhow!("opening a tab: {e}"))?;
         let page = self
             .watch
-            .call("opening a tab", None, browser.new_page("about:blank"))?;
+            .call("opening a tab", None, browser.new_page(params))?;
         Ok(crate::env::Tab::new(
             self.rt.clone(),
             page,

@@ -218,8 +218,9 @@ pub struct EvalSection {
     /// element indices the prompt shows, typed values spanning the instruction.
     pub grounded: bool,
     /// Episodes played side by side (`rmsweb eval --parallel`), each in its own tab,
-    /// their steps decoded together by one batching engine. The episodes and their
-    /// outcomes are those of one at a time, so it is not part of any stage's key.
+    /// their steps decoded together by one batching engine; the SFT policy's
+    /// collection (`sft_collect`) plays as many instances side by side. The episodes
+    /// are those of one at a time, so it is not part of any stage's key.
     pub parallel: usize,
 }
 

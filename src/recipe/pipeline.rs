@@ -6,9 +6,10 @@
 use super::config::RecipeConfig;
 use super::layout::Layout;
 use super::plan::{Stage, Unit, Work, plan, rl_run_name};
-use super::progress::{Progress, human_time};
+use super::progress::Progress;
 use super::record::{self, Record};
 use super::steps::{self, Ctx, Done};
+use crate::util::duration::human_time;
 use anyhow::{Context, Result, bail};
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -75,14 +75,3 @@ impl Progress {
 fn short(unit: &str) -> String {
     unit.split('/').next().unwrap_or(unit).to_string()
 }
-
-/// A duration for people: `12.3 s`, `4.5 min`, `2.10 h`.
-pub fn human_time(s: f64) -> String {
-    if s < 90.0 {
-        format!("{s:.1} s")
-    } else if s < 5400.0 {
-        format!("{:.1} min", s / 60.0)
-    } else {
-        format!("{:.2} h", s / 3600.0)
-    }
-}

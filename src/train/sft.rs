@@ -506,6 +506,7 @@ fn train_inner(
     ))?;
     let mut perms = HashMap::new();
     let vars = model.trainable_vars();
+    let since = Instant::now();
     for step in start..total {
         let t0 = Instant::now();
         let idx: Vec<usize> = (0..eff)
@@ -608,6 +609,15 @@ fn train_inner(
             run.log("stopped on signal")?;
             return Ok(Outcome::Stopped);
         }
+        // One line a step in stdout.log (what `train sft` prints and the Runs tab
+        // tails): the step's loss and speed, the time left at this run's mean pace.
+        let pace = since.elapsed().as_secs_f64() / (done - start) as f64;
+        run.log(&format!(
+            "step {done}/{total} loss {loss_sum:.4} lr {lr:.2e} {:.1} s ({:.0} tokens/s), about {} left",
+            dt,
+            tokens as f64 / dt,
+            crate::util::duration::human_time(pace * (total - done) as f64)
+        ))?;
         run.set_status(
             RunState::Running,
             done,

@@ -1,5 +1,6 @@
 //! Small helpers shared by every stage.
 
+pub mod duration;
 pub mod fs;
 pub mod image;
 pub mod json;

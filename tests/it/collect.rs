@@ -513,3 +513,88 @@ fn detours_are_judged_against_the_same_instance_only() {
     assert!(refl.contains("where 1 suffice"), "{refl}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `collect --parallel 3` plays instances side by side in three tabs and gets the
+/// attempts of one at a time: the same (task, seed, round, success, steps, reflection)
+/// in the report, in the same order, and the same trajectories in the dataset.
+#[test]
+fn collecting_side_by_side_gives_the_attempts_of_one_at_a_time() {
+    let dir = tempdir("parallel");
+    let run = |parallel: &str| -> (Value, Vec<(String, u32, bool, usize)>) {
+        let ds = dir.join(format!("ds-{parallel}"));
+        let report = dir.join(format!("report-{parallel}.json"));
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_rmsweb"))
+            .args([
+                "collect",
+                "--tasks",
+                "miniwob:click-checkboxes,miniwob:enter-text",
+                "--seeds",
+                "3",
+                "--seed-start",
+                "40",
+                "--policy",
+                "scripted",
+                "--mistake-rate",
+                "0.5",
+                "--rounds",
+                "3",
+                "--max-steps",
+                "6",
+                "--parallel",
+                parallel,
+                "--dataset",
+            ])
+            .arg(&ds)
+            .arg("--report")
+            .arg(&report)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "--parallel {parallel}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let r: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+        let d = Dataset::open(&ds).unwrap();
+        let mut trajs: Vec<(String, u32, bool, usize)> = (0..d.trajectory_count())
+            .map(|i| {
+                let t = d.trajectory(i).unwrap();
+                (t.task_id.clone(), t.round, t.outcome.success, t.steps.len())
+            })
+            .collect();
+        trajs.sort();
+        (r["with_reflection"].clone(), trajs)
+    };
+    let (one, one_trajs) = run("1");
+    let (three, three_trajs) = run("3");
+    let key = |r: &Value| -> Vec<Value> {
+        r["attempts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| {
+                serde_json::json!([
+                    a["task"],
+                    a["seed"],
+                    a["round"],
+                    a["success"],
+                    a["steps"],
+                    a["reflection"],
+                    a["detour"]
+                ])
+            })
+            .collect()
+    };
+    assert_eq!(key(&one), key(&three));
+    assert!(key(&one).len() > 6, "mistakes at 0.5 must cause retries");
+    for k in [
+        "seeds_solved",
+        "attempts_total",
+        "successes_total",
+        "per_round",
+    ] {
+        assert_eq!(one[k], three[k], "{k}");
+    }
+    assert_eq!(one_trajs, three_trajs);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1031,4 +1031,13 @@ fn training_uses_the_cpus_it_is_pinned_to() {
     );
     let log = std::fs::read_to_string(run.join("stdout.log")).unwrap();
     assert!(log.contains(" on cpu (1 thread) in F32"), "{log}");
+    // A line a step, with its loss and the time left.
+    let step = log
+        .lines()
+        .find(|l| l.contains(" step 1/1 loss "))
+        .unwrap_or_else(|| panic!("{log}"));
+    assert!(
+        step.contains("tokens/s") && step.ends_with(" left"),
+        "{step}"
+    );
 }

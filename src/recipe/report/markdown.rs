@@ -7,7 +7,7 @@ use super::summary::{Analysis, DYNAMICS, PolicyResult, ReflectionArm, policy_arm
 use crate::eval::compare::mcnemar_exact;
 use crate::policy::scripted::REFLECTION_MISTAKE_FACTOR;
 use crate::recipe::plan::Stage;
-use crate::recipe::progress::human_time;
+use crate::util::duration::human_time;
 use std::fmt::Write;
 
 fn f3(v: Option<f64>) -> String {

@@ -11,6 +11,7 @@
 //! teacher's successes on the same instance (task id).
 
 use super::{Ctx, Done, Stoppable, local_policy};
+use crate::collect::parallel::{Worker, collect_parallel};
 use crate::collect::{CollectConfig, CollectReport, HeuristicReflector, collect, known_shortest};
 use crate::curate::FILTER_FILE;
 use crate::policy::Policy;
@@ -23,10 +24,17 @@ use crate::trajectory::Dataset;
 use anyhow::{Context, Result};
 use std::path::Path;
 
+/// Who plays a collection: one policy, or the clients of one batching engine side
+/// by side, each in its own tab (`eval.parallel`).
+enum Players<'p> {
+    One(&'p mut dyn Policy),
+    SideBySide(Vec<crate::policy::batched::BatchedPolicy>),
+}
+
 fn run_collection(
     ctx: &mut Ctx<'_>,
     unit: &str,
-    policy: &mut dyn Policy,
+    players: Players<'_>,
     cfg: &CollectConfig,
     dataset: &mut Dataset,
 ) -> Result<CollectReport> {
@@ -35,31 +43,61 @@ fn run_collection(
         .unit_bar(unit, (cfg.tasks.len() * cfg.seeds) as u64, "seeds");
     let rounds = cfg.rounds as u32;
     let (mut attempts, mut ok) = (0usize, 0usize);
-    let mut stoppable = Stoppable {
-        inner: policy,
-        stop: ctx.stop.clone(),
+    let mut on_attempt = |a: &crate::collect::AttemptRecord| {
+        attempts += 1;
+        ok += usize::from(a.success);
+        bar.set_message(format!(
+            "{} s{} round {}: {ok}/{attempts} attempts ok",
+            crate::util::sanitize::clean_line(&a.task),
+            a.seed,
+            a.round
+        ));
+        if (a.success && !a.detour) || a.round == rounds {
+            bar.inc(1);
+        }
     };
-    let env = ctx.env()?;
-    let report = collect(
-        env,
-        &mut stoppable,
-        &mut HeuristicReflector,
-        cfg,
-        Some(dataset),
-        &mut |a| {
-            attempts += 1;
-            ok += usize::from(a.success);
-            bar.set_message(format!(
-                "{} s{} round {}: {ok}/{attempts} attempts ok",
-                crate::util::sanitize::clean_line(&a.task),
-                a.seed,
-                a.round
-            ));
-            if (a.success && !a.detour) || a.round == rounds {
-                bar.inc(1);
-            }
-        },
-    );
+    let stop = ctx.stop.clone();
+    let report = match players {
+        Players::One(policy) => {
+            let mut stoppable = Stoppable {
+                inner: policy,
+                stop,
+            };
+            let env = ctx.env()?;
+            collect(
+                env,
+                &mut stoppable,
+                &mut HeuristicReflector,
+                cfg,
+                Some(dataset),
+                &mut on_attempt,
+            )
+        }
+        Players::SideBySide(clients) => {
+            let mut policies: Vec<Box<dyn Policy + Send>> = clients
+                .into_iter()
+                .map(|c| {
+                    Box::new(Stoppable {
+                        inner: Box::new(c) as Box<dyn Policy + Send>,
+                        stop: stop.clone(),
+                    }) as Box<dyn Policy + Send>
+                })
+                .collect();
+            let mut reflectors = vec![HeuristicReflector; policies.len()];
+            let tabs = ctx.tabs(policies.len())?;
+            let workers = tabs
+                .iter_mut()
+                .zip(policies.iter_mut())
+                .zip(reflectors.iter_mut())
+                .map(|((env, policy), reflector)| Worker {
+                    env,
+                    policy: policy.as_mut(),
+                    reflector,
+                })
+                .collect();
+            collect_parallel(workers, cfg, Some(dataset), &mut on_attempt)
+        }
+    };
     bar.finish_and_clear();
     let report = report?;
     ctx.check_stop()?;
@@ -112,7 +150,7 @@ pub fn teacher(ctx: &mut Ctx<'_>, unit: &str, arm: Arm) -> Result<Done> {
         max_steps: c.max_steps,
     };
     let mut teacher = ScriptedTeacher::new(MistakeRates::uniform(c.mistake_rate));
-    let report = run_collection(ctx, unit, &mut teacher, &cfg, &mut ds)?;
+    let report = run_collection(ctx, unit, Players::One(&mut teacher), &cfg, &mut ds)?;
     write_report(&report_path, &report)?;
     Ok(Done {
         outputs: vec![
@@ -181,7 +219,7 @@ pub fn sft_policy(ctx: &mut Ctx<'_>, unit: &str) -> Result<Done> {
     let checkpoint = latest_checkpoint(&ctx.layout.run(&sft_run_name(Arm::Reflection)))?;
     let recipe = ctx.cfg;
     let s = &recipe.sft_collect;
-    let mut policy = local_policy(
+    let policy = local_policy(
         &checkpoint,
         &recipe.eval.device,
         s.temperature,
@@ -201,7 +239,14 @@ pub fn sft_policy(ctx: &mut Ctx<'_>, unit: &str) -> Result<Done> {
         reflection: s.reflection,
         max_steps: s.max_steps,
     };
-    let report = run_collection(ctx, unit, &mut policy, &cfg, &mut ds)?;
+    let parallel = recipe.eval.parallel;
+    let report = if parallel > 1 && policy.model.vl.is_none() {
+        let clients = policy.batched(parallel, crate::model::engine::EngineOptions::default())?;
+        run_collection(ctx, unit, Players::SideBySide(clients), &cfg, &mut ds)?
+    } else {
+        let mut policy = policy;
+        run_collection(ctx, unit, Players::One(&mut policy), &cfg, &mut ds)?
+    };
     write_report(&report_path, &report)?;
     // Last, so that they are newer than the appended trajectories (see module docs).
     for f in [FILTER_FILE, "sft/samples.jsonl"] {
