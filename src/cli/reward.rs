@@ -47,7 +47,8 @@ struct SpliceArgs {
 #[derive(clap::Args)]
 struct ScoreArgs {
     /// Target action as JSON: `{"name": "click", "params": {"index": 12}}`, or a list
-    /// of them for a multi-action step. Default with --state: that step's actions.
+    /// of them for a multi-action step; or in any form --candidate takes (`click(12)`,
+    /// Browser Use JSON). Default with --state: that step's actions.
     #[arg(long)]
     target: Option<String>,
     /// The model response to score (Browser Use JSON, fenced, or `click(12)`);
@@ -157,11 +158,7 @@ fn score(a: ScoreArgs) -> anyhow::Result<()> {
     };
     let step = a.state.as_ref().map(StepRef::load).transpose()?;
     let targets: Vec<Action> = match (&a.target, &step) {
-        (Some(t), _) => {
-            let v: serde_json::Value =
-                serde_json::from_str(t).context("--target is not valid JSON")?;
-            parse_targets(v, "--target").map_err(anyhow::Error::msg)?
-        }
+        (Some(t), _) => target_actions(t)?,
         (None, Some(s)) if !s.output.actions.is_empty() => s.output.actions.clone(),
         (None, Some(_)) => bail!("the --state step has no action; give --target"),
         (None, None) => {
@@ -181,6 +178,24 @@ fn score(a: ScoreArgs) -> anyhow::Result<()> {
 fn shorts(actions: &[Action]) -> String {
     let v: Vec<String> = actions.iter().map(Action::short).collect();
     clean_line(&v.join("; ")).into_owned()
+}
+
+/// `--target`: actions as JSON (`{"name": .., "params": ..}` or a list), else the
+/// forms a candidate takes (`click(12)`, Browser Use JSON).
+fn target_actions(text: &str) -> anyhow::Result<Vec<Action>> {
+    if let Ok(v) = serde_json::from_str::<serde_json::Value>(text)
+        && let Ok(actions) = parse_targets(v, "--target")
+    {
+        return Ok(actions);
+    }
+    match parse_response(text) {
+        Ok(p) if !p.actions.is_empty() => Ok(p.actions),
+        Ok(_) => bail!("--target holds no action"),
+        Err(e) => bail!(
+            "--target is neither JSON actions nor an action like `click(3)`: {}",
+            rmsweb::util::sanitize::clean_line(&e.message)
+        ),
+    }
 }
 
 fn print_decision(d: &Decision, candidate: &str, targets: &[Action], elements: usize) {

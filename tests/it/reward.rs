@@ -179,7 +179,31 @@ fn score_prints_a_readable_decision_and_json() {
         "click(1)",
     ]);
     assert!(!o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("--target is not valid JSON"));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("--target is neither JSON actions nor an action"),
+        "{err}"
+    );
+    // The short form a candidate takes is a target too, and scores as its JSON.
+    let score = |target: &str| {
+        let o = rmsweb(&[
+            "reward",
+            "score",
+            "--target",
+            target,
+            "--candidate",
+            "click(3)",
+            "--json",
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice::<Value>(&o.stdout).unwrap()["score"].clone()
+    };
+    assert_eq!(score("click(3)"), 1.0);
+    assert_eq!(score(r#"{"name": "click", "params": {"index": 3}}"#), 1.0);
+    assert_eq!(
+        score("click(4)"),
+        score(r#"{"name": "click", "params": {"index": 4}}"#)
+    );
 }
 
 #[test]
