@@ -54,7 +54,7 @@ const HINTS: [&str; 8] = [
     "sft | rl | verl  (←/→)",
     "tiny | tiny-vl | lora | qwen3-lora | qwen3-vl-lora (sft) · tiny | paper (rl)",
     "dataset folder",
-    "optimizer steps (empty: the preset's)",
+    "optimizer steps (sft: at most its epochs; empty: the preset's)",
     "learning rate (empty: the preset's)",
     "rl only: salvage-ds | anchor-free | dapo | grpo  (←/→)",
     "rl: SFT run folder · sft: base model (lora, qwen3-lora, qwen3-vl-lora)",
@@ -79,6 +79,9 @@ pub struct LaunchForm {
     pub error: Option<String>,
     /// The dataset the form started on (defaults when the kind changes).
     dataset: std::path::PathBuf,
+    /// The focused field was not typed in since it got the focus: the first
+    /// character typed replaces its value (as a selected field does).
+    fresh: bool,
 }
 
 impl LaunchForm {
@@ -89,6 +92,7 @@ impl LaunchForm {
             focus: 0,
             error: None,
             dataset: dataset.to_path_buf(),
+            fresh: true,
         }
     }
 
@@ -97,7 +101,7 @@ impl LaunchForm {
             "sft".into(),
             "tiny".into(),
             dataset.display().to_string(),
-            "200".into(),
+            String::new(),
             String::new(),
             "salvage-ds".into(),
             String::new(),
@@ -230,21 +234,32 @@ impl LaunchForm {
                 Ok(s) => return FormOutcome::Launch(s),
                 Err(e) => self.error = Some(e),
             },
-            KeyCode::Tab | KeyCode::Down => self.focus = (self.focus + 1) % n,
-            KeyCode::BackTab | KeyCode::Up => self.focus = (self.focus + n - 1) % n,
+            KeyCode::Tab | KeyCode::Down => {
+                self.focus = (self.focus + 1) % n;
+                self.fresh = true;
+            }
+            KeyCode::BackTab | KeyCode::Up => {
+                self.focus = (self.focus + n - 1) % n;
+                self.fresh = true;
+            }
             KeyCode::Left => self.cycle(false),
             KeyCode::Right => self.cycle(true),
             KeyCode::Backspace => {
                 self.values[self.focus].pop();
+                self.fresh = false;
             }
             KeyCode::Char('u') if key.modifiers.contains(KeyModifiers::CONTROL) => {
                 self.values[self.focus].clear();
+                self.fresh = false;
             }
             KeyCode::Char(c)
                 if !key.modifiers.contains(KeyModifiers::CONTROL)
                     && self.focus != 0
                     && self.focus != 5 =>
             {
+                if std::mem::take(&mut self.fresh) {
+                    self.values[self.focus].clear();
+                }
                 self.values[self.focus].push(c);
             }
             _ => {}
@@ -321,8 +336,24 @@ mod tests {
     fn fields_validate_and_name_the_field() {
         let mut f = LaunchForm::new(std::path::Path::new("fixtures"));
         let s = f.spec().unwrap();
-        assert_eq!((s.kind.as_str(), s.steps, s.mode), ("sft", Some(200), None));
-        f.focus = 3;
+        // Steps and lr start empty: the preset's, as the hints say.
+        assert_eq!((s.kind.as_str(), s.steps, s.mode), ("sft", None, None));
+        // The first character typed into a field just reached replaces its value;
+        // later ones append.
+        for _ in 0..2 {
+            f.handle_key(key(KeyCode::Tab));
+        }
+        for c in "ds2".chars() {
+            f.handle_key(key(KeyCode::Char(c)));
+        }
+        assert_eq!(f.values[2], "ds2");
+        f.handle_key(key(KeyCode::Tab));
+        for c in "20".chars() {
+            f.handle_key(key(KeyCode::Char(c)));
+        }
+        assert_eq!(f.spec().unwrap().steps, Some(20));
+        f.handle_key(key(KeyCode::Tab));
+        f.handle_key(key(KeyCode::BackTab));
         f.handle_key(key(KeyCode::Char('x')));
         assert_eq!(f.handle_key(key(KeyCode::Enter)), FormOutcome::Editing);
         assert!(f.error.as_deref().unwrap().starts_with("steps"));
