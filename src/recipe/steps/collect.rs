@@ -10,11 +10,10 @@
 //! SFT policy's attempts are there for the miner, which pairs them with the
 //! teacher's successes on the same instance (task id).
 
-use super::{Ctx, Done, Stoppable, local_policy};
+use super::{Ctx, Done, Players, Stoppable, local_policy};
 use crate::collect::parallel::{Worker, collect_parallel};
 use crate::collect::{CollectConfig, CollectReport, HeuristicReflector, collect, known_shortest};
 use crate::curate::FILTER_FILE;
-use crate::policy::Policy;
 use crate::policy::scripted::{MistakeRates, ScriptedTeacher};
 use crate::recipe::folder::clear;
 use crate::recipe::layout::sft_run_name;
@@ -24,17 +23,10 @@ use crate::trajectory::Dataset;
 use anyhow::{Context, Result};
 use std::path::Path;
 
-/// Who plays a collection: one policy, or the clients of one batching engine side
-/// by side, each in its own tab (`eval.parallel`).
-enum Players<'p> {
-    One(&'p mut dyn Policy),
-    SideBySide(Vec<crate::policy::batched::BatchedPolicy>),
-}
-
 fn run_collection(
     ctx: &mut Ctx<'_>,
     unit: &str,
-    players: Players<'_>,
+    players: Players,
     cfg: &CollectConfig,
     dataset: &mut Dataset,
 ) -> Result<CollectReport> {
@@ -56,12 +48,11 @@ fn run_collection(
             bar.inc(1);
         }
     };
-    let stop = ctx.stop.clone();
     let report = match players {
         Players::One(policy) => {
             let mut stoppable = Stoppable {
                 inner: policy,
-                stop,
+                stop: ctx.stop.clone(),
             };
             let env = ctx.env()?;
             collect(
@@ -73,16 +64,7 @@ fn run_collection(
                 &mut on_attempt,
             )
         }
-        Players::SideBySide(clients) => {
-            let mut policies: Vec<Box<dyn Policy + Send>> = clients
-                .into_iter()
-                .map(|c| {
-                    Box::new(Stoppable {
-                        inner: Box::new(c) as Box<dyn Policy + Send>,
-                        stop: stop.clone(),
-                    }) as Box<dyn Policy + Send>
-                })
-                .collect();
+        Players::SideBySide(mut policies) => {
             let mut reflectors = vec![HeuristicReflector; policies.len()];
             let tabs = ctx.tabs(policies.len())?;
             let workers = tabs
@@ -149,8 +131,8 @@ pub fn teacher(ctx: &mut Ctx<'_>, unit: &str, arm: Arm) -> Result<Done> {
         reflection: arm == Arm::Reflection,
         max_steps: c.max_steps,
     };
-    let mut teacher = ScriptedTeacher::new(MistakeRates::uniform(c.mistake_rate));
-    let report = run_collection(ctx, unit, Players::One(&mut teacher), &cfg, &mut ds)?;
+    let teacher = ScriptedTeacher::new(MistakeRates::uniform(c.mistake_rate));
+    let report = run_collection(ctx, unit, Players::One(Box::new(teacher)), &cfg, &mut ds)?;
     write_report(&report_path, &report)?;
     Ok(Done {
         outputs: vec![
@@ -239,14 +221,8 @@ pub fn sft_policy(ctx: &mut Ctx<'_>, unit: &str) -> Result<Done> {
         reflection: s.reflection,
         max_steps: s.max_steps,
     };
-    let parallel = recipe.eval.parallel;
-    let report = if parallel > 1 && policy.model.vl.is_none() {
-        let clients = policy.batched(parallel, crate::model::engine::EngineOptions::default())?;
-        run_collection(ctx, unit, Players::SideBySide(clients), &cfg, &mut ds)?
-    } else {
-        let mut policy = policy;
-        run_collection(ctx, unit, Players::One(&mut policy), &cfg, &mut ds)?
-    };
+    let players = Players::of(policy, recipe.eval.parallel, &ctx.stop)?;
+    let report = run_collection(ctx, unit, players, &cfg, &mut ds)?;
     write_report(&report_path, &report)?;
     // Last, so that they are newer than the appended trajectories (see module docs).
     for f in [FILTER_FILE, "sft/samples.jsonl"] {

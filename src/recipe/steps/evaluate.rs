@@ -5,9 +5,8 @@
 //! `eval/validation/<name>/step-N.json`.
 
 use super::collect::latest_checkpoint;
-use super::{Ctx, Done, Stoppable, local_policy};
+use super::{Ctx, Done, Players, Stoppable, local_policy};
 use crate::eval::{EvalConfig, EvalReport, evaluate, write_report};
-use crate::policy::Policy;
 use crate::recipe::folder::clear;
 use crate::recipe::layout::BASE_EVAL;
 use crate::train::run::RunDir;
@@ -147,7 +146,6 @@ fn episodes(
         e.grounded,
         name,
     )?;
-    let parallel = e.parallel;
     let cfg = EvalConfig {
         tasks: recipe.tasks.clone(),
         episodes,
@@ -169,28 +167,18 @@ fn episodes(
         ));
         bar.inc(1);
     };
-    let stop = ctx.stop.clone();
-    // A Qwen3-VL checkpoint has no batching engine: it plays one episode at a time.
-    let report = if parallel > 1 && policy.model.vl.is_none() {
-        let clients = policy.batched(parallel, crate::model::engine::EngineOptions::default())?;
-        let policies: Vec<Box<dyn Policy + Send>> = clients
-            .into_iter()
-            .map(|client| {
-                Box::new(Stoppable {
-                    inner: Box::new(client) as Box<dyn Policy + Send>,
-                    stop: stop.clone(),
-                }) as Box<dyn Policy + Send>
-            })
-            .collect();
-        let tabs = ctx.tabs(parallel)?;
-        crate::eval::parallel::evaluate_parallel(tabs, policies, &cfg, dataset, &mut on_episode)
-    } else {
-        let mut policy = policy;
-        let mut stoppable = Stoppable {
-            inner: &mut policy,
-            stop,
-        };
-        evaluate(ctx.env()?, &mut stoppable, &cfg, dataset, &mut on_episode)
+    let report = match Players::of(policy, e.parallel, &ctx.stop)? {
+        Players::SideBySide(policies) => {
+            let tabs = ctx.tabs(policies.len())?;
+            crate::eval::parallel::evaluate_parallel(tabs, policies, &cfg, dataset, &mut on_episode)
+        }
+        Players::One(policy) => {
+            let mut stoppable = Stoppable {
+                inner: policy,
+                stop: ctx.stop.clone(),
+            };
+            evaluate(ctx.env()?, &mut stoppable, &cfg, dataset, &mut on_episode)
+        }
     };
     bar.finish_and_clear();
     let report = report?;

@@ -133,3 +133,37 @@ pub fn local_policy(
     p.grounded = grounded;
     Ok(p)
 }
+
+/// Who plays a unit's episodes: one policy, or (a local text model, which has a
+/// batching engine, with `eval.parallel` above 1) that many clients of one engine,
+/// each stopping at the recipe's stop request, each in its own tab.
+pub enum Players {
+    One(Box<dyn crate::policy::Policy + Send>),
+    SideBySide(Vec<Box<dyn crate::policy::Policy + Send>>),
+}
+
+impl Players {
+    /// `policy` played by `parallel` side by side where it can be.
+    pub fn of(
+        policy: crate::policy::local::LocalPolicy,
+        parallel: usize,
+        stop: &Arc<AtomicBool>,
+    ) -> Result<Players> {
+        // A Qwen3-VL checkpoint has no batching engine: it plays one episode at a time.
+        if parallel <= 1 || policy.model.vl.is_some() {
+            return Ok(Players::One(Box::new(policy)));
+        }
+        let clients = policy.batched(parallel, crate::model::engine::EngineOptions::default())?;
+        Ok(Players::SideBySide(
+            clients
+                .into_iter()
+                .map(|c| {
+                    Box::new(Stoppable {
+                        inner: Box::new(c) as Box<dyn crate::policy::Policy + Send>,
+                        stop: stop.clone(),
+                    }) as Box<dyn crate::policy::Policy + Send>
+                })
+                .collect(),
+        ))
+    }
+}
