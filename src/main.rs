@@ -60,6 +60,38 @@ enum Command {
     Model(cli::model::Args),
 }
 
+impl Command {
+    /// Whether the command talks over sockets (a browser, an LLM endpoint, HTTP
+    /// clients). Those keep SIGPIPE ignored: a peer that goes away in the middle of
+    /// a vectored write (`writev` takes no `MSG_NOSIGNAL`) must be an error the
+    /// command handles, not a signal that ends it; `serve` was killed this way by a
+    /// streaming client that hung up.
+    fn opens_sockets(&self) -> bool {
+        match self {
+            Command::Miniwob(_)
+            | Command::Collect(_)
+            | Command::Eval(_)
+            | Command::Mine(_)
+            | Command::Train(_)
+            | Command::Verl(_)
+            | Command::Recipe(_)
+            | Command::Serve(_) => true,
+            Command::Import(_)
+            | Command::Validate(_)
+            | Command::Stats(_)
+            | Command::Show(_)
+            | Command::Curate(_)
+            | Command::Reward(_)
+            | Command::Annotate(_)
+            | Command::Rl(_)
+            | Command::Export(_)
+            | Command::Score(_)
+            | Command::Generate(_)
+            | Command::Model(_) => false,
+        }
+    }
+}
+
 fn main() -> ExitCode {
     // SAFETY: first thing in main; no other thread exists yet.
     unsafe { rmsweb::train::cpu_tuning::configure_thread_pools() };
@@ -73,7 +105,7 @@ fn main() -> ExitCode {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let cli = Cli::parse();
-    if cli.command.is_some() {
+    if cli.command.as_ref().is_some_and(|c| !c.opens_sockets()) {
         // `rmsweb stats | head`: end quietly when the reader goes away.
         rmsweb::util::report::exit_quietly_on_closed_stdout();
     }

@@ -65,9 +65,10 @@ pub fn warn(message: &str) {
 
 /// Makes a write to a closed standard output end the process quietly, as `cat` or
 /// `grep` do (status 141 in the shell), instead of a panic in `println!`. Rust
-/// ignores SIGPIPE so that writes return an error; sockets are not affected by
-/// this (Rust and tokio send with `MSG_NOSIGNAL`), and rmsweb writes to no child's
-/// pipe, so only a closed stdout or stderr ends the process this way.
+/// ignores SIGPIPE so that writes return an error. With the default restored, a
+/// socket written with `writev` (hyper and tokio do; only `send` carries
+/// `MSG_NOSIGNAL`) would end the process too when its peer hangs up: call this
+/// only in commands that open no socket.
 pub fn exit_quietly_on_closed_stdout() {
     // SAFETY: resetting a signal's disposition to its default is async-signal-safe
     // and has no memory effects; called before any thread that could write starts.

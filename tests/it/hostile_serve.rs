@@ -333,6 +333,52 @@ fn sizes_are_checked_before_work() {
     }
 }
 
+/// Streaming clients that hang up with answer bytes still unread (their kernel
+/// answers the next chunk with a reset) leave the server running: the write that
+/// finds the connection gone is that connection's error, not a SIGPIPE that ends
+/// the process and every other client's answer with it.
+#[test]
+fn clients_that_hang_up_mid_stream_leave_the_server_running() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = server(dir.path(), &[("W", 3.0)], &[]);
+    let addr = s
+        .base
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_string();
+    let body = json!({"model": "tiny", "n": 4, "max_tokens": 900, "stream": true,
+        "messages": [{"role": "user", "content": "Write a long answer."}]})
+    .to_string();
+    for i in 0..48 {
+        let mut t = std::net::TcpStream::connect(&addr).unwrap();
+        write!(
+            t,
+            "POST /v1/chat/completions HTTP/1.1\r\nHost: {addr}\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut first = [0u8; 16];
+        t.read_exact(&mut first).unwrap();
+        // More chunks arrive and stay unread: closing now resets the connection,
+        // and the server's next write finds it gone.
+        std::thread::sleep(Duration::from_millis(5));
+        let _ = t.shutdown(std::net::Shutdown::Both);
+        drop(t);
+        assert!(
+            s.exited().is_none(),
+            "the server ended after client {i}: {:?}",
+            s.exited()
+        );
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(s.exited(), None, "the server ended");
+    alive(&client(), &s.base);
+}
+
 /// 64 streaming clients asking for 16 long answers each drop after the first
 /// chunk; their rows stop, so the next short request is answered at once instead
 /// of after every dropped answer was decoded to its end.

@@ -82,6 +82,13 @@ impl Drop for Server {
     }
 }
 
+impl Server {
+    /// How the server process ended, or `None` while it runs.
+    pub(crate) fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().unwrap()
+    }
+}
+
 pub(crate) fn start(checkpoint: &Path, log: &Path) -> Server {
     start_with(checkpoint, log, &[])
 }
