@@ -5,8 +5,10 @@
 //! an undo with nothing left to revert does nothing. The state of P is then the
 //! active events applied in order:
 //! - `accept` / `reject` set the decision (the last one wins);
-//! - `relabel` sets the category, `edit_target` the corrected target action,
-//!   `note` adds a note;
+//! - `relabel` sets the category and is a decision too: the annotator says the pair
+//!   is a real critical step of that category, so it counts as an accept (a later
+//!   reject still wins);
+//! - `edit_target` sets the corrected target action, `note` adds a note;
 //! - status: rejected if the decision is reject; otherwise edited if the target was
 //!   corrected; otherwise accepted if accepted; otherwise pending.
 
@@ -114,7 +116,10 @@ impl Folded {
             match e.op {
                 Op::Accept | Op::Reject => decision = Some(e.op),
                 Op::Relabel => match e.value.as_str() {
-                    Some(c) if !c.trim().is_empty() => st.category = Some(c.to_string()),
+                    Some(c) if !c.trim().is_empty() => {
+                        st.category = Some(c.to_string());
+                        decision = Some(Op::Accept);
+                    }
                     _ => {
                         self.problems.insert(
                             j,
@@ -165,6 +170,18 @@ impl Folded {
             _ => Status::Pending,
         };
         self.states.insert(pair.to_string(), st);
+    }
+
+    /// The decision `annotator` stands by on `pair`: the op of their latest active
+    /// accept, reject or relabel (None: they have not decided it).
+    pub fn decision_of(&self, pair: &str, annotator: &str) -> Option<Op> {
+        self.by_pair.get(pair)?.iter().rev().find_map(|&j| {
+            let e = &self.events[j];
+            (self.active[j]
+                && e.annotator == annotator
+                && matches!(e.op, Op::Accept | Op::Reject | Op::Relabel))
+            .then_some(e.op)
+        })
     }
 
     /// The current state of a pair (pending when it has no events).
@@ -218,7 +235,7 @@ mod tests {
         ]);
         assert_eq!(f.status("p1"), Status::Accepted);
         assert_eq!(f.status("p2"), Status::Rejected);
-        assert_eq!(f.status("p3"), Status::Pending);
+        assert_eq!(f.status("p3"), Status::Accepted, "a relabel is a decision");
         assert_eq!(f.state("p3").category.as_deref(), Some("premature_done"));
         let p4 = f.state("p4");
         assert_eq!(p4.status, Status::Edited);
@@ -239,10 +256,12 @@ mod tests {
         f.push(ev("a", "p", Op::Undo, Value::Null));
         assert_eq!(f.status("p"), Status::Accepted);
         f.push(ev("a", "p", Op::Undo, Value::Null));
-        assert_eq!(f.status("p"), Status::Pending);
+        // The relabel left is a's decision still.
+        assert_eq!(f.status("p"), Status::Accepted);
         assert_eq!(f.state("p").category.as_deref(), Some("loop_stall"));
         f.push(ev("a", "p", Op::Undo, Value::Null));
         let s = f.state("p");
+        assert_eq!(s.status, Status::Pending);
         assert_eq!(s.category, None);
         assert_eq!(
             s.notes,
@@ -252,6 +271,23 @@ mod tests {
         // Nothing of a's left: a further undo changes nothing.
         f.push(ev("a", "p", Op::Undo, Value::Null));
         assert_eq!(f.state("p").notes.len(), 1);
+    }
+
+    #[test]
+    fn a_relabel_accepts_until_a_later_reject_and_each_annotator_has_a_decision() {
+        let mut f = Folded::new(vec![
+            ev("a", "p", Op::Reject, Value::Null),
+            ev("a", "p", Op::Relabel, json!("loop_stall")),
+        ]);
+        assert_eq!(f.status("p"), Status::Accepted);
+        assert_eq!(f.decision_of("p", "a"), Some(Op::Relabel));
+        assert_eq!(f.decision_of("p", "b"), None);
+        f.push(ev("b", "p", Op::Reject, Value::Null));
+        assert_eq!(f.status("p"), Status::Rejected);
+        assert_eq!(f.decision_of("p", "b"), Some(Op::Reject));
+        f.push(ev("b", "p", Op::Undo, Value::Null));
+        assert_eq!(f.decision_of("p", "b"), None);
+        assert_eq!(f.status("p"), Status::Accepted);
     }
 
     #[test]

@@ -38,13 +38,22 @@ pub const KEYMAP: &[KeyHelp] = &[
     k("Lists", "Enter", "open: focus the next pane"),
     k("Lists", "Esc", "back to the list; close a popup"),
     k("Trajectories", "J K", "scroll the step detail"),
-    k("Mined pairs", "a", "accept the pair"),
-    k("Mined pairs", "x", "reject the pair"),
+    k(
+        "Mined pairs",
+        "a",
+        "accept the pair (then the next pending one)",
+    ),
+    k(
+        "Mined pairs",
+        "x",
+        "reject the pair (then the next pending one)",
+    ),
     k(
         "Mined pairs",
         "l then 1-8",
-        "relabel: pick a failure-mode category",
+        "relabel: pick a failure-mode category (a decision)",
     ),
+    k("Mined pairs", "A", "advance after a decision: on / off"),
     k(
         "Mined pairs",
         "e",

@@ -222,7 +222,10 @@ fn first_frame_draws_before_the_background_load() {
 fn accept_then_undo_is_appended_and_folded() {
     let d = dataset();
     let mut app = open(d.path());
-    typ(&mut app, "2a");
+    // Stay on the pair after a decision, to undo there.
+    typ(&mut app, "2A");
+    assert!(screen(&mut app).contains("advance after a decision: off"));
+    typ(&mut app, "a");
     let ev = events(d.path());
     assert_eq!(ev.len(), 1);
     assert_eq!(
@@ -260,7 +263,7 @@ fn accept_then_undo_is_appended_and_folded() {
 fn relabel_picks_a_category_by_number() {
     let d = dataset();
     let mut app = open(d.path());
-    typ(&mut app, "2jl");
+    typ(&mut app, "2Ajl");
     typ(&mut app, "9"); // not a category: the popup stays
     assert!(events(d.path()).is_empty());
     typ(&mut app, "4");
@@ -278,6 +281,17 @@ fn relabel_picks_a_category_by_number() {
         s.contains("Category: premature_done (annotator, 1.00)"),
         "{s}"
     );
+    assert!(
+        s.contains("Status: accepted") && s.contains("1/3 reviewed"),
+        "a relabel is a decision: {s}"
+    );
+    // The same category again is no new event; another one is.
+    typ(&mut app, "l4");
+    let s = screen(&mut app);
+    assert!(s.contains("already this category"), "{s}");
+    assert_eq!(events(d.path()).len(), 1);
+    typ(&mut app, "l5");
+    assert_eq!(events(d.path()).len(), 2);
 }
 
 #[test]
@@ -294,6 +308,27 @@ fn edit_saves_only_a_valid_action() {
         "an invalid target is not saved"
     );
     assert!(screen(&mut app).contains("not saved: "));
+    // Parsed but impossible on this page: an index it does not have, an unknown
+    // action, a known one without its parameter. Each is refused with its reason.
+    for (typed, reason) in [
+        ("click(9)", "index 9 is not on this page"),
+        (r#"{"name":"fly","params":{}}"#, "unknown action `fly`"),
+        (
+            r#"{"name":"input","params":{"text":"x"}}"#,
+            "`input` needs `index`",
+        ),
+    ] {
+        app.handle_key(ctrl('u'));
+        typ(&mut app, typed);
+        let s = screen(&mut app);
+        assert!(
+            s.contains("invalid: ") && s.contains(reason),
+            "{typed}: {s}"
+        );
+        app.handle_key(key(KeyCode::Enter));
+        assert!(events(d.path()).is_empty(), "{typed} was saved");
+        assert!(screen(&mut app).contains("not saved: "), "{typed}");
+    }
     app.handle_key(ctrl('u'));
     typ(
         &mut app,
@@ -347,20 +382,26 @@ fn notes_and_next_pending() {
         "[ wraps to the last pending pair"
     );
     typ(&mut app, "g");
-    typ(&mut app, "a]");
+    // A decision moves on to the next pending pair.
+    typ(&mut app, "a");
+    assert!(screen(&mut app).contains("search-s2 ·"), "a advances");
     typ(&mut app, "nindex 7 is the red one");
     app.handle_key(key(KeyCode::Enter));
     let ev = events(d.path());
     assert_eq!(ev.len(), 2);
     assert_eq!((ev[1].op, ev[1].pair_id.as_str()), (Op::Note, "search-s2"));
     assert_eq!(ev[1].value, serde_json::json!("index 7 is the red one"));
-    typ(&mut app, "x]");
-    assert!(
-        screen(&mut app).contains("hostile-s0 ·"),
-        "] skips reviewed pairs"
-    );
-    typ(&mut app, "a]");
+    typ(&mut app, "x");
+    assert!(screen(&mut app).contains("hostile-s0 ·"), "x advances");
+    typ(&mut app, "a");
+    // No pending pair left: the cursor stays, `]` says so, and repeating the
+    // decision writes nothing.
+    assert!(screen(&mut app).contains("hostile-s0 ·"));
+    typ(&mut app, "]");
     assert!(screen(&mut app).contains("no pending pair left"));
+    typ(&mut app, "a");
+    assert!(screen(&mut app).contains("already accepted"));
+    assert_eq!(events(d.path()).len(), 4);
 }
 
 #[test]

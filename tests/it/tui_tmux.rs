@@ -109,10 +109,11 @@ fn tmux_accept_relabel_then_sigkill_keeps_every_saved_event() {
     t.keys(&["a"]);
     let s = t.wait_for("1/3 reviewed");
     assert!(s.contains("saved "), "{s}");
-    t.keys(&["j", "l"]);
+    // The accept moved on to the next pending pair; a relabel is a decision too.
+    t.keys(&["l"]);
     t.wait_for("Relabel: press 1-8");
     t.keys(&["5"]);
-    let s = t.wait_for("Category: navigation_detour (annotator");
+    let s = t.wait_for("2/3 reviewed");
     assert!(s.contains("saved "), "{s}");
     // Kill the process as hard as possible right after the screen said saved.
     let pid = t.pane_pid();

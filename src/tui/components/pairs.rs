@@ -36,27 +36,65 @@ pub enum Popup {
 }
 
 /// The target-action editor: the text, and what the parser and the rubric say
-/// about it (recomputed on every key).
+/// about it on the pair's page (recomputed on every key).
 pub struct EditBox {
     pub area: TextArea<'static>,
     pub parsed: Result<BrowserAction, String>,
+    /// The elements of the page the target acts on (the success side's step).
+    elements: Vec<Element>,
 }
 
 impl EditBox {
-    fn new(initial: &str) -> Self {
+    fn new(initial: &str, elements: Vec<Element>) -> Self {
         let mut area = TextArea::from(initial.lines().map(str::to_owned).collect::<Vec<_>>());
         area.move_cursor(ratatui_textarea::CursorMove::Bottom);
         area.move_cursor(ratatui_textarea::CursorMove::End);
         let mut b = EditBox {
             area,
             parsed: Err(String::new()),
+            elements,
         };
         b.reparse();
         b
     }
 
     fn reparse(&mut self) {
-        self.parsed = parse_target(&self.area.lines().join("\n"));
+        self.parsed = parse_target(&self.area.lines().join("\n"))
+            .and_then(|a| fits_page(&a, &self.elements).map(|()| a));
+    }
+}
+
+/// Refuses a target the page cannot take: an unknown action, a known one with
+/// missing or mistyped parameters, or an element index the page does not have.
+/// With no recorded elements only the action itself is checked.
+pub fn fits_page(a: &BrowserAction, elements: &[Element]) -> Result<(), String> {
+    if !crate::action::CANONICAL_NAMES.contains(&a.name.as_str()) {
+        return Err(format!(
+            "unknown action `{}` (one of {})",
+            a.name,
+            crate::action::CANONICAL_NAMES.join(", ")
+        ));
+    }
+    crate::action::check::check_params(a).map_err(|e| format!("{}: {}", e.key, e.message))?;
+    match a.target_index() {
+        Some(i) if !elements.is_empty() && !elements.iter().any(|e| i64::from(e.index) == i) => {
+            let shown: Vec<String> = elements
+                .iter()
+                .take(12)
+                .map(|e| e.index.to_string())
+                .collect();
+            let more = if elements.len() > shown.len() {
+                ", …"
+            } else {
+                ""
+            };
+            Err(format!(
+                "index {i} is not on this page (index.absent: its {} elements are {}{more})",
+                elements.len(),
+                shown.join(", ")
+            ))
+        }
+        _ => Ok(()),
     }
 }
 
@@ -93,6 +131,9 @@ pub struct PairsView {
     filter: String,
     rows: Vec<usize>,
     rows_key: Option<(u64, String)>,
+    /// Stay on the pair after a decision instead of moving to the next pending one
+    /// (`A` toggles).
+    pub stay: bool,
 }
 
 fn status_icon(s: Status) -> &'static str {
@@ -171,6 +212,63 @@ impl PairsView {
         Some(Action::Message("no pending pair left".into()))
     }
 
+    /// After a decision on the selected pair: moves to the next pending pair other
+    /// than it, unless `stay` is set or none is left.
+    fn advance(&mut self, sh: &Shared) {
+        let n = self.rows.len();
+        if self.stay || n == 0 {
+            return;
+        }
+        for k in 1..n {
+            let pos = (self.list.selected + k) % n;
+            if sh.folded.status(&sh.pairs[self.rows[pos]].id) == Status::Pending {
+                self.list.selected = pos;
+                self.detail_scroll = 0;
+                return;
+            }
+        }
+    }
+
+    /// A decision (`accept`, `reject`, `relabel` to `value`) by this annotator on
+    /// `pair`: one event, or a message when it repeats the decision they stand by.
+    fn decide(&mut self, sh: &Shared, pair: &MinedPair, op: Op, value: Value) -> Option<Action> {
+        let state = sh.folded.state(&pair.id);
+        let mine = sh.folded.decision_of(&pair.id, &sh.annotator);
+        let repeated = match op {
+            Op::Relabel => {
+                mine == Some(Op::Relabel)
+                    && state.category.as_ref() == value.as_str().map(str::to_owned).as_ref()
+            }
+            _ => mine == Some(op),
+        };
+        self.advance(sh);
+        if repeated {
+            // Short: the status bar keeps the end of the line for it.
+            return Some(Action::Message(format!(
+                "already {}",
+                match op {
+                    Op::Accept => "accepted",
+                    Op::Reject => "rejected",
+                    _ => "this category",
+                }
+            )));
+        }
+        let prev = match op {
+            Op::Relabel => json!(
+                state
+                    .category
+                    .unwrap_or_else(|| pair.failure_mode.category.clone())
+            ),
+            _ => json!(state.status.as_str()),
+        };
+        Some(Action::Annotate {
+            pair_id: pair.id.clone(),
+            op,
+            value,
+            prev,
+        })
+    }
+
     fn popup_key(&mut self, key: KeyEvent, sh: &Shared, pair: &MinedPair) -> Option<Action> {
         let current_target = sh
             .folded
@@ -190,17 +288,7 @@ impl PairsView {
                 }
                 let cat = pick?;
                 self.popup = Popup::None;
-                let prev = sh
-                    .folded
-                    .state(&pair.id)
-                    .category
-                    .unwrap_or_else(|| pair.failure_mode.category.clone());
-                Some(Action::Annotate {
-                    pair_id: pair.id.clone(),
-                    op: Op::Relabel,
-                    value: json!(cat),
-                    prev: json!(prev),
-                })
+                self.decide(sh, pair, Op::Relabel, json!(cat))
             }
             Popup::Edit(b) => match key.code {
                 KeyCode::Esc => {
@@ -301,8 +389,19 @@ impl Component for PairsView {
             })
         };
         match key.code {
-            KeyCode::Char('a') => annotate(Op::Accept, Value::Null, json!(state.status.as_str())),
-            KeyCode::Char('x') => annotate(Op::Reject, Value::Null, json!(state.status.as_str())),
+            KeyCode::Char('a') => self.decide(sh, &pair, Op::Accept, Value::Null),
+            KeyCode::Char('x') => self.decide(sh, &pair, Op::Reject, Value::Null),
+            KeyCode::Char('A') => {
+                self.stay = !self.stay;
+                Some(Action::Message(
+                    if self.stay {
+                        "advance after a decision: off (A turns it on)"
+                    } else {
+                        "advance after a decision: on (A turns it off)"
+                    }
+                    .into(),
+                ))
+            }
             KeyCode::Char('l') => {
                 self.popup = Popup::Relabel;
                 None
@@ -310,7 +409,10 @@ impl Component for PairsView {
             KeyCode::Char('e') => {
                 let target = state.target.unwrap_or_else(|| pair.target_action.clone());
                 let text = escape_for_box(&serde_json::to_string(&target).unwrap_or_default());
-                self.popup = Popup::Edit(Box::new(EditBox::new(&text)));
+                let elements = side_step(sh, &pair.success)
+                    .map(|s| s.state.elements)
+                    .unwrap_or_default();
+                self.popup = Popup::Edit(Box::new(EditBox::new(&text, elements)));
                 None
             }
             KeyCode::Char('n') => {
@@ -348,7 +450,12 @@ impl Component for PairsView {
         let [left, right] =
             Layout::horizontal([Constraint::Length(48), Constraint::Min(40)]).areas(area);
         let (done, total) = sh.reviewed();
-        let block = pane(format!("Queue {}/{} reviewed", done, total), true, &th);
+        let stays = if self.stay {
+            " · stays after a decision"
+        } else {
+            ""
+        };
+        let block = pane(format!("Queue {done}/{total} reviewed{stays}"), true, &th);
         let inner = block.inner(left);
         f.render_widget(block, left);
         let window = self.list.window(self.rows.len(), inner.height as usize);
@@ -707,12 +814,9 @@ impl PairsView {
                 f.render_widget(&b.area, edit);
                 let info_lines = match &b.parsed {
                     Ok(a) => {
-                        let elements: Vec<Element> = side_step(sh, &pair.success)
-                            .map(|s| s.state.elements)
-                            .unwrap_or_default();
                         let vs_mined =
-                            score_action(a, &pair.target_action, &elements, &sh.reward_cfg);
-                        let loc = score_action(&pair.loc_action, a, &elements, &sh.reward_cfg);
+                            score_action(a, &pair.target_action, &b.elements, &sh.reward_cfg);
+                        let loc = score_action(&pair.loc_action, a, &b.elements, &sh.reward_cfg);
                         vec![
                             Line::from(vec![
                                 Span::styled("valid: ", th.good()),
