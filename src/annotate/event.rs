@@ -20,17 +20,21 @@ pub enum Op {
     /// Reverts the annotator's latest still-active event on the pair; `value` names the
     /// op undone and `prev` holds that event's value.
     Undo,
+    /// A reviewer's word on a pair whose annotators disagree: `value` is `"accept"`
+    /// or `"reject"`; it decides the pair while it stands.
+    Settle,
 }
 
 impl Op {
     /// Every op, in display order.
-    pub const ALL: [Op; 6] = [
+    pub const ALL: [Op; 7] = [
         Op::Accept,
         Op::Reject,
         Op::Relabel,
         Op::EditTarget,
         Op::Note,
         Op::Undo,
+        Op::Settle,
     ];
 
     /// The name used in the log (`edit_target`, ...).
@@ -42,6 +46,7 @@ impl Op {
             Op::EditTarget => "edit_target",
             Op::Note => "note",
             Op::Undo => "undo",
+            Op::Settle => "settle",
         }
     }
 }

@@ -24,6 +24,10 @@ pub struct ExportReport {
     pub pending: usize,
     /// Exported pairs whose category an annotator changed.
     pub relabelled: usize,
+    /// Pairs left out because their annotators disagree and nobody settled it.
+    pub conflicts: usize,
+    /// Pairs whose conflict a reviewer settled (exported or rejected as settled).
+    pub settled: usize,
 }
 
 /// The default output of an export: `D/mined/pairs.corrected.jsonl`.
@@ -34,7 +38,8 @@ pub fn default_export_path(root: &Path) -> PathBuf {
 /// Writes the corrected corpus of the dataset at `root` to `out` atomically:
 /// accepted and edited pairs, with the corrected target action applied and, when an
 /// annotator relabelled the pair, `failure_mode = {category, confidence: 1.0,
-/// source: "annotator"}`. Rejected and pending pairs are left out. A log event whose
+/// source: "annotator"}`. Rejected, pending and unsettled conflicting pairs are left
+/// out; a settled conflict follows the reviewer's word. A log event whose
 /// value cannot be applied stops the export with its position.
 pub fn export_corrected(root: &Path, out: &Path) -> anyhow::Result<ExportReport> {
     // A dataset of another schema version is refused, as every reader does.
@@ -62,12 +67,18 @@ pub fn export_corrected(root: &Path, out: &Path) -> anyhow::Result<ExportReport>
         rejected: 0,
         pending: 0,
         relabelled: 0,
+        conflicts: 0,
+        settled: 0,
     };
     let mut buf = Vec::new();
     for mut pair in pairs {
         let st = folded.state(&pair.id);
+        if st.settled.is_some() {
+            report.settled += 1;
+        }
         match st.status {
             Status::Pending => report.pending += 1,
+            Status::Conflict => report.conflicts += 1,
             Status::Rejected => report.rejected += 1,
             Status::Accepted | Status::Edited => {
                 if st.status == Status::Accepted {

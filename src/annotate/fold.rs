@@ -9,8 +9,12 @@
 //!   is a real critical step of that category, so it counts as an accept (a later
 //!   reject still wins);
 //! - `edit_target` sets the corrected target action, `note` adds a note;
-//! - status: rejected if the decision is reject; otherwise edited if the target was
-//!   corrected; otherwise accepted if accepted; otherwise pending.
+//! - each annotator's latest active decision is kept: when one stands by a reject
+//!   and another by an accept or relabel, the pair is in conflict — neither wins
+//!   silently — until a `settle` (`"accept"` or `"reject"`) decides it;
+//! - status: conflict while unsettled; else rejected if the decision is reject;
+//!   otherwise edited if the target was corrected; otherwise accepted if accepted;
+//!   otherwise pending.
 
 use super::event::{AnnotationEvent, Op};
 use crate::action::Action;
@@ -24,6 +28,9 @@ pub enum Status {
     Accepted,
     Rejected,
     Edited,
+    /// Annotators disagree (an accept or relabel against a reject) and no reviewer
+    /// has settled it.
+    Conflict,
 }
 
 impl Status {
@@ -34,6 +41,7 @@ impl Status {
             Status::Accepted => "accepted",
             Status::Rejected => "rejected",
             Status::Edited => "edited",
+            Status::Conflict => "conflict",
         }
     }
 }
@@ -49,6 +57,10 @@ pub struct PairState {
     pub notes: Vec<String>,
     /// Annotator of the latest active event.
     pub last_annotator: Option<String>,
+    /// Each annotator's standing decision (accept, reject or relabel).
+    pub decisions: BTreeMap<String, Op>,
+    /// Who settled a conflict on this pair, and how (`accept` or `reject`).
+    pub settled: Option<(String, Op)>,
 }
 
 /// The whole log folded: events plus the state of every pair they touch.
@@ -114,11 +126,28 @@ impl Folded {
             }
             let e = &self.events[j];
             match e.op {
-                Op::Accept | Op::Reject => decision = Some(e.op),
+                Op::Accept | Op::Reject => {
+                    decision = Some(e.op);
+                    st.decisions.insert(e.annotator.clone(), e.op);
+                }
+                Op::Settle => match e.value.as_str() {
+                    Some("accept") => st.settled = Some((e.annotator.clone(), Op::Accept)),
+                    Some("reject") => st.settled = Some((e.annotator.clone(), Op::Reject)),
+                    _ => {
+                        self.problems.insert(
+                            j,
+                            format!(
+                                "event {} (pair {pair}): settle value is not \"accept\" or \"reject\"",
+                                j + 1
+                            ),
+                        );
+                    }
+                },
                 Op::Relabel => match e.value.as_str() {
                     Some(c) if !c.trim().is_empty() => {
                         st.category = Some(c.to_string());
                         decision = Some(Op::Accept);
+                        st.decisions.insert(e.annotator.clone(), Op::Relabel);
                     }
                     _ => {
                         self.problems.insert(
@@ -163,7 +192,13 @@ impl Folded {
             }
             st.last_annotator = Some(e.annotator.clone());
         }
+        let rejects = st.decisions.values().filter(|&&o| o == Op::Reject).count();
+        let conflict = rejects > 0 && rejects < st.decisions.len();
+        if let Some((_, op)) = &st.settled {
+            decision = Some(*op);
+        }
         st.status = match (decision, st.target.is_some()) {
+            _ if conflict && st.settled.is_none() => Status::Conflict,
             (Some(Op::Reject), _) => Status::Rejected,
             (_, true) => Status::Edited,
             (Some(Op::Accept), false) => Status::Accepted,
@@ -187,6 +222,17 @@ impl Folded {
     /// The current state of a pair (pending when it has no events).
     pub fn state(&self, pair: &str) -> PairState {
         self.states.get(pair).cloned().unwrap_or_default()
+    }
+
+    /// How many pairs are in conflict now, and how many conflicts a reviewer settled.
+    pub fn conflicts(&self) -> (usize, usize) {
+        let open = self
+            .states
+            .values()
+            .filter(|s| s.status == Status::Conflict)
+            .count();
+        let settled = self.states.values().filter(|s| s.settled.is_some()).count();
+        (open, settled)
     }
 
     /// The current status of a pair.
@@ -283,11 +329,47 @@ mod tests {
         assert_eq!(f.decision_of("p", "a"), Some(Op::Relabel));
         assert_eq!(f.decision_of("p", "b"), None);
         f.push(ev("b", "p", Op::Reject, Value::Null));
-        assert_eq!(f.status("p"), Status::Rejected);
+        assert_eq!(
+            f.status("p"),
+            Status::Conflict,
+            "a's relabel against b's reject"
+        );
         assert_eq!(f.decision_of("p", "b"), Some(Op::Reject));
         f.push(ev("b", "p", Op::Undo, Value::Null));
         assert_eq!(f.decision_of("p", "b"), None);
         assert_eq!(f.status("p"), Status::Accepted);
+    }
+
+    #[test]
+    fn disagreeing_annotators_conflict_until_a_reviewer_settles() {
+        let mut f = Folded::new(vec![
+            ev("alice", "p", Op::Accept, Value::Null),
+            ev("bob", "p", Op::Reject, Value::Null),
+        ]);
+        assert_eq!(f.status("p"), Status::Conflict, "bob's reject does not win");
+        assert_eq!(f.conflicts(), (1, 0));
+        // Bob takes his reject back: alice's accept stands alone.
+        f.push(ev("bob", "p", Op::Undo, Value::Null));
+        assert_eq!(f.status("p"), Status::Accepted);
+        // A relabel against a reject is a conflict too.
+        f.push(ev("bob", "p", Op::Reject, Value::Null));
+        f.push(ev("alice", "p", Op::Relabel, json!("loop_stall")));
+        assert_eq!(f.status("p"), Status::Conflict);
+        f.push(ev("carol", "p", Op::Settle, json!("reject")));
+        let s = f.state("p");
+        assert_eq!(s.status, Status::Rejected);
+        assert_eq!(s.settled, Some(("carol".to_string(), Op::Reject)));
+        assert_eq!(f.conflicts(), (0, 1));
+        f.push(ev("carol", "p", Op::Undo, Value::Null));
+        assert_eq!(f.status("p"), Status::Conflict);
+        // Agreeing annotators are no conflict.
+        let f = Folded::new(vec![
+            ev("alice", "q", Op::Reject, Value::Null),
+            ev("bob", "q", Op::Reject, Value::Null),
+        ]);
+        assert_eq!(f.status("q"), Status::Rejected);
+        let f = Folded::new(vec![ev("carol", "r", Op::Settle, json!("maybe"))]);
+        assert!(f.problems().iter().any(|p| p.contains("settle value")));
     }
 
     #[test]

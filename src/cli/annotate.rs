@@ -48,6 +48,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 r.rejected,
                 r.pending
             );
+            if r.conflicts + r.settled > 0 {
+                println!(
+                    "conflicts: {} settled by a reviewer (their word applied), {} left out \
+                     unsettled (settle them in the workbench: S then a or x)",
+                    r.settled, r.conflicts
+                );
+            }
         }
         Command::Counts { dataset, json } => {
             rmsweb::trajectory::store::read_meta(&dataset)?;
@@ -76,6 +83,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     }
                     println!("  {:>7}", by_op.values().sum::<usize>());
                 }
+                let folded = annotate::Folded::new(AnnotationLog::for_dataset(&dataset).read()?);
+                let (open, settled) = folded.conflicts();
+                println!("conflicts: {open} open, {settled} settled");
             }
         }
     }

@@ -346,6 +346,14 @@ impl App {
             sep.clone(),
             Span::styled(format!("{done}/{total} reviewed"), th.text()),
         ];
+        let (conflicts, _) = sh.folded.conflicts();
+        if conflicts > 0 {
+            spans.push(sep.clone());
+            spans.push(Span::styled(
+                format!("≠ {conflicts} in conflict"),
+                th.warn(),
+            ));
+        }
         let filter = match self.tab {
             Tab::Trajectories => self.trajectories.filter(),
             Tab::Pairs => self.pairs.filter(),

@@ -56,6 +56,11 @@ pub const KEYMAP: &[KeyHelp] = &[
     k("Mined pairs", "A", "advance after a decision: on / off"),
     k(
         "Mined pairs",
+        "S then a / x",
+        "settle a conflict between annotators (accept / reject)",
+    ),
+    k(
+        "Mined pairs",
         "e",
         "edit the target action (Enter saves if valid)",
     ),

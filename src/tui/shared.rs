@@ -263,7 +263,12 @@ impl Shared {
         let done = self
             .pairs
             .iter()
-            .filter(|p| self.folded.status(&p.id) != Status::Pending)
+            .filter(|p| {
+                !matches!(
+                    self.folded.status(&p.id),
+                    Status::Pending | Status::Conflict
+                )
+            })
             .count();
         (done, self.pairs.len())
     }

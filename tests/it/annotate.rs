@@ -185,3 +185,45 @@ fn two_processes_appending_at_once_keep_every_line_whole() {
             .all(|e| e.value.as_str().is_some_and(|v| v.len() == 30_002))
     );
 }
+
+/// Two annotators who disagree leave the pair out of the export as a conflict (bob's
+/// later reject does not silently win); a reviewer's settle decides it, and both
+/// export and counts say so.
+#[test]
+fn conflicts_are_left_out_until_settled_and_reported() {
+    let d = crate::tui::dataset();
+    let log = AnnotationLog::for_dataset(d.path());
+    for e in [
+        ev("alice", "login-s2", Op::Accept, Value::Null),
+        ev("bob", "login-s2", Op::Reject, Value::Null),
+        ev("alice", "search-s2", Op::Relabel, json!("loop_stall")),
+        ev("bob", "search-s2", Op::Reject, Value::Null),
+        ev("carol", "search-s2", Op::Settle, json!("accept")),
+    ] {
+        log.append(&e).unwrap();
+    }
+    let root = d.path().to_str().unwrap();
+    let out = rmsweb(&["annotate", "export", root]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("1 of 3 pairs")
+            && stdout.contains("1 settled by a reviewer")
+            && stdout.contains("1 left out unsettled"),
+        "{stdout}"
+    );
+    let text = std::fs::read_to_string(d.path().join("mined/pairs.corrected.jsonl")).unwrap();
+    let pairs: Vec<MinedPair> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(pairs.len(), 1);
+    assert_eq!(
+        pairs[0].id, "search-s2",
+        "the settled pair, not the conflict"
+    );
+    assert_eq!(pairs[0].failure_mode.category, "loop_stall");
+    let counts = rmsweb(&["annotate", "counts", root]);
+    let stdout = String::from_utf8_lossy(&counts.stdout);
+    assert!(stdout.contains("conflicts: 1 open, 1 settled"), "{stdout}");
+}

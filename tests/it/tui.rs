@@ -404,6 +404,52 @@ fn notes_and_next_pending() {
     assert_eq!(events(d.path()).len(), 4);
 }
 
+/// Alice accepted a pair; the tester rejects it: the pair shows the conflict (list,
+/// detail, status bar) instead of taking the last word, and `S` settles it.
+#[test]
+fn disagreeing_annotators_show_a_conflict_that_s_settles() {
+    let d = dataset();
+    AnnotationLog::for_dataset(d.path())
+        .append(&AnnotationEvent::now(
+            "alice",
+            "login-s2",
+            Op::Accept,
+            serde_json::Value::Null,
+            serde_json::json!("pending"),
+        ))
+        .unwrap();
+    let mut app = open(d.path());
+    typ(&mut app, "2S");
+    assert!(screen(&mut app).contains("no conflict to settle here"));
+    typ(&mut app, "x");
+    typ(&mut app, "g");
+    let s = screen(&mut app);
+    assert!(
+        s.contains("≠ login-s2")
+            && s.contains("Status: conflict (alice: accept · tester: reject · S settles)")
+            && s.contains("≠ 1 in conflict")
+            && s.contains("0/3 reviewed"),
+        "{s}"
+    );
+    typ(&mut app, "S");
+    assert!(screen(&mut app).contains("Settle the conflict"));
+    typ(&mut app, "a");
+    let ev = events(d.path());
+    assert_eq!(ev.len(), 3);
+    assert_eq!(
+        (ev[2].op, ev[2].value.clone()),
+        (Op::Settle, serde_json::json!("accept"))
+    );
+    typ(&mut app, "g");
+    let s = screen(&mut app);
+    assert!(
+        s.contains("Status: accepted (settled by tester: accept)")
+            && !s.contains("in conflict")
+            && s.contains("1/3 reviewed"),
+        "{s}"
+    );
+}
+
 #[test]
 fn filter_narrows_the_list_and_esc_clears_it() {
     let d = dataset();

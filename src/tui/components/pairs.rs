@@ -29,6 +29,8 @@ pub enum Popup {
     None,
     /// Waiting for a number key 1-8.
     Relabel,
+    /// Settling a conflict: waiting for `a` or `x`.
+    Settle,
     /// Editing the target action.
     Edit(Box<EditBox>),
     /// Writing a note.
@@ -142,6 +144,7 @@ fn status_icon(s: Status) -> &'static str {
         Status::Accepted => "✓",
         Status::Rejected => "✗",
         Status::Edited => "✎",
+        Status::Conflict => "≠",
     }
 }
 
@@ -277,6 +280,25 @@ impl PairsView {
             .unwrap_or_else(|| pair.target_action.clone());
         match &mut self.popup {
             Popup::None => None,
+            Popup::Settle => {
+                let value = match key.code {
+                    KeyCode::Char('a') => "accept",
+                    KeyCode::Char('x') => "reject",
+                    KeyCode::Esc => {
+                        self.popup = Popup::None;
+                        return None;
+                    }
+                    _ => return None,
+                };
+                self.popup = Popup::None;
+                self.advance(sh);
+                Some(Action::Annotate {
+                    pair_id: pair.id.clone(),
+                    op: Op::Settle,
+                    value: json!(value),
+                    prev: json!(Status::Conflict.as_str()),
+                })
+            }
             Popup::Relabel => {
                 let pick = match key.code {
                     KeyCode::Char(c @ '1'..='9') => DEFAULT_TAXONOMY.get(c as usize - '1' as usize),
@@ -391,6 +413,14 @@ impl Component for PairsView {
         match key.code {
             KeyCode::Char('a') => self.decide(sh, &pair, Op::Accept, Value::Null),
             KeyCode::Char('x') => self.decide(sh, &pair, Op::Reject, Value::Null),
+            KeyCode::Char('S') => {
+                if state.status == Status::Conflict {
+                    self.popup = Popup::Settle;
+                    None
+                } else {
+                    Some(Action::Message("no conflict to settle here".into()))
+                }
+            }
             KeyCode::Char('A') => {
                 self.stay = !self.stay;
                 Some(Action::Message(
@@ -483,6 +513,7 @@ impl Component for PairsView {
                     Status::Pending => th.text(),
                     Status::Accepted | Status::Edited => th.good(),
                     Status::Rejected => th.bad(),
+                    Status::Conflict => th.warn(),
                 }
             };
             lines.push(Line::from(Span::styled(
@@ -636,9 +667,18 @@ impl PairsView {
             ),
         };
         let status_style = match st.status {
-            Status::Pending => th.warn(),
+            Status::Pending | Status::Conflict => th.warn(),
             Status::Accepted | Status::Edited => th.good(),
             Status::Rejected => th.bad(),
+        };
+        let who = match (&st.settled, st.status) {
+            (Some((by, op)), _) => format!(" (settled by {}: {})", line(by), op.as_str()),
+            (None, Status::Conflict) => format!(" ({} · S settles)", decisions_text(&st)),
+            _ => st
+                .last_annotator
+                .as_ref()
+                .map(|a| format!(" (by {})", line(a)))
+                .unwrap_or_default(),
         };
         let head_lines = vec![
             Line::from(vec![
@@ -648,13 +688,7 @@ impl PairsView {
             Line::from(vec![
                 Span::styled("Status: ", th.label()),
                 Span::styled(st.status.as_str(), status_style),
-                Span::styled(
-                    st.last_annotator
-                        .as_ref()
-                        .map(|a| format!(" (by {})", line(a)))
-                        .unwrap_or_default(),
-                    th.dim(),
-                ),
+                Span::styled(who, th.dim()),
             ]),
             Line::from(vec![
                 Span::styled("Category: ", th.label()),
@@ -776,6 +810,36 @@ impl PairsView {
         };
         match &mut self.popup {
             Popup::None => {}
+            Popup::Settle => {
+                let st = sh.folded.state(&pair.id);
+                let mut lines: Vec<Line> = st
+                    .decisions
+                    .iter()
+                    .map(|(who, op)| {
+                        Line::from(vec![
+                            Span::styled(format!(" {:<16}", trunc(&line(who), 16)), th.label()),
+                            Span::styled(
+                                op.as_str(),
+                                if *op == Op::Reject {
+                                    th.bad()
+                                } else {
+                                    th.good()
+                                },
+                            ),
+                        ])
+                    })
+                    .collect();
+                lines.push(Line::from(Span::styled(
+                    " a accept · x reject · Esc cancels",
+                    th.dim(),
+                )));
+                let r = centered(44, lines.len() as u16 + 2);
+                f.render_widget(Clear, r);
+                f.render_widget(
+                    Paragraph::new(lines).block(pane("Settle the conflict", true, &th)),
+                    r,
+                );
+            }
             Popup::Relabel => {
                 let r = centered(44, DEFAULT_TAXONOMY.len() as u16 + 2);
                 f.render_widget(Clear, r);
@@ -844,6 +908,15 @@ impl PairsView {
             }
         }
     }
+}
+
+/// `alice: accept · bob: reject`, each annotator's standing decision.
+fn decisions_text(st: &crate::annotate::PairState) -> String {
+    st.decisions
+        .iter()
+        .map(|(who, op)| format!("{}: {}", line(who), op.as_str()))
+        .collect::<Vec<_>>()
+        .join(" · ")
 }
 
 fn mark(b: bool) -> &'static str {
