@@ -37,10 +37,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .filter(|r| rmsweb::recipe::layout::is_recipe_folder(r))
         .map(|r| rmsweb::recipe::Layout::new(r).pool())
         .filter(|p| p.join("trajectories.jsonl").is_file());
-    let dataset = args
-        .dataset
-        .or(recipe_pool)
-        .unwrap_or_else(super::default_dataset);
+    let dataset = match args.dataset.or(recipe_pool) {
+        Some(d) => d,
+        None => bundled_working_copy(),
+    };
     let runs = args
         .runs
         .map(|r| rmsweb::recipe::runs_folder(&r))
@@ -66,6 +66,30 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             ..Default::default()
         },
     )
+}
+
+/// The bundled fixtures as the user's working copy in the data folder
+/// (`~/.local/share/rmsweb/fixtures`), so that annotations and launched runs never
+/// write into the source tree; the bundled folder itself (with a warning) when no
+/// data folder can be made.
+fn bundled_working_copy() -> PathBuf {
+    let bundled = super::default_dataset();
+    let Some(dest) = rmsweb::util::user_data::fixtures_copy_dir() else {
+        rmsweb::util::report::warn(
+            "no data folder ($XDG_DATA_HOME or $HOME): annotations go into the bundled fixtures",
+        );
+        return bundled;
+    };
+    match rmsweb::util::user_data::refresh_copy(&bundled, &dest) {
+        Ok(d) => d,
+        Err(e) => {
+            rmsweb::util::report::warn(&format!(
+                "{e:#}: annotations go into the bundled fixtures at {}",
+                bundled.display()
+            ));
+            bundled
+        }
+    }
 }
 
 /// `CWD/runs` if it exists, else `DATASET/runs` if that exists, else `CWD/runs`

@@ -319,8 +319,17 @@ impl App {
             return;
         }
         let (done, total) = sh.reviewed();
+        let name = if crate::util::user_data::is_fixtures_copy(sh.dataset.root()) {
+            format!(
+                "{} (your copy: {})",
+                sh.dataset.meta().name,
+                home_short(sh.dataset.root())
+            )
+        } else {
+            sh.dataset.meta().name.clone()
+        };
         let mut spans = vec![
-            Span::styled(line(&sh.dataset.meta().name), th.label()),
+            Span::styled(line(&name), th.label()),
             sep.clone(),
             Span::styled(
                 format!(
@@ -392,5 +401,16 @@ fn runs_pane<'a>(
     match curriculum {
         Some(c) => c,
         None => runs,
+    }
+}
+
+/// `path` with the home folder written `~`.
+fn home_short(path: &std::path::Path) -> String {
+    match std::env::var_os("HOME").map(std::path::PathBuf::from) {
+        Some(h) if h.is_absolute() && path.starts_with(&h) => match path.strip_prefix(&h) {
+            Ok(rest) => format!("~/{}", rest.display()),
+            Err(_) => path.display().to_string(),
+        },
+        _ => path.display().to_string(),
     }
 }

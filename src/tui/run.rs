@@ -52,6 +52,15 @@ pub fn run_with_runs(opts: Options, runs: RunsOptions) -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     let mut app = App::new(opts)?;
+    use std::io::IsTerminal;
+    if !(std::io::stdin().is_terminal() && std::io::stdout().is_terminal()) {
+        anyhow::bail!(
+            "the workbench needs a terminal (standard input and output are not one); \
+             without one use the subcommands: `rmsweb stats`, `rmsweb show`, \
+             `rmsweb annotate export|counts`, `rmsweb eval compare`, `rmsweb recipe status` \
+             (`rmsweb --help` lists them all)"
+        );
+    }
     app.set_runs(runs);
     app.runs.start_background()?;
     // ratatui::init installs a panic hook that restores the terminal first.

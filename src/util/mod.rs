@@ -9,6 +9,7 @@ pub mod lock;
 pub mod new_folder;
 pub mod report;
 pub mod sanitize;
+pub mod user_data;
 
 /// Reads a JSON file; errors name the file, and the line and column of bad JSON.
 pub fn read_json_file(path: &std::path::Path) -> anyhow::Result<serde_json::Value> {

@@ -594,6 +594,14 @@ fn workbench_reports_bad_options_before_touching_the_terminal() {
     let out = run(&["--dataset", "/no/such/dataset"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("/no/such/dataset"));
+    // Without a terminal: a sentence that names the subcommands to use instead.
+    let out = run(&["--dataset", d.path().to_str().unwrap()]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("the workbench needs a terminal") && err.contains("rmsweb stats"),
+        "{err}"
+    );
     // A theme given as a file is read from that file, errors naming it.
     let bad = d.path().join("bad.toml");
     std::fs::write(&bad, "name = \"x\"\n").unwrap();

@@ -171,3 +171,38 @@ fn tmux_first_key_is_not_swallowed_by_the_graphics_query() {
     t.keys(&["2"]);
     t.wait_for("Queue 0/3 reviewed");
 }
+
+/// Opened on the bundled fixtures (no `--dataset`), the workbench works on the
+/// user's copy in the data folder, says so in the status bar, and an annotation
+/// lands there, never in the source tree.
+#[test]
+fn tmux_bundled_fixtures_are_annotated_in_the_users_data_folder() {
+    let data = tempfile::tempdir().unwrap();
+    let empty = tempfile::tempdir().unwrap();
+    let source_log = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/annotations.jsonl");
+    let before = std::fs::read(&source_log).ok();
+    let t = Tmux::start(&format!(
+        "cd {} && exec env RMSWEB_PICKER=halfblocks XDG_DATA_HOME={} {} --annotator e2e",
+        empty.path().display(),
+        data.path().display(),
+        env!("CARGO_BIN_EXE_rmsweb"),
+    ));
+    let s = t.wait_for("your copy: ");
+    assert!(
+        s.contains(&data.path().display().to_string()) || s.contains("rmsweb/fixt"),
+        "{s}"
+    );
+    t.keys(&["2"]);
+    t.wait_for("Queue 0/");
+    t.keys(&["a"]);
+    t.wait_for("saved ");
+    let copy = data.path().join("rmsweb/fixtures");
+    let ev = AnnotationLog::for_dataset(&copy).read().unwrap();
+    assert_eq!(ev.len(), 1);
+    assert_eq!((ev[0].op, ev[0].annotator.as_str()), (Op::Accept, "e2e"));
+    assert_eq!(
+        std::fs::read(&source_log).ok(),
+        before,
+        "the source tree is untouched"
+    );
+}
