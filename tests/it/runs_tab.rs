@@ -1036,3 +1036,65 @@ fn launch_form_kind_verl_starts_a_supervised_verl_run() {
     }
     assert!(dir.join("metrics.attempt-1.jsonl").is_file());
 }
+
+/// Launched while other runs are listed and the poller runs in the background (as
+/// in the workbench), the new run is selected at once and stays selected until it
+/// is listed, and then its row is the highlighted one, drawn in the selection
+/// style in every cell (its coloured state too).
+#[test]
+fn a_launched_run_is_selected_and_its_row_drawn_readable() {
+    use std::os::unix::fs::PermissionsExt;
+    let data = tui::fixtures();
+    let runs = runs_folder(&["sft-tiny", "rl-synth"]);
+    let bins = tempfile::tempdir().unwrap();
+    let bin = bins.path().join("fake-rmsweb");
+    std::fs::write(&bin, "#!/bin/sh\nsleep 8\nexit 3\n").unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut app = open(
+        data.path(),
+        RunsOptions {
+            root: Some(runs.path().to_path_buf()),
+            binary: Some(bin),
+            now: Some(fixed_now()),
+            ..Default::default()
+        },
+    );
+    app.runs.start_background().unwrap();
+    press(&mut app, "n");
+    app.handle_key(key(KeyCode::Enter));
+    let launched = app.runs.selected().unwrap().to_path_buf();
+    let id = launched
+        .parent()
+        .unwrap()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let selected_bg = Theme::load("dark").unwrap().selected().bg;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let mut t = Terminal::new(TestBackend::new(120, 40)).unwrap();
+        t.draw(|f| app.draw(f)).unwrap();
+        assert_eq!(app.runs.selected(), Some(launched.as_path()), "kept");
+        let buf = t.backend().buffer().clone();
+        let row = (0..buf.area.height).find(|&y| {
+            let text: String = (0..buf.area.width)
+                .map(|x| buf[(x, y)].symbol().to_string())
+                .collect();
+            text.contains(&id[..id.len().min(20)])
+        });
+        if let Some(y) = row {
+            // Every cell of the row carries the selection's background.
+            let xs: Vec<u16> = (1..buf.area.width / 2).collect();
+            let off: Vec<u16> = xs
+                .iter()
+                .copied()
+                .filter(|&x| buf[(x, y)].style().bg != selected_bg)
+                .collect();
+            assert!(off.len() < 3, "cells off the selection style at x {off:?}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the launched run never showed");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

@@ -98,6 +98,7 @@ impl Component for RunsView {
             self.cursor.selected = p;
         }
         if self.cursor.navigate(&key, vis.len()) {
+            self.awaiting = None;
             self.selected = vis
                 .get(self.cursor.selected)
                 .map(|&i| st.runs[i].info.metrics.clone());
@@ -186,7 +187,12 @@ impl Component for RunsView {
             .as_ref()
             .and_then(|p| vis.iter().position(|&i| &st.runs[i].info.metrics == p));
         match sel_idx {
-            Some(i) => self.cursor.selected = i,
+            Some(i) => {
+                self.cursor.selected = i;
+                self.awaiting = None;
+            }
+            // A launched run not listed yet keeps the selection until it shows.
+            None if self.awaiting.is_some() && self.awaiting == self.selected => {}
             None => {
                 self.cursor.selected = self.cursor.selected.min(vis.len().saturating_sub(1));
                 self.selected = vis

@@ -13,6 +13,7 @@ use crate::tui::widgets::text::{line, trunc};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Color;
+use ratatui::style::Style;
 use ratatui::symbols::Marker;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph, Row, Table};
@@ -146,24 +147,30 @@ impl RunsView {
             } else {
                 " "
             };
+            // The selected row is drawn in the selection style through and through:
+            // a cell's own colour (a yellow "running") would be unreadable on it.
+            let selected = idx == self.cursor.selected;
+            let cell = |text: String, style: Style| {
+                Span::styled(text, if selected { th.selected() } else { style })
+            };
             let row = Row::new(vec![
-                Span::styled(mark, th.label()),
-                Span::styled(trunc(&t.info.id, 40), th.text()),
-                Span::styled(state, sstyle),
-                Span::styled(line(t.kind().unwrap_or("?")), th.text()),
-                Span::styled(
+                cell(mark.into(), th.label()),
+                cell(trunc(&t.info.id, 40), th.text()),
+                cell(state, sstyle),
+                cell(line(t.kind().unwrap_or("?")), th.text()),
+                cell(
                     line(t.info.config.preset.as_deref().unwrap_or("-")),
                     th.text(),
                 ),
-                Span::styled(
+                cell(
                     line(t.info.config.mode.as_deref().unwrap_or("-")),
                     th.text(),
                 ),
-                Span::styled(t.step().map_or("-".into(), |s| s.to_string()), th.text()),
-                Span::styled(headline, th.text()),
-                Span::styled(age(t.updated(), now), th.dim()),
+                cell(t.step().map_or("-".into(), |s| s.to_string()), th.text()),
+                cell(headline, th.text()),
+                cell(age(t.updated(), now), th.dim()),
             ]);
-            if idx == self.cursor.selected {
+            if selected {
                 row.style(th.selected())
             } else {
                 row

@@ -57,6 +57,9 @@ pub struct RunsView {
     pub(super) launcher: Launcher,
     pub(super) cursor: Cursor,
     pub(super) selected: Option<PathBuf>,
+    /// A run just launched that the background poller has not listed yet: the
+    /// selection waits for it instead of falling back to the row under the cursor.
+    pub(super) awaiting: Option<PathBuf>,
     pub(super) marked: BTreeSet<PathBuf>,
     pub(super) ema: usize,
     pub(super) log: bool,
@@ -107,6 +110,7 @@ impl RunsView {
             launcher: Launcher::new(binary),
             cursor: Cursor::default(),
             selected: None,
+            awaiting: None,
             marked: BTreeSet::new(),
             ema: 0,
             log: false,
@@ -228,6 +232,7 @@ impl RunsView {
         }
         .map_err(|e| format!("{e:#}"))?;
         self.selected = Some(dir.join("metrics.jsonl"));
+        self.awaiting = self.selected.clone();
         self.poll_now();
         Ok(format!("launched {} (pid {pid})", dir.display()))
     }
