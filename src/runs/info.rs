@@ -56,6 +56,8 @@ pub struct StatusInfo {
     pub started: Option<String>,
     pub updated: Option<String>,
     pub step: Option<u64>,
+    /// The steps the run takes in all (`total_steps`, when the trainer wrote it).
+    pub total_steps: Option<u64>,
     pub message: Option<String>,
     pub alerts: Vec<Alert>,
 }
@@ -120,6 +122,7 @@ pub fn parse_status(text: &str) -> Result<StatusInfo, String> {
         started: str_field(&v, "started"),
         updated: str_field(&v, "updated"),
         step: v.get("step").and_then(Value::as_u64),
+        total_steps: v.get("total_steps").and_then(Value::as_u64),
         message: str_field(&v, "message"),
         alerts,
     })

@@ -254,6 +254,34 @@ impl Track {
         self.series.last_step().or(self.info.status.step)
     }
 
+    /// Seconds a step takes at the run's recent pace: the mean of the last five
+    /// recorded step durations (`perf/step_s` or verl's `timing_s/step`).
+    pub fn step_seconds(&self) -> Option<f64> {
+        let s = super::track::STEP_TIME_KEYS
+            .iter()
+            .find_map(|k| self.series.get(k))?;
+        let recent: Vec<f64> = s
+            .points()
+            .iter()
+            .rev()
+            .map(|p| p.value)
+            .filter(|v| v.is_finite() && *v >= 0.0)
+            .take(5)
+            .collect();
+        (!recent.is_empty()).then(|| recent.iter().sum::<f64>() / recent.len() as f64)
+    }
+
+    /// Seconds left while the run is running: the steps it has left (`status.json`'s
+    /// `total_steps`) at the recent pace.
+    pub fn eta_seconds(&self) -> Option<f64> {
+        if self.state() != DisplayState::Running {
+            return None;
+        }
+        let total = self.info.status.total_steps?;
+        let step = self.step()?;
+        Some(self.step_seconds()? * total.saturating_sub(step) as f64)
+    }
+
     /// The run's kind: `run.toml`'s, else guessed from its metrics.
     pub fn kind(&self) -> Option<&str> {
         self.info.config.kind.as_deref().or_else(|| {

@@ -27,6 +27,10 @@ pub struct Status {
     /// RFC 3339.
     pub updated: String,
     pub step: u64,
+    /// The steps the run will take in all, once the trainer knows it (absent in
+    /// older files and while preparing): the Runs tab's ETA.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_steps: Option<u64>,
     pub message: String,
     /// Training-dynamics alerts raised so far (RL's self-sharpening detector); absent
     /// in older files and when there are none.
@@ -94,6 +98,7 @@ pub fn save_trainable_and_optimizer(
 pub struct RunDir {
     root: PathBuf,
     started: String,
+    total_steps: std::sync::OnceLock<u64>,
 }
 
 fn now() -> String {
@@ -109,7 +114,17 @@ impl RunDir {
         let started = Self::read_status(&root)
             .ok()
             .map_or_else(now, |s| s.started);
-        Ok(RunDir { root, started })
+        Ok(RunDir {
+            root,
+            started,
+            total_steps: std::sync::OnceLock::new(),
+        })
+    }
+
+    /// Records how many steps the run takes in all; every later `status.json`
+    /// carries it (the first value stands).
+    pub fn set_total_steps(&self, total: u64) {
+        let _ = self.total_steps.set(total);
     }
 
     /// The folder.
@@ -155,6 +170,7 @@ impl RunDir {
             started: self.started.clone(),
             updated: now(),
             step,
+            total_steps: self.total_steps.get().copied(),
             message: crate::util::sanitize::clean_line(message).into_owned(),
         };
         crate::trajectory::jsonl::write_atomic(

@@ -470,6 +470,7 @@ fn train_inner(
     if cfg.max_steps > 0 {
         total = total.min(cfg.max_steps as u64);
     }
+    run.set_total_steps(total);
     let warmup = warmup_steps(cfg.warmup_ratio, total as usize);
     let mut opt = AdamW::new(
         model.trainable_vars(),

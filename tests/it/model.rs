@@ -578,6 +578,7 @@ fn tiny_sft_drives_the_loss_down_and_writes_a_run_folder() {
     let status = rmsweb::train::run::RunDir::read_status(&run_dir).unwrap();
     assert_eq!(status.state, rmsweb::train::run::RunState::Finished);
     assert_eq!(status.step, 30);
+    assert_eq!(status.total_steps, Some(30), "the Runs tab's ETA reads it");
     // Starting a new run over an existing one is refused (resume it instead).
     let again = sft::train(
         &cfg,

@@ -1098,3 +1098,41 @@ fn a_launched_run_is_selected_and_its_row_drawn_readable() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// A running run whose status gives its total steps shows its pace (mean of the
+/// last five step durations) and the time left, in the table and the info pane.
+#[test]
+fn a_running_run_shows_its_pace_and_time_left() {
+    let data = tui::fixtures();
+    let runs = tempfile::tempdir().unwrap();
+    let dir = runs.path().join("sft-live");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("run.toml"), "kind = \"sft\"\npreset = \"lora\"\n").unwrap();
+    let now = chrono::Utc::now().to_rfc3339();
+    std::fs::write(
+        dir.join("status.json"),
+        serde_json::json!({"state": "running", "pid": std::process::id(), "started": now,
+            "updated": now, "step": 4, "total_steps": 40, "message": "step 4/40"})
+        .to_string(),
+    )
+    .unwrap();
+    // Step times 90, 60, 60, 60, 60: the last five average 66 s.
+    let lines: String = [90.0, 60.0, 60.0, 60.0, 60.0]
+        .iter()
+        .enumerate()
+        .map(|(i, dt)| {
+            format!(
+                "{}\n",
+                serde_json::json!({"step": i, "data": {"sft/loss": 0.1, "perf/step_s": dt}})
+            )
+        })
+        .collect();
+    std::fs::write(dir.join("metrics.jsonl"), lines).unwrap();
+    let mut app = open(data.path(), opts(runs.path()));
+    let s = screen(&mut app);
+    let row = s.lines().find(|l| l.contains("sft-live")).unwrap();
+    // 36 steps left at 66 s: 2,376 s, shown as 40m.
+    assert!(row.contains("66.0") && row.contains("40m"), "{s}");
+    assert!(s.contains("s/step") && s.contains("ETA"), "{s}");
+    assert!(s.contains("pace: 66.0 s/step · 39.6 min left"), "{s}");
+}

@@ -307,6 +307,7 @@ fn train_inner(
         shared_prefix,
     };
     let total = cfg.steps as u64;
+    run.set_total_steps(total);
     let total_updates = cfg.steps * cfg.updates_per_step();
     let warmup = warmup_steps(cfg.warmup_ratio, total_updates);
     for step in start..total {

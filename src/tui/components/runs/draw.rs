@@ -167,6 +167,11 @@ impl RunsView {
                     th.text(),
                 ),
                 cell(t.step().map_or("-".into(), |s| s.to_string()), th.text()),
+                cell(
+                    t.step_seconds().map_or("-".into(), |s| format!("{s:.1}")),
+                    th.text(),
+                ),
+                cell(t.eta_seconds().map_or("-".into(), short_time), th.text()),
                 cell(headline, th.text()),
                 cell(age(t.updated(), now), th.dim()),
             ]);
@@ -186,13 +191,16 @@ impl RunsView {
                 Constraint::Length(10),
                 Constraint::Length(11),
                 Constraint::Length(7),
+                Constraint::Length(6),
+                Constraint::Length(6),
                 Constraint::Length(14),
                 Constraint::Length(5),
             ],
         )
         .header(
             Row::new([
-                "", "run", "state", "kind", "preset", "mode", "step", "latest", "age",
+                "", "run", "state", "kind", "preset", "mode", "step", "s/step", "ETA", "latest",
+                "age",
             ])
             .style(th.dim()),
         )
@@ -447,6 +455,17 @@ pub(super) fn draw_info(
             Span::styled(trunc(&v, w), th.text()),
         ])
     };
+    // While the run goes: its pace and the time left, on one line.
+    let pace = match (t.step_seconds(), t.eta_seconds(), t.info.status.total_steps) {
+        (Some(s), Some(e), Some(_)) => Some(format!(
+            "{s:.1} s/step · {} left",
+            crate::util::duration::human_time(e)
+        )),
+        (Some(s), None, _) if t.state() == DisplayState::Running => {
+            Some(format!("{s:.1} s/step · {:.3} steps/s", 1.0 / s.max(1e-9)))
+        }
+        _ => None,
+    };
     let mut lines = vec![
         kv("folder", t.info.dir.display().to_string()),
         kv("message", t.info.status.message.clone().unwrap_or_default()),
@@ -465,6 +484,9 @@ pub(super) fn draw_info(
             ),
         ),
     ];
+    if let Some(p) = pace {
+        lines.insert(2, kv("pace", p));
+    }
     let tail = match t.tail {
         TailState::Live => format!("{} records", t.series.records()),
         TailState::Waiting => "waiting for the file".into(),
@@ -539,4 +561,35 @@ pub(super) fn draw_log(f: &mut Frame, area: Rect, t: Option<&Track>, th: &Theme)
         })
         .unwrap_or_default();
     f.render_widget(Paragraph::new(lines).block(block), area);
+}
+
+/// A duration in at most six characters: `45s`, `12m`, `3h05m`, `2d`.
+fn short_time(s: f64) -> String {
+    let s = s.max(0.0).round() as u64;
+    match s {
+        0..=99 => format!("{s}s"),
+        100..=5999 => format!("{}m", s.div_ceil(60)),
+        6000..=359_999 => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
+        _ => format!("{}d", s / 86_400),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn short_times_fit_the_eta_column() {
+        let cases = [
+            (0.0, "0s"),
+            (45.4, "45s"),
+            (2376.0, "40m"),
+            (7500.0, "2h05m"),
+            (359_000.0, "99h43m"),
+            (400_000.0, "4d"),
+        ];
+        for (s, want) in cases {
+            let got = super::short_time(s);
+            assert_eq!(got, want);
+            assert!(got.len() <= 6, "{got}");
+        }
+    }
 }
