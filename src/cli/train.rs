@@ -128,15 +128,49 @@ fn rl_progress() -> (ProgressBar, impl FnMut(&RlStepReport)) {
     );
     bar.set_message("loading prompts and the SFT policy");
     let b = bar.clone();
+    let mut lines = PlainLines::new();
     let cb = move |r: &RlStepReport| {
-        b.set_length(r.total);
-        b.set_position(r.step);
-        b.set_message(format!(
+        let msg = format!(
             "reward {:.3}  accepted {}  salvage {}  gen batches {}  {:.1}s/step",
             r.reward_mean, r.accepted_groups, r.salvage_groups, r.num_gen_batches, r.step_s
-        ));
+        );
+        lines.step(r.step, r.total, &msg);
+        b.set_length(r.total);
+        b.set_position(r.step);
+        b.set_message(msg);
     };
     (bar, cb)
+}
+
+/// Progress as plain lines on standard output where standard error is no terminal
+/// (a log file, CI, a pipe: the bar is hidden there): the first step, the last, and
+/// one line at most every [`PlainLines::EVERY`] in between.
+struct PlainLines {
+    on: bool,
+    last: Option<std::time::Instant>,
+}
+
+impl PlainLines {
+    const EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
+    fn new() -> Self {
+        use std::io::IsTerminal;
+        PlainLines {
+            on: !std::io::stderr().is_terminal(),
+            last: None,
+        }
+    }
+
+    fn step(&mut self, step: u64, total: u64, msg: &str) {
+        if !self.on {
+            return;
+        }
+        let due = self.last.is_none_or(|t| t.elapsed() >= Self::EVERY);
+        if due || step == total {
+            println!("step {step}/{total}  {msg}");
+            self.last = Some(std::time::Instant::now());
+        }
+    }
 }
 
 fn stop_flag() -> Result<Arc<AtomicBool>> {
@@ -157,13 +191,16 @@ fn progress() -> (ProgressBar, impl FnMut(&StepReport)) {
     );
     bar.set_message("preparing tokenizer, samples and model");
     let b = bar.clone();
+    let mut lines = PlainLines::new();
     let cb = move |r: &StepReport| {
-        b.set_length(r.total);
-        b.set_position(r.step);
-        b.set_message(format!(
+        let msg = format!(
             "loss {:.4}  lr {:.2e}  {:.0} tok/s",
             r.loss, r.lr, r.tokens_per_s
-        ));
+        );
+        lines.step(r.step, r.total, &msg);
+        b.set_length(r.total);
+        b.set_position(r.step);
+        b.set_message(msg);
     };
     (bar, cb)
 }

@@ -1030,6 +1030,12 @@ fn training_uses_the_cpus_it_is_pinned_to() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // No terminal: the progress comes as plain lines on standard output.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.lines().any(|l| l.starts_with("step 1/1  loss ")),
+        "{stdout}"
+    );
     let log = std::fs::read_to_string(run.join("stdout.log")).unwrap();
     assert!(log.contains(" on cpu (1 thread) in F32"), "{log}");
     // A line a step, with its loss and the time left.
