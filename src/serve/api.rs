@@ -2,6 +2,7 @@
 //! into a [`Checked`] request or refused with an OpenAI-style error body
 //! (`{"error": {"message", "type", "param", "code"}}`).
 
+use super::error::ApiError;
 use super::images::RequestImage;
 use super::limits::Limits;
 use crate::model::Message;
@@ -10,64 +11,11 @@ use crate::model::vl::prompt::IMAGE_PLACEHOLDER;
 use crate::util::sanitize::excerpt;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use std::sync::Arc;
 
 /// Most sequences one request may ask for.
 pub const MAX_N: usize = 16;
-
-/// An error in OpenAI's shape, with its HTTP status.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ApiError {
-    pub status: StatusCode,
-    pub message: String,
-    /// `invalid_request_error`, `not_found_error`, `server_error`.
-    pub kind: &'static str,
-    /// The request field at fault (`messages[0].role`).
-    pub param: Option<String>,
-    /// `context_length_exceeded`, `model_not_found`, ...
-    pub code: Option<&'static str>,
-}
-
-impl ApiError {
-    /// A 400 naming the field at fault.
-    pub fn invalid(param: impl Into<String>, message: impl Into<String>) -> Self {
-        ApiError {
-            status: StatusCode::BAD_REQUEST,
-            message: message.into(),
-            kind: "invalid_request_error",
-            param: Some(param.into()),
-            code: None,
-        }
-    }
-
-    /// A 500 (the model failed).
-    pub fn server(message: impl Into<String>) -> Self {
-        ApiError {
-            status: StatusCode::INTERNAL_SERVER_ERROR,
-            message: message.into(),
-            kind: "server_error",
-            param: None,
-            code: None,
-        }
-    }
-
-    /// The JSON body.
-    pub fn body(&self) -> Value {
-        json!({"error": {
-            "message": crate::util::sanitize::clean_line(&self.message),
-            "type": self.kind,
-            "param": self.param,
-            "code": self.code,
-        }})
-    }
-}
-
-impl axum::response::IntoResponse for ApiError {
-    fn into_response(self) -> axum::response::Response {
-        (self.status, axum::Json(self.body())).into_response()
-    }
-}
 
 /// `stop`: one string or a list.
 #[derive(Debug, Clone, Deserialize)]
@@ -393,6 +341,7 @@ fn response_schema(rf: Option<&Value>) -> Result<Option<Arc<Schema>>, ApiError> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn err(body: Value) -> ApiError {
         check(body.to_string().as_bytes(), "m", false, &Limits::default()).unwrap_err()

@@ -3,7 +3,7 @@
 //! current screenshot of a browser agent's step); earlier images are dropped, and a
 //! text model drops them all. The server fetches nothing: other URLs are refused.
 
-use super::api::ApiError;
+use super::error::ApiError;
 use base64::Engine as _;
 use serde_json::Value;
 use std::sync::Arc;

@@ -23,6 +23,7 @@
 //!   ([`log`]): deployments become trajectories.
 
 pub mod api;
+pub mod error;
 pub mod images;
 pub mod limits;
 pub mod log;
@@ -32,13 +33,13 @@ use crate::model::vl::prompt::{Screenshot, expand_ids};
 use crate::model::{ChatTemplate, LocalModelPolicy, Message};
 use crate::policy::format::PromptFormat;
 use anyhow::{Context, Result};
-use api::ApiError;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::StatusCode;
 use axum::response::sse::{Event as SseEvent, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use error::ApiError;
 use limits::Limits;
 use serde_json::{Value, json};
 use std::path::PathBuf;
