@@ -157,6 +157,13 @@ pub fn token_set(s: &str) -> Vec<u64> {
     )
 }
 
+/// One side of a pair: a trajectory and its precomputed state views.
+#[derive(Clone, Copy)]
+pub struct Side<'a> {
+    pub traj: &'a crate::trajectory::Trajectory,
+    pub views: &'a [StateView],
+}
+
 /// What alignment needs of one state, computed once.
 #[derive(Debug, Clone, Default)]
 pub struct StateView {

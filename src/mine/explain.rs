@@ -1,6 +1,7 @@
 //! `rmsweb mine explain`: replays one trajectory pair with every candidate's trace —
 //! score parts and why it won or was rejected — the audit trail behind a mined pair.
 
+use super::align::Side;
 use super::config::MineConfig;
 use super::gates::VisualGate;
 use super::label::Judge;
@@ -9,7 +10,7 @@ use super::pair::{LabelSource, MinedPair, PairKind};
 use super::qc::QcDrop;
 use super::report::kind_name;
 use super::select::{
-    CandidateTrace, PairContext, Side, Verdict, evaluate_pair, route_choice_sides, views_of,
+    CandidateTrace, PairContext, Verdict, evaluate_pair, route_choice_sides, views_of,
 };
 use crate::action::Action;
 use crate::reward::RewardConfig;

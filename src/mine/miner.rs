@@ -3,6 +3,7 @@
 //! memory stays bounded by the largest task. Results are collected in task order,
 //! so the output is the same whatever the number of threads.
 
+use super::align::Side;
 use super::config::MineConfig;
 use super::gates::VisualGate;
 use super::label::Judge;
@@ -11,7 +12,7 @@ use super::pairs::{TrajMeta, build_pairs};
 use super::qc::QcDrop;
 use super::qc::quality_control;
 use super::report::{Report, kind_name};
-use super::select::{PairContext, Side, TaskInfo, evaluate_pair, route_choice_sides, views_of};
+use super::select::{PairContext, TaskInfo, evaluate_pair, route_choice_sides, views_of};
 use crate::reward::RewardConfig;
 use crate::trajectory::{Dataset, Task};
 use anyhow::Result;

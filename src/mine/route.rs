@@ -9,10 +9,9 @@
 //! `detour_min_extra_steps` longer than the shortest), since the question there is
 //! whether an efficient route takes the step.
 
-use super::align::{StateView, align};
+use super::align::{Side, StateView, align};
 use super::config::MineConfig;
 use super::contrast::contrast;
-use super::select::Side;
 use crate::action::Action;
 use crate::reward::RewardConfig;
 use serde::Serialize;

@@ -8,7 +8,7 @@
 //! step) against every loc step, the loc's terminal step included: a premature `done`
 //! is the loc's last step.
 
-use super::align::{Alignment, StateView, align};
+use super::align::{Alignment, Side, StateView, align};
 use super::config::MineConfig;
 use super::contrast::{Uninformative, contrast, uninformative};
 use super::evidence::evidence;
@@ -29,13 +29,6 @@ pub struct TaskInfo {
     pub task_id: String,
     pub domain: String,
     pub instruction: String,
-}
-
-/// One side of a pair: a trajectory and its precomputed state views.
-#[derive(Clone, Copy)]
-pub struct Side<'a> {
-    pub traj: &'a Trajectory,
-    pub views: &'a [StateView],
 }
 
 /// The successes of a task that count as "another verified success" for the route
