@@ -6,3 +6,4 @@
 pub mod bridge;
 pub mod verl;
 pub mod verl_files;
+pub mod verl_report;

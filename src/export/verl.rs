@@ -23,6 +23,7 @@
 //! prompt shares a task with a training prompt and the split does not move when
 //! other tasks are added.
 
+pub use super::verl_report::VerlReport;
 use crate::curate::export::IMAGE_TOKEN;
 use crate::mine::MinedPair;
 use crate::policy::prompt::PROMPT_FORMAT_VERSION;
@@ -41,7 +42,7 @@ use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
 use serde::Serialize;
 use std::collections::{BTreeSet, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 /// `ability` of every row.
@@ -99,22 +100,6 @@ pub struct VerlRow {
     /// The target action (one object) or actions (a list), as JSON.
     pub ground_truth: String,
     pub extra: ExtraInfo,
-}
-
-/// What an export wrote.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct VerlReport {
-    pub out: PathBuf,
-    pub prompts: String,
-    pub train: usize,
-    pub val: usize,
-    pub train_tasks: usize,
-    pub val_tasks: usize,
-    pub images: usize,
-    /// Rows exported without their screenshot (`--images` and no readable file).
-    pub missing_images: usize,
-    /// Prompts left out, with why.
-    pub skipped: Vec<(String, String)>,
 }
 
 /// Where a prompt's state lives.

@@ -4,7 +4,7 @@
 //! cluster; the ablation modes as `MODE=`), `README.md` (the layout and the exact
 //! launch commands) and `export.json` (what was exported).
 
-use super::verl::VerlReport;
+use super::verl_report::VerlReport;
 use anyhow::Result;
 use std::path::Path;
 
