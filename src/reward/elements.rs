@@ -3,7 +3,7 @@
 
 use super::config::RewardConfig;
 use super::normalize::normalize_text;
-use super::rules::quote;
+use super::quote::quote;
 use crate::trajectory::Element;
 
 /// The element with highlight index `index`.

@@ -18,6 +18,7 @@ pub mod config;
 pub mod elements;
 pub mod key_tokens;
 pub mod normalize;
+pub mod quote;
 pub mod rules;
 pub mod url_norm;
 
@@ -198,8 +199,8 @@ pub fn score_action(
             "type.other",
             format!(
                 "candidate {} is another action type than target {}",
-                rules::quote(&c.short()),
-                rules::quote(&t.short())
+                quote::quote(&c.short()),
+                quote::quote(&t.short())
             ),
         );
     }

@@ -9,24 +9,13 @@ use super::key_tokens::{all_present, key_tokens, show};
 use super::normalize::{
     jaccard, normalize_text, same_token_set, token_f1, tokens, tokens_of_normalized,
 };
+use super::quote::quote;
 use super::url_norm::{first_difference, normalize_url};
 use super::{Decision, Level};
 use crate::action::Action;
 use crate::trajectory::Element;
 use crate::util::sanitize::clean_line;
 use serde_json::Value;
-
-/// Longest quoted value in a reason, in characters.
-const QUOTE_CHARS: usize = 60;
-
-/// `"value"`, cleaned of control characters and clipped to a readable length.
-pub fn quote(s: &str) -> String {
-    let clean = clean_line(s);
-    match clean.char_indices().nth(QUOTE_CHARS) {
-        Some((i, _)) => format!("\"{}…\"", &clean[..i]),
-        None => format!("\"{clean}\""),
-    }
-}
 
 /// What the rules need besides the two actions.
 pub struct Ctx<'a> {

@@ -93,7 +93,7 @@ pub fn normalize_url(raw: &str, cfg: &RewardConfig) -> Option<NormalizedUrl> {
 /// (`query date: 2024-05-02 vs target 2024-05-01`), with a rule suffix
 /// (`other_host`, `other_path`, `other_query`, `other_url`).
 pub fn first_difference(c: &NormalizedUrl, t: &NormalizedUrl) -> (&'static str, String) {
-    use crate::reward::rules::quote as q;
+    use crate::reward::quote::quote as q;
     if c.host != t.host {
         return (
             "other_host",
