@@ -13,6 +13,7 @@ pub mod rollout;
 pub mod rollout_seeing;
 pub mod seqs;
 pub mod sharpening;
+pub mod step;
 pub mod trainer;
 pub mod update;
 

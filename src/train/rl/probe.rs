@@ -1,7 +1,7 @@
 //! The log-prob probe: per-token log-probabilities of the ground-truth action and of
 //! sampled wrong actions in the same context (`salvage/logprob_*`).
 use super::seqs::{self, TrainSeq, row, token_logps};
-use super::trainer::{Ctx, Group};
+use super::step::{Ctx, Group};
 use crate::action::parse::parse_response;
 use anyhow::Result;
 

@@ -2,7 +2,7 @@
 //! `rollouts.jsonl`, and the readers a resumed run needs.
 use super::probe::Probe;
 use super::sharpening::Signals;
-use super::trainer::{Ctx, Group, Routed};
+use super::step::{Ctx, Group, Routed};
 use super::update::UpdateStats;
 use crate::train::rl::groups::GateDecision;
 use crate::train::run::RunDir;

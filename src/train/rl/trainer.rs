@@ -32,30 +32,27 @@
 use super::checkpoint::{TrainerState, load_adapters, save_checkpoint};
 use super::config::RlConfig;
 use super::groups::{GateDecision, GroupStats, decide, salvage_mix_for};
-use super::policy::{Policy, encode_prompt, load_policy, resolve_init};
+use super::policy::{encode_prompt, load_policy, resolve_init};
 use super::probe::probe_logprobs;
-use super::prompts::{self, RlPrompt};
+use super::prompts::{self};
 use super::report::{past_signals, step_metrics, write_rollouts};
 use super::rollout::{GroupDecoding, Rollout, RolloutConfig, sample_groups};
 use super::rollout_seeing::sample_groups_seeing;
 use super::seqs::SeenImage;
 use super::sharpening::{Monitor, Signals};
+use super::step::{Ctx, Grounding, Group, Routed};
 use super::update::update;
-use crate::action::Action;
 use crate::action::parse::parse_response;
-use crate::model::constrain::{QuoteGuard, Schema};
 use crate::model::prefix::{PrefixCache, shared_prefix_len};
-use crate::model::sample::Constraint;
 use crate::model::vl::prompt::Screenshot;
 use crate::model::weights;
-use crate::reward::{Decision, RewardConfig, score_against};
+use crate::reward::{RewardConfig, score_against};
 use crate::train::optim::{AdamW, AdamWConfig};
 use crate::train::run::{Alert, RunDir, RunState, read_trainer_state, truncate_steps_after};
 use crate::train::schedule::warmup_steps;
 use crate::train::sft::{Outcome, stream_item};
 use crate::trajectory::Dataset;
 use anyhow::{Context, Result};
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::Path;
@@ -74,35 +71,6 @@ pub struct RlStepReport {
     pub salvage_groups: usize,
     pub num_gen_batches: usize,
     pub step_s: f64,
-}
-
-/// Where a sampled group went.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Routed {
-    Rl,
-    Salvage,
-    Discarded,
-}
-
-/// A sampled group with its scores and fate.
-pub(crate) struct Group {
-    /// Index into the prompts.
-    pub prompt: usize,
-    /// Which generation batch of the step drew it.
-    pub gen_batch: usize,
-    pub rollouts: Vec<Rollout>,
-    /// Decoded responses.
-    pub texts: Vec<String>,
-    pub decisions: Vec<Decision>,
-    /// Each response's first parsed action.
-    pub actions: Vec<Option<Action>>,
-    pub rewards: Vec<f64>,
-    pub stats: GroupStats,
-    pub gate: GateDecision,
-    pub routed: Routed,
-    /// The prompt's screenshot, loaded, when the policy sees.
-    pub image: Option<SeenImage>,
 }
 
 /// Runs (or, with `resume`, continues from the latest checkpoint) an RL run.
@@ -136,58 +104,6 @@ pub fn resume(
     let cfg = RlConfig::from_toml(&run.read_config()?)
         .with_context(|| format!("{}: invalid run.toml", run_dir.join("run.toml").display()))?;
     train(&cfg, &run, true, stop, on_step)
-}
-
-/// Per-step state shared by the phases.
-pub(crate) struct Ctx<'a> {
-    pub cfg: &'a RlConfig,
-    pub policy: &'a Policy,
-    pub prompts: &'a [RlPrompt],
-    /// Encoded prompts, parallel to `prompts`.
-    pub prompt_ids: &'a [Vec<u32>],
-    pub reward: RewardConfig,
-    /// With `grounded`: each prompt's rules (parallel to `prompts`).
-    pub grounding: Option<Grounding>,
-    /// Tokens every encoded prompt starts with and continues (the system prompt):
-    /// encoded once per step's sampling instead of once per group.
-    pub shared_prefix: usize,
-}
-
-/// The grounded decoding rules of every RL prompt.
-pub(crate) struct Grounding {
-    rules: Vec<(Arc<Schema>, Option<QuoteGuard>)>,
-}
-
-impl Grounding {
-    /// Builds each prompt's schema ([`crate::policy::grounding::step_constraints`]).
-    fn new(prompts: &[RlPrompt]) -> Result<Self> {
-        let rules = prompts
-            .iter()
-            .map(|p| {
-                crate::policy::grounding::step_constraints(&p.instruction, &p.shown, &p.elements)
-                    .with_context(|| format!("prompt `{}`: grounding schema", p.id))
-            })
-            .collect::<Result<_>>()?;
-        Ok(Grounding { rules })
-    }
-
-    /// Fresh constraints for the prompts at `indices`, over `policy`'s vocabulary.
-    fn constraints<'g>(
-        &'g self,
-        policy: &'g Policy,
-        indices: impl Iterator<Item = usize>,
-    ) -> Vec<Constraint<'g>> {
-        indices
-            .map(|i| {
-                let (schema, quotes) = &self.rules[i];
-                Constraint {
-                    matcher: schema.matcher(),
-                    quotes: quotes.clone(),
-                    token_bytes: policy.token_bytes(),
-                }
-            })
-            .collect()
-    }
 }
 
 fn train_inner(

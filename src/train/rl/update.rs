@@ -6,7 +6,7 @@ use super::groups::advantages;
 use super::loss::{low_var_kl, policy_loss, salvage_nll, seq_mean_token_mean, total};
 use super::pg_tokens::action_mask;
 use super::seqs::{self, TrainSeq, padded, row, token_logps};
-use super::trainer::{Ctx, Group, Routed};
+use super::step::{Ctx, Group, Routed};
 use crate::model::Decoder;
 use crate::train::optim::{AdamW, accumulate_grads, clip_grad_norm};
 use crate::train::schedule::cosine_with_warmup;
