@@ -33,14 +33,7 @@ use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// Where a step's screenshot comes from.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ShotSource {
-    /// Decoded from inline base64 (`state.screenshot`).
-    Inline(Vec<u8>),
-    /// `state.screenshot_path` as written in the history (not yet resolved).
-    Path(String),
-}
+pub use super::screenshot::ShotSource;
 
 /// The final `done` action of a history.
 #[derive(Debug, Clone, PartialEq)]
@@ -284,7 +277,8 @@ impl Item<'_> {
         let (mut state, shot) = self.state(state_obj)?;
         let state_message = self.opt_str(obj, "state_message", "state_message")?;
         if let Some(msg) = &state_message {
-            super::stage::check_text_len(msg.len()).map_err(|m| self.err("state_message", m))?;
+            super::text_limit::check_text_len(msg.len())
+                .map_err(|m| self.err("state_message", m))?;
             let section = dom_text::browser_state_section(msg);
             let page = dom_text::parse_page(section);
             state.elements = page.elements;

@@ -14,6 +14,7 @@ mod plan;
 pub mod screenshot;
 mod stage;
 pub mod tasks;
+mod text_limit;
 
 pub use commit::staging_folders;
 pub use plan::{FileSettings, Sidecar, derived_task_id};

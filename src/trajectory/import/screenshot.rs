@@ -2,12 +2,20 @@
 //! checking that the bytes are a real image (stored as PNG; other formats are
 //! re-encoded).
 
-use super::browser_use::ShotSource;
 use crate::trajectory::store::resolve_under;
+use std::path::{Path, PathBuf};
 
 /// What messages call the folder relative screenshot paths resolve against.
 const HISTORY_FOLDER: &str = "the history's folder";
-use std::path::{Path, PathBuf};
+
+/// Where a step's screenshot comes from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ShotSource {
+    /// Decoded from inline base64 (`state.screenshot`).
+    Inline(Vec<u8>),
+    /// `state.screenshot_path` as written in the history (not yet resolved).
+    Path(String),
+}
 
 /// Where path screenshots may be read from.
 #[derive(Debug, Clone)]
