@@ -68,10 +68,10 @@ impl Command {
     /// streaming client that hung up.
     fn opens_sockets(&self) -> bool {
         match self {
-            Command::Miniwob(_)
-            | Command::Collect(_)
-            | Command::Eval(_)
-            | Command::Mine(_)
+            Command::Miniwob(a) => a.opens_sockets(),
+            Command::Mine(a) => a.opens_sockets(),
+            Command::Eval(a) => a.opens_sockets(),
+            Command::Collect(_)
             | Command::Train(_)
             | Command::Verl(_)
             | Command::Recipe(_)

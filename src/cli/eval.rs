@@ -247,6 +247,14 @@ pub struct CompareArgs {
     pub json: bool,
 }
 
+impl Args {
+    /// Whether the command plays live episodes (a browser, maybe an LLM endpoint);
+    /// `eval compare` only reads files.
+    pub fn opens_sockets(&self) -> bool {
+        !matches!(self.command, Some(EvalCommand::Compare(_)))
+    }
+}
+
 fn compare(args: CompareArgs) -> Result<()> {
     use rmsweb::eval::compare::{compare_pooled, load_report, render};
     let base = load_report(&args.base)?;

@@ -29,6 +29,17 @@ pub struct Args {
     pub json: bool,
 }
 
+impl Args {
+    /// Whether the command talks to an LLM judge over HTTP (`--judge-url` given).
+    pub fn opens_sockets(&self) -> bool {
+        let sub = self.command.as_deref().map(|c| match c {
+            MineCommand::Explain(a) => &a.common,
+            MineCommand::EvalLabels(a) => &a.common,
+        });
+        self.common.judge_url.is_some() || sub.is_some_and(|c| c.judge_url.is_some())
+    }
+}
+
 /// Options shared by mining and explaining.
 #[derive(clap::Args, Clone)]
 pub struct Common {

@@ -15,6 +15,14 @@ pub struct Args {
     command: Command,
 }
 
+impl Args {
+    /// Whether the command drives a browser (`run`); `install` and `list` only
+    /// read and write files.
+    pub fn opens_sockets(&self) -> bool {
+        matches!(self.command, Command::Run(_))
+    }
+}
+
 #[derive(clap::Subcommand)]
 enum Command {
     /// Download the miniwob wheel with pip and unpack its html pages into the cache folder.
