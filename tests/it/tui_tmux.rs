@@ -193,7 +193,8 @@ fn tmux_bundled_fixtures_are_annotated_in_the_users_data_folder() {
         "{s}"
     );
     t.keys(&["2"]);
-    t.wait_for("Queue 0/");
+    // The pairs are loaded (a pair is shown) before the key is sent.
+    t.wait_for("Status: pending");
     t.keys(&["a"]);
     t.wait_for("saved ");
     let copy = data.path().join("rmsweb/fixtures");
