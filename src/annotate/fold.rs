@@ -208,15 +208,10 @@ impl Folded {
     }
 
     /// The decision `annotator` stands by on `pair`: the op of their latest active
-    /// accept, reject or relabel (None: they have not decided it).
+    /// accept, reject or (applicable) relabel, as folded into the pair's state
+    /// (None: they have not decided it).
     pub fn decision_of(&self, pair: &str, annotator: &str) -> Option<Op> {
-        self.by_pair.get(pair)?.iter().rev().find_map(|&j| {
-            let e = &self.events[j];
-            (self.active[j]
-                && e.annotator == annotator
-                && matches!(e.op, Op::Accept | Op::Reject | Op::Relabel))
-            .then_some(e.op)
-        })
+        self.states.get(pair)?.decisions.get(annotator).copied()
     }
 
     /// The current state of a pair (pending when it has no events).

@@ -198,9 +198,11 @@ impl PairsView {
             .and_then(|&i| sh.pairs.get(i))
     }
 
-    fn jump_pending(&mut self, sh: &Shared, forward: bool) -> Option<Action> {
+    /// Moves to the nearest pending pair `forward` or backward, looking at most
+    /// `reach` rows away (with wrap-around); false when none is within reach.
+    fn move_to_pending(&mut self, sh: &Shared, forward: bool, reach: usize) -> bool {
         let n = self.rows.len();
-        for k in 1..=n {
+        for k in 1..=reach.min(n) {
             let pos = if forward {
                 (self.list.selected + k) % n
             } else {
@@ -209,26 +211,24 @@ impl PairsView {
             if sh.folded.status(&sh.pairs[self.rows[pos]].id) == Status::Pending {
                 self.list.selected = pos;
                 self.detail_scroll = 0;
-                return None;
+                return true;
             }
         }
-        Some(Action::Message("no pending pair left".into()))
+        false
+    }
+
+    fn jump_pending(&mut self, sh: &Shared, forward: bool) -> Option<Action> {
+        let n = self.rows.len();
+        (!self.move_to_pending(sh, forward, n))
+            .then(|| Action::Message("no pending pair left".into()))
     }
 
     /// After a decision on the selected pair: moves to the next pending pair other
     /// than it, unless `stay` is set or none is left.
     fn advance(&mut self, sh: &Shared) {
-        let n = self.rows.len();
-        if self.stay || n == 0 {
-            return;
-        }
-        for k in 1..n {
-            let pos = (self.list.selected + k) % n;
-            if sh.folded.status(&sh.pairs[self.rows[pos]].id) == Status::Pending {
-                self.list.selected = pos;
-                self.detail_scroll = 0;
-                return;
-            }
+        if !self.stay {
+            let others = self.rows.len().saturating_sub(1);
+            self.move_to_pending(sh, true, others);
         }
     }
 
