@@ -118,14 +118,20 @@ pub fn element_line(e: &Element) -> String {
         s.push_str(&format!(" role={}", clean_line(&e.role)));
     }
     s.push_str(" />");
+    s.push_str(&shown_text(e));
+    s
+}
+
+/// An element's text as its [`element_line`] shows it: cleaned, and cut at
+/// [`DOM_TEXT_MAX_CHARS`] with `…`.
+pub fn shown_text(e: &Element) -> String {
     let text = clean_line(&e.text);
     let mut chars = text.chars();
-    let shown: String = chars.by_ref().take(DOM_TEXT_MAX_CHARS).collect();
-    s.push_str(&shown);
+    let mut shown: String = chars.by_ref().take(DOM_TEXT_MAX_CHARS).collect();
     if chars.next().is_some() {
-        s.push('…');
+        shown.push('…');
     }
-    s
+    shown
 }
 
 /// Whether `role` is what the tag implies anyway (so it need not be shown).

@@ -120,6 +120,7 @@ pub fn render(
         input.history,
         opts.token_budget.saturating_sub(fixed),
         counter,
+        false,
     );
     let block = element_block(elements, &shown);
     let user = user_message(input, &history, &block, &page_text);

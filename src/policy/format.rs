@@ -11,6 +11,12 @@ pub enum PromptFormat {
     /// rmsweb's own compact layout ([`super::prompt`], `rmsweb-prompt/N`).
     #[default]
     Rmsweb,
+    /// rmsweb's layout with every element's index repeated after its text
+    /// (`[5]<button />OK [5]`, `rmsweb-echo/N`). A model that has just written an
+    /// element's text in its thinking finds the index right after that text in the
+    /// page, instead of at the start of the line: the grounding a 135M model
+    /// misses in the plain layout (docs/pretrained-models.md).
+    RmswebEcho,
     /// Browser Use 0.13's layout ([`super::browser_use`], `browser-use-0.13/N`): a
     /// model trained with it runs inside Browser Use unchanged.
     BrowserUse,
@@ -21,6 +27,7 @@ impl PromptFormat {
     pub fn name(self) -> &'static str {
         match self {
             PromptFormat::Rmsweb => "rmsweb",
+            PromptFormat::RmswebEcho => "rmsweb-echo",
             PromptFormat::BrowserUse => "browser-use",
         }
     }
@@ -32,6 +39,8 @@ impl PromptFormat {
             Some(PromptFormat::BrowserUse)
         } else if version.starts_with("rmsweb-prompt") {
             Some(PromptFormat::Rmsweb)
+        } else if version.starts_with("rmsweb-echo") {
+            Some(PromptFormat::RmswebEcho)
         } else {
             None
         }
@@ -41,8 +50,12 @@ impl PromptFormat {
     pub fn parse(name: &str) -> anyhow::Result<Self> {
         match name {
             "rmsweb" => Ok(PromptFormat::Rmsweb),
+            "rmsweb-echo" => Ok(PromptFormat::RmswebEcho),
             "browser-use" => Ok(PromptFormat::BrowserUse),
-            other => anyhow::bail!("unknown prompt format `{other}` (rmsweb, browser-use)"),
+            other => anyhow::bail!(
+                "unknown prompt format `{}` (rmsweb, rmsweb-echo, browser-use)",
+                crate::util::sanitize::excerpt(other)
+            ),
         }
     }
 }

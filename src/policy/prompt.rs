@@ -22,6 +22,10 @@ use std::path::PathBuf;
 /// Version of the rendered prompt format; recorded by every sample built from it.
 pub const PROMPT_FORMAT_VERSION: &str = "rmsweb-prompt/2";
 
+/// The version of the [`super::format::PromptFormat::RmswebEcho`] layout: this
+/// module's text with each element's index repeated after its text.
+pub const ECHO_FORMAT_VERSION: &str = "rmsweb-echo/1";
+
 /// Default total token budget of a prompt.
 pub const DEFAULT_TOKEN_BUDGET: usize = 6000;
 
@@ -131,7 +135,13 @@ pub struct RenderedPrompt {
 
 /// The system message: role, action vocabulary and the output contract.
 pub fn system_prompt() -> String {
-    "You are a web agent operating a real browser to complete the user's task.\n\
+    system_prompt_for(false)
+}
+
+/// The system message of the plain layout, or (`echo`) of the layout whose element
+/// lines end with their index again.
+pub fn system_prompt_for(echo: bool) -> String {
+    let plain = "You are a web agent operating a real browser to complete the user's task.\n\
      Each step you see the task, your previous steps, and the interactive elements of the \
      current page as lines `[index]<tag attr=value />text`. Refer to elements by index.\n\
      \n\
@@ -149,8 +159,26 @@ pub fn system_prompt() -> String {
      Answer with one JSON object and nothing else:\n\
      {\"thinking\": str, \"evaluation_previous_goal\": str, \"memory\": str, \
      \"next_goal\": str, \"action\": [{\"<action name>\": {<params>}}]}\n\
-     Give one to three actions; end with `done` once the task is complete."
-        .to_string()
+     Give one to three actions; end with `done` once the task is complete.";
+    if echo {
+        plain.replace(
+            "`[index]<tag attr=value />text`",
+            "`[index]<tag attr=value />text [index]`",
+        )
+    } else {
+        plain.to_string()
+    }
+}
+
+/// One element's line: [`element_line`], and with `echo` its index once more after
+/// its text (`[5]<button />OK [5]`).
+pub fn prompt_line(e: &Element, echo: bool) -> String {
+    let line = element_line(e);
+    if echo {
+        format!("{line} [{}]", e.index)
+    } else {
+        line
+    }
 }
 
 /// Lower-case words of at least two characters, without a few stop words.
@@ -194,17 +222,19 @@ fn anchor_position(elements: &[Element], history: &[Step]) -> Option<usize> {
 
 /// Chooses which elements to show within `budget` tokens: relevant ones first (most
 /// overlap first), then by distance from the anchor, dropping the farthest.
-/// Returns positions in `elements`, sorted.
+/// Returns positions in `elements`, sorted. `echo`: the lines end with their index
+/// again ([`prompt_line`]).
 pub fn select_elements(
     elements: &[Element],
     instruction: &str,
     history: &[Step],
     budget: usize,
     counter: &dyn TokenCounter,
+    echo: bool,
 ) -> Vec<usize> {
     let costs: Vec<usize> = elements
         .iter()
-        .map(|e| counter.count(&element_line(e)) + 1)
+        .map(|e| counter.count(&prompt_line(e, echo)) + 1)
         .collect();
     if costs.iter().sum::<usize>() <= budget {
         return (0..elements.len()).collect();
@@ -303,24 +333,27 @@ fn history_text(history: &[Step], max: usize) -> String {
 
 /// Indices of the `elements` whose lines a rendered user message shows (what
 /// [`render`] returned as `shown`, recovered from the text alone: RL prompts are
-/// stored SFT samples, rendered earlier).
+/// stored SFT samples, rendered earlier), in either rmsweb layout.
 pub fn shown_in(user: &str, elements: &[Element]) -> Vec<u32> {
     let lines: BTreeSet<&str> = user.lines().collect();
     elements
         .iter()
-        .filter(|e| lines.contains(element_line(e).as_str()))
+        .filter(|e| {
+            lines.contains(prompt_line(e, false).as_str())
+                || lines.contains(prompt_line(e, true).as_str())
+        })
         .map(|e| e.index)
         .collect()
 }
 
-fn elements_block(elements: &[Element], shown: &[usize]) -> String {
+fn elements_block(elements: &[Element], shown: &[usize], echo: bool) -> String {
     let mut out = String::new();
     let mut next = 0;
     for &p in shown {
         if p > next {
             out.push_str(&format!("… {} elements omitted …\n", p - next));
         }
-        out.push_str(&element_line(&elements[p]));
+        out.push_str(&prompt_line(&elements[p], echo));
         out.push('\n');
         next = p + 1;
     }
@@ -398,7 +431,8 @@ pub fn render(
     if opts.format == super::format::PromptFormat::BrowserUse {
         return super::browser_use::render(input, opts, counter);
     }
-    let system = system_prompt();
+    let echo = opts.format == super::format::PromptFormat::RmswebEcho;
+    let system = system_prompt_for(echo);
     let elements = &input.state.elements;
     let mut max_history = opts.max_history;
     let mut history = history_text(input.history, max_history);
@@ -438,8 +472,9 @@ pub fn render(
         input.history,
         element_budget,
         counter,
+        echo,
     );
-    let block = elements_block(elements, &shown);
+    let block = elements_block(elements, &shown, echo);
     let user = user_text(
         input,
         &history,
@@ -455,7 +490,11 @@ pub fn render(
     }
     RenderedPrompt {
         messages: vec![ChatMessage::new("system", system), user_msg],
-        format_version: PROMPT_FORMAT_VERSION,
+        format_version: if echo {
+            ECHO_FORMAT_VERSION
+        } else {
+            PROMPT_FORMAT_VERSION
+        },
         omitted: elements.len() - shown.len(),
         shown: shown.iter().map(|&p| elements[p].index).collect(),
         tokens,
@@ -647,5 +686,37 @@ mod tests {
         let approx = render(&input("x", &st, &[], None), &opts, &CharApprox);
         let strict = render(&input("x", &st, &[], None), &opts, &PerChar);
         assert!(strict.shown.len() < approx.shown.len());
+    }
+
+    #[test]
+    fn the_echo_layout_repeats_each_index_after_its_text_within_the_budget() {
+        let st = state(200, &[(150, "OK")]);
+        let opts = PromptOptions {
+            token_budget: 1200,
+            format: super::super::format::PromptFormat::RmswebEcho,
+            ..Default::default()
+        };
+        let r = render(
+            &input("Click on the \"OK\" button.", &st, &[], None),
+            &opts,
+            &CharApprox,
+        );
+        let user = &r.messages[1].content;
+        assert!(user.contains("[150]<button />OK [150]\n"), "{user}");
+        assert!(r.messages[0].content.contains("text [index]`"));
+        assert_eq!(r.format_version, ECHO_FORMAT_VERSION);
+        assert!(r.omitted > 0 && r.tokens <= 1200, "{} tokens", r.tokens);
+        // The RL prompts recover the shown elements from either layout's text.
+        assert_eq!(shown_in(user, &st.elements), r.shown);
+        let plain = render(
+            &input("Click on the \"OK\" button.", &st, &[], None),
+            &PromptOptions {
+                format: Default::default(),
+                ..opts
+            },
+            &CharApprox,
+        );
+        assert!(!plain.messages[1].content.contains("OK [150]"));
+        assert!(plain.shown.len() > r.shown.len(), "the echo costs room");
     }
 }

@@ -436,6 +436,19 @@ impl ScriptedTeacher {
     }
 }
 
+/// The thinking of a click: the element's text as the page shows it, then its index
+/// (`To open Tab #1, click Tab #1 [3].`), the order in which the `rmsweb-echo`
+/// prompt shows them, so a model copies the index that follows the text it has just
+/// written. An element without text is named by its index alone.
+fn click_thinking(goal: &str, e: &Element) -> String {
+    let text = crate::env::observe::shown_text(e);
+    if text.trim().is_empty() {
+        format!("To {goal}, click element [{}].", e.index)
+    } else {
+        format!("To {goal}, click {text} [{}].", e.index)
+    }
+}
+
 /// The Browser Use JSON form of an output (what a model would have written).
 pub fn browser_use_json(o: &ModelOutput) -> String {
     let actions: Vec<Value> = o
@@ -580,15 +593,7 @@ impl Policy for ScriptedTeacher {
                     }
                 }
                 let a = Action::new("click", json!({"index": chosen.index}));
-                self.output(
-                    format!(
-                        "To {goal}, click element [{}] ({}).",
-                        chosen.index, chosen.text
-                    ),
-                    &goal,
-                    a,
-                    step,
-                )
+                self.output(click_thinking(&goal, chosen), &goal, a, step)
             }
             Intent::Input(_, value, _) => {
                 let mut v = value.clone();
@@ -762,6 +767,22 @@ mod tests {
         let o2 = act(&mut teacher, &t, els, 1);
         assert_eq!(o2.output.actions[0].target_index(), Some(2));
         assert!(teacher.notes().is_empty());
+    }
+
+    #[test]
+    fn a_click_names_the_elements_text_before_its_index() {
+        // The order the `rmsweb-echo` prompt shows them in: `[2]<button />ok [2]`.
+        let t = task("click-button", "Click on the \"ok\" button.");
+        let mut teacher = ScriptedTeacher::new(MistakeRates::default());
+        teacher.reset(&t, 1);
+        let els = vec![el(1, "button", "no", &[]), el(2, "button", "ok", &[])];
+        let o = act(&mut teacher, &t, els, 0);
+        assert_eq!(
+            o.output.thinking,
+            "To click the \"ok\" button, click ok [2]."
+        );
+        let bare = el(3, "button", "", &[]);
+        assert_eq!(click_thinking("go", &bare), "To go, click element [3].");
     }
 
     #[test]

@@ -133,12 +133,16 @@ pub struct FlattenSection {
     /// characters (the tiny preset's tokenizer is trained after flattening). The
     /// local policy renders its prompts with the same budget at evaluation.
     pub token_budget: usize,
+    /// The prompt layout of the samples (`rmsweb`, `rmsweb-echo`, `browser-use`);
+    /// the local policy renders its prompts in it at evaluation and collection.
+    pub format: crate::policy::format::PromptFormat,
 }
 
 impl Default for FlattenSection {
     fn default() -> Self {
         FlattenSection {
             token_budget: crate::policy::prompt::DEFAULT_TOKEN_BUDGET,
+            format: Default::default(),
         }
     }
 }
@@ -675,6 +679,7 @@ impl RecipeConfig {
 mod tests {
     use super::*;
 
+    use crate::policy::format::PromptFormat;
     const MIN: &str = "tasks = [\"click-button\", \"miniwob:enter-text\"]\n";
 
     fn err(text: &str) -> String {
@@ -714,6 +719,20 @@ mod tests {
         assert!(e.contains("rl.variants[0]") && e.contains("ppo"), "{e}");
         let e = err(&format!("{MIN}[rl]\nvariants = [\"dapo+all\"]\n"));
         assert!(e.contains("all"), "{e}");
+        let e = err(&format!("{MIN}[flatten]\nformat = \"echo\"\n"));
+        assert!(
+            e.contains("flatten.format") && e.contains("rmsweb-echo"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_prompt_layout_is_chosen_once_for_samples_and_the_local_policy() {
+        let c = RecipeConfig::from_toml(MIN).unwrap();
+        assert_eq!(c.flatten.format, PromptFormat::Rmsweb);
+        let c = RecipeConfig::from_toml(&format!("{MIN}[flatten]\nformat = \"rmsweb-echo\"\n"))
+            .unwrap();
+        assert_eq!(c.flatten.format, PromptFormat::RmswebEcho);
     }
 
     #[test]

@@ -355,7 +355,8 @@ fn start(app: &App, body: &[u8]) -> Result<Started, ApiError> {
     if let Some(f) = app.prompt_format {
         let system = match f {
             PromptFormat::BrowserUse => crate::policy::browser_use::system_prompt(),
-            PromptFormat::Rmsweb => crate::policy::prompt::system_prompt(),
+            PromptFormat::Rmsweb => crate::policy::prompt::system_prompt_for(false),
+            PromptFormat::RmswebEcho => crate::policy::prompt::system_prompt_for(true),
         };
         match req.messages.iter_mut().find(|m| m.role == "system") {
             Some(m) => m.content = system,

@@ -206,7 +206,7 @@ pub fn sft_policy(ctx: &mut Ctx<'_>, unit: &str) -> Result<Done> {
         &recipe.eval.device,
         s.temperature,
         s.max_new_tokens,
-        recipe.flatten.token_budget,
+        &recipe.flatten,
         s.grounded,
         &sft_run_name(Arm::Reflection),
     )?;

@@ -40,6 +40,7 @@ pub fn flatten(cfg: &RecipeConfig, layout: &Layout, arm: Arm) -> Result<Done> {
     clear(layout, &out)?;
     let mut opts = FlattenOptions::default();
     opts.prompt.token_budget = cfg.flatten.token_budget;
+    opts.prompt.format = cfg.flatten.format;
     let (samples, report) = flatten_kept(&ds, &filter, &opts, &crate::policy::prompt::CharApprox)?;
     anyhow::ensure!(
         !samples.is_empty(),

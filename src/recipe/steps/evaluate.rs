@@ -142,7 +142,7 @@ fn episodes(
         &e.device,
         e.temperature,
         e.max_new_tokens,
-        recipe.flatten.token_budget,
+        &recipe.flatten,
         e.grounded,
         name,
     )?;

@@ -113,13 +113,13 @@ impl<'a> Ctx<'a> {
 }
 
 /// The local model at `checkpoint` as a policy: `temperature`, the recipe's prompt
-/// budget (the one its samples were flattened with) and `max_new_tokens`.
+/// budget and layout (those its samples were flattened with) and `max_new_tokens`.
 pub fn local_policy(
     checkpoint: &Path,
     device: &str,
     temperature: f64,
     max_new_tokens: usize,
-    token_budget: usize,
+    flatten: &crate::recipe::config::FlattenSection,
     grounded: bool,
     name: &str,
 ) -> Result<crate::policy::local::LocalPolicy> {
@@ -129,7 +129,8 @@ pub fn local_policy(
     model.sampling.temperature = temperature;
     model.sampling.max_new_tokens = max_new_tokens;
     let mut p = crate::policy::local::LocalPolicy::new(model, format!("local:{name}"));
-    p.prompt.token_budget = token_budget;
+    p.prompt.token_budget = flatten.token_budget;
+    p.prompt.format = flatten.format;
     p.grounded = grounded;
     Ok(p)
 }

@@ -17,6 +17,7 @@ use crate::action::parse::parse_response;
 use crate::curate::flatten::{self, FlattenOptions, Sample, SampleKind};
 use crate::mine::MinedPair;
 use crate::model::Message;
+use crate::policy::format::PromptFormat;
 use crate::policy::prompt::{CharApprox, shown_in};
 use crate::trajectory::jsonl::JsonlFile;
 use crate::trajectory::{Dataset, Element, Trajectory};
@@ -128,6 +129,14 @@ fn mined(ds: &Dataset) -> Result<(Vec<RlPrompt>, Skipped)> {
         .map(|s| (s.id.clone(), s))
         .collect();
     let instructions = instructions(ds)?;
+    // A step without a sample is flattened in the corpus's own prompt format.
+    let mut flatten_opts = FlattenOptions::default();
+    if let Some(f) = samples
+        .values()
+        .find_map(|s| PromptFormat::of_version(&s.prompt_format))
+    {
+        flatten_opts.prompt.format = f;
+    }
     let mut trajs = Trajectories {
         ds,
         cache: HashMap::new(),
@@ -161,13 +170,7 @@ fn mined(ds: &Dataset) -> Result<(Vec<RlPrompt>, Skipped)> {
                     ));
                     continue;
                 };
-                let flat = flatten::flatten_trajectory(
-                    ds,
-                    t,
-                    instr,
-                    &FlattenOptions::default(),
-                    &CharApprox,
-                );
+                let flat = flatten::flatten_trajectory(ds, t, instr, &flatten_opts, &CharApprox);
                 match flat.iter().find(|s| s.id == sample_id) {
                     Some(s) => (prompt_messages(s), screenshot_of(ds, s)?),
                     None => {
