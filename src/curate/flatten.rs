@@ -16,8 +16,9 @@
 
 use crate::action::render::render_output;
 use crate::policy::prompt::{
-    CharApprox, PROMPT_FORMAT_VERSION, PromptInput, PromptOptions, TokenCounter, render,
+    CharApprox, PROMPT_FORMAT_VERSION, PromptInput, PromptOptions, TokenCounter,
 };
+use crate::policy::render::render;
 use crate::trajectory::{Dataset, Step, Trajectory};
 use crate::util::sanitize::{clean_line, clean_text};
 use anyhow::{Context, Result};

@@ -4,11 +4,12 @@
 //! read from the environment variable the user names (never from the command line),
 //! screenshots as base64 `image_url` parts for vision models, a per-request timeout,
 //! and retries with exponential backoff on timeouts, connection errors, HTTP 429 and
-//! 5xx. [`ChatPolicy`] renders the prompt with [`super::prompt::render`], parses the
+//! 5xx. [`ChatPolicy`] renders the prompt with [`super::render::render`], parses the
 //! Browser Use JSON answer with [`crate::action::parse::parse_response`], and feeds a
 //! parse error back once as a user message before giving up on the step.
 
-use super::prompt::{CharApprox, ChatMessage, PromptInput, PromptOptions, render};
+use super::prompt::{CharApprox, ChatMessage, PromptInput, PromptOptions};
+use super::render::render;
 use super::{Policy, PolicyInput, PolicyOutput};
 use crate::action::parse::parse_response;
 use crate::trajectory::ModelOutput;

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-/// Which message layout [`super::prompt::render`] writes. Samples record the
+/// Which message layout [`super::render::render`] writes. Samples record the
 /// format's version string, so a model is evaluated and served with the format it
 /// was trained on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]

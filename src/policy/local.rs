@@ -3,7 +3,8 @@
 //! sampled decoding, and the same parse-and-feed-back-once contract as the chat policy.
 
 use super::chat::ask_with_feedback;
-use super::prompt::{PromptInput, PromptOptions, TokenCounter, render};
+use super::prompt::{PromptInput, PromptOptions, TokenCounter};
+use super::render::render;
 use super::{Policy, PolicyInput, PolicyOutput};
 use crate::model::LocalModelPolicy;
 use crate::model::chat_template::Message;

@@ -21,7 +21,10 @@ pub mod grounding;
 pub mod local;
 pub mod observation;
 pub mod prompt;
+pub mod render;
 pub mod scripted;
+pub mod task_words;
+pub mod token_count;
 
 use crate::trajectory::{ModelOutput, State, Step, Task};
 

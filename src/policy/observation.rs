@@ -2,7 +2,8 @@
 //! the page text outside elements (fitted to a token budget), the tab list and the
 //! scroll position. Each is rendered only when the state has it.
 
-use super::prompt::{TokenCounter, words};
+use super::task_words::words;
+use super::token_count::TokenCounter;
 use crate::trajectory::State;
 use crate::util::sanitize::clean_line;
 
@@ -95,7 +96,7 @@ pub fn fit_page_text(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::prompt::CharApprox;
+    use crate::policy::token_count::CharApprox;
     use crate::trajectory::{Scroll, Tab};
 
     #[test]

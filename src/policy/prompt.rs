@@ -2,7 +2,8 @@
 //! reflection) → chat messages (system + user, with the screenshot path for vision
 //! models).
 //!
-//! Collection, SFT flattening, RL prompts and evaluation all call [`render`], so a
+//! Collection, SFT flattening, RL prompts and evaluation all call
+//! [`super::render::render`] (this module's [`render_rmsweb`] or Browser Use's), so a
 //! model is trained and tested on exactly the same observation text. Samples record
 //! [`PROMPT_FORMAT_VERSION`]; change it whenever the rendered text changes.
 //!
@@ -11,6 +12,7 @@
 //! acted on in the previous step, dropping from the far end and saying how many were
 //! omitted, instead of cutting the list's tail.
 
+use super::task_words::words;
 use crate::action::Action;
 use crate::env::observe::element_line;
 use crate::trajectory::{Element, State, Step};
@@ -51,20 +53,7 @@ impl ChatMessage {
     }
 }
 
-/// Counts tokens of a text.
-pub trait TokenCounter {
-    fn count(&self, text: &str) -> usize;
-}
-
-/// The approximation used when no tokenizer is given: one token per 4 characters.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct CharApprox;
-
-impl TokenCounter for CharApprox {
-    fn count(&self, text: &str) -> usize {
-        text.chars().count().div_ceil(4)
-    }
-}
+pub use super::token_count::{CharApprox, TokenCounter};
 
 /// Rendering options.
 #[derive(Debug, Clone)]
@@ -179,18 +168,6 @@ pub fn prompt_line(e: &Element, echo: bool) -> String {
     } else {
         line
     }
-}
-
-/// Lower-case words of at least two characters, without a few stop words.
-pub(crate) fn words(text: &str) -> BTreeSet<String> {
-    const STOP: &[&str] = &[
-        "the", "and", "a", "an", "to", "of", "on", "in", "into", "for", "then", "click", "select",
-        "enter", "press", "button", "field", "text", "from", "with", "is", "it", "by", "or", "be",
-    ];
-    text.split(|c: char| !c.is_alphanumeric() && c != '#')
-        .map(str::to_lowercase)
-        .filter(|w| w.chars().count() >= 2 && !STOP.contains(&w.as_str()))
-        .collect()
 }
 
 /// How much an element's text and attributes overlap the task words.
@@ -422,15 +399,14 @@ fn user_text(
     s
 }
 
-/// Renders the prompt within `opts.token_budget` tokens as counted by `counter`.
-pub fn render(
+/// Renders the prompt in rmsweb's layout (or its echo variant, as `opts.format`
+/// says) within `opts.token_budget` tokens as counted by `counter`; callers go
+/// through [`super::render::render`], which also knows Browser Use's layout.
+pub fn render_rmsweb(
     input: &PromptInput<'_>,
     opts: &PromptOptions,
     counter: &dyn TokenCounter,
 ) -> RenderedPrompt {
-    if opts.format == super::format::PromptFormat::BrowserUse {
-        return super::browser_use::render(input, opts, counter);
-    }
     let echo = opts.format == super::format::PromptFormat::RmswebEcho;
     let system = system_prompt_for(echo);
     let elements = &input.state.elements;
@@ -570,7 +546,7 @@ mod tests {
     #[test]
     fn everything_fits_in_a_large_budget() {
         let st = state(20, &[]);
-        let r = render(
+        let r = render_rmsweb(
             &input("Click on the \"OK\" button.", &st, &[], None),
             &PromptOptions::default(),
             &CharApprox,
@@ -594,7 +570,7 @@ mod tests {
             token_budget: 1500,
             ..Default::default()
         };
-        let r = render(
+        let r = render_rmsweb(
             &input("Open the checkout basket", &st, &hist, None),
             &opts,
             &CharApprox,
@@ -624,7 +600,7 @@ mod tests {
             token_budget: 1200,
             ..Default::default()
         };
-        let r = render(&input("do something", &st, &[], None), &opts, &CharApprox);
+        let r = render_rmsweb(&input("do something", &st, &[], None), &opts, &CharApprox);
         assert!(r.shown.contains(&1) && !r.shown.contains(&300));
     }
 
@@ -632,7 +608,7 @@ mod tests {
     fn reflection_history_and_memory_are_rendered() {
         let st = state(3, &[]);
         let hist = vec![step_clicking(2)];
-        let r = render(
+        let r = render_rmsweb(
             &input(
                 "Click on the \"OK\" button.",
                 &st,
@@ -657,9 +633,9 @@ mod tests {
         let mut inp = input("x", &st, &[], None);
         let p = std::path::PathBuf::from("/tmp/shot.png");
         inp.screenshot = Some(&p);
-        let plain = render(&inp, &PromptOptions::default(), &CharApprox);
+        let plain = render_rmsweb(&inp, &PromptOptions::default(), &CharApprox);
         assert!(plain.messages[1].image.is_none());
-        let vis = render(
+        let vis = render_rmsweb(
             &inp,
             &PromptOptions {
                 vision: true,
@@ -683,8 +659,8 @@ mod tests {
             token_budget: 4000,
             ..Default::default()
         };
-        let approx = render(&input("x", &st, &[], None), &opts, &CharApprox);
-        let strict = render(&input("x", &st, &[], None), &opts, &PerChar);
+        let approx = render_rmsweb(&input("x", &st, &[], None), &opts, &CharApprox);
+        let strict = render_rmsweb(&input("x", &st, &[], None), &opts, &PerChar);
         assert!(strict.shown.len() < approx.shown.len());
     }
 
@@ -696,7 +672,7 @@ mod tests {
             format: super::super::format::PromptFormat::RmswebEcho,
             ..Default::default()
         };
-        let r = render(
+        let r = render_rmsweb(
             &input("Click on the \"OK\" button.", &st, &[], None),
             &opts,
             &CharApprox,
@@ -708,7 +684,7 @@ mod tests {
         assert!(r.omitted > 0 && r.tokens <= 1200, "{} tokens", r.tokens);
         // The RL prompts recover the shown elements from either layout's text.
         assert_eq!(shown_in(user, &st.elements), r.shown);
-        let plain = render(
+        let plain = render_rmsweb(
             &input("Click on the \"OK\" button.", &st, &[], None),
             &PromptOptions {
                 format: Default::default(),

@@ -9,7 +9,8 @@ use rmsweb::collect::{
 use rmsweb::env::miniwob::resolve_dir;
 use rmsweb::env::{ChromeOptions, MiniwobEnv};
 use rmsweb::policy::chat::{ChatClient, ChatConfig};
-use rmsweb::policy::prompt::{CharApprox, PromptInput, PromptOptions, render};
+use rmsweb::policy::prompt::{CharApprox, PromptInput, PromptOptions};
+use rmsweb::policy::render::render;
 use rmsweb::policy::scripted::{MistakeRates, ScriptedTeacher};
 use rmsweb::policy::{Policy, PolicyInput, PolicyOutput};
 use rmsweb::trajectory::{

@@ -9,9 +9,8 @@ use crate::tui_data::{copy_fixtures, copy_mocksites};
 use rmsweb::action::parse::parse_response;
 use rmsweb::action::render::render_output;
 use rmsweb::curate::flatten::{DEFAULT_MAX_STEPS, Sample, SampleKind, read_samples};
-use rmsweb::policy::prompt::{
-    CharApprox, PROMPT_FORMAT_VERSION, PromptInput, PromptOptions, render,
-};
+use rmsweb::policy::prompt::{CharApprox, PROMPT_FORMAT_VERSION, PromptInput, PromptOptions};
+use rmsweb::policy::render::render;
 use rmsweb::trajectory::{Dataset, Trajectory};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
