@@ -387,9 +387,22 @@ impl App {
             spans.push(sep.clone());
             spans.push(Span::styled(line(m), th.warn()));
         }
-        spans.push(sep);
-        spans.push(Span::styled("? help", th.dim()));
-        f.render_widget(Paragraph::new(Line::from(spans)), area);
+        // `? help` keeps its place at the right edge however long the rest is,
+        // unless a message of the moment needs the room.
+        let help = Line::from(vec![sep, Span::styled("? help", th.dim())]);
+        let left = Line::from(spans);
+        let room = usize::from(area.width);
+        if sh.message.is_some() && left.width() + help.width() > room {
+            f.render_widget(Paragraph::new(left), area);
+            return;
+        }
+        let [left_area, right] = ratatui::layout::Layout::horizontal([
+            ratatui::layout::Constraint::Min(0),
+            ratatui::layout::Constraint::Length(help.width() as u16),
+        ])
+        .areas(area);
+        f.render_widget(Paragraph::new(left), left_area);
+        f.render_widget(Paragraph::new(help), right);
     }
 }
 

@@ -469,6 +469,26 @@ fn filter_narrows_the_list_and_esc_clears_it() {
     assert_eq!(events(d.path())[0].pair_id, "hostile-s0");
 }
 
+#[test]
+fn the_status_bar_keeps_its_help_hint_on_a_narrow_terminal() {
+    let d = dataset();
+    let mut app = open(d.path());
+    typ(
+        &mut app,
+        "/a filter long enough to fill the status bar of a narrow terminal",
+    );
+    app.handle_key(key(KeyCode::Enter));
+    let mut t = Terminal::new(TestBackend::new(80, 24)).unwrap();
+    t.draw(|f| app.draw(f)).unwrap();
+    let s = t.backend().to_string();
+    let last = s.lines().rfind(|l| !l.trim().is_empty()).unwrap();
+    assert!(
+        last.trim_end().trim_end_matches('"').ends_with("? help"),
+        "{last}"
+    );
+    assert!(last.starts_with("\"tui-fixture │"), "{last}");
+}
+
 fn assert_clean(t: &Terminal<TestBackend>, what: &str) {
     for cell in t.backend().buffer().content() {
         for c in cell.symbol().chars() {
