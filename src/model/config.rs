@@ -426,7 +426,7 @@ impl DecoderConfig {
             "eos_token_id": self.eos_token_id,
         });
         if let Some(m) = v.as_object_mut() {
-            (spec.write_extra)(self, m);
+            (spec.write_extra)(&self.arch, self.num_hidden_layers, m);
         }
         v
     }

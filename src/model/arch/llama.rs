@@ -18,7 +18,7 @@ pub static SPEC: ArchSpec = ArchSpec {
     },
     // Tensor-parallel slicing of the projections at pretraining: the same sums.
     inert_keys: &["pretraining_tp"],
-    write_extra: |cfg, m| {
-        m.insert("mlp_bias".into(), cfg.arch.mlp_bias.into());
+    write_extra: |arch, _layers, m| {
+        m.insert("mlp_bias".into(), arch.mlp_bias.into());
     },
 };

@@ -43,9 +43,9 @@ pub struct ArchSpec {
     pub defaults: Defaults,
     /// Keys only this family has that do not change what the decoder computes.
     pub inert_keys: &'static [&'static str],
-    /// Extra keys written into `config.json` for transformers to load it as is.
-    pub write_extra:
-        fn(&super::config::DecoderConfig, &mut serde_json::Map<String, serde_json::Value>),
+    /// Extra keys written into `config.json` for transformers to load it as is,
+    /// from the model's arch and its number of blocks.
+    pub write_extra: fn(&Arch, usize, &mut serde_json::Map<String, serde_json::Value>),
 }
 
 /// A model's family and the optional parts its `config.json` switches on.

@@ -17,9 +17,9 @@ pub static SPEC: ArchSpec = ArchSpec {
         max_position_embeddings: 32_768,
     },
     inert_keys: &["max_window_layers"],
-    write_extra: |cfg, m| {
+    write_extra: |_arch, layers, m| {
         m.insert("sliding_window".into(), serde_json::Value::Null);
         m.insert("use_sliding_window".into(), false.into());
-        m.insert("max_window_layers".into(), cfg.num_hidden_layers.into());
+        m.insert("max_window_layers".into(), layers.into());
     },
 };
