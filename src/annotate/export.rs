@@ -4,7 +4,7 @@ use super::event::Op;
 use super::fold::{Folded, Status};
 use super::log::AnnotationLog;
 use crate::mine::pair::{LabelSource, MinedPair};
-use crate::trajectory::jsonl::{self, JsonlFile};
+use crate::trajectory::jsonl::JsonlFile;
 use anyhow::{Context, bail};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -101,7 +101,8 @@ pub fn export_corrected(root: &Path, out: &Path) -> anyhow::Result<ExportReport>
             }
         }
     }
-    jsonl::write_atomic(out, &buf).with_context(|| format!("writing {}", out.display()))?;
+    crate::util::fs::write_atomic(out, &buf)
+        .with_context(|| format!("writing {}", out.display()))?;
     Ok(report)
 }
 

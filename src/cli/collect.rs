@@ -222,7 +222,7 @@ pub fn run(args: Args) -> Result<()> {
             with_reflection: on,
             without_reflection: off,
         })?;
-        rmsweb::trajectory::jsonl::write_atomic(path, text.as_bytes())?;
+        rmsweb::util::fs::write_atomic(path, text.as_bytes())?;
         println!("report written to {}", path.display());
     }
     let n: usize = reports.iter().map(|r| r.attempts_total).sum();

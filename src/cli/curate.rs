@@ -3,7 +3,7 @@
 use super::dataset_arg::DatasetArg;
 use rmsweb::curate::filter::FilterConfig;
 use rmsweb::trajectory::Dataset;
-use rmsweb::trajectory::jsonl::write_atomic;
+use rmsweb::util::fs::write_atomic;
 use rmsweb::util::sanitize::clean_line;
 use std::path::PathBuf;
 

@@ -130,7 +130,7 @@ pub fn export_sft(
             buf
         }
     };
-    crate::trajectory::jsonl::write_atomic(out, &bytes)?;
+    crate::util::fs::write_atomic(out, &bytes)?;
     Ok(report)
 }
 

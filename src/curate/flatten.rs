@@ -310,7 +310,7 @@ pub fn write_samples(path: &Path, samples: &[Sample]) -> Result<()> {
         serde_json::to_writer(&mut buf, s)?;
         buf.push(b'\n');
     }
-    crate::trajectory::jsonl::write_atomic(path, &buf)
+    crate::util::fs::write_atomic(path, &buf)
 }
 
 /// Reads a samples file; a bad line is an error naming the file, line and field.

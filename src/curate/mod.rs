@@ -128,10 +128,7 @@ pub fn current_filter(ds: &Dataset, write: bool) -> anyhow::Result<(FilterReport
     }
     let report = filter_dataset(ds, &FilterConfig::default());
     if write {
-        crate::trajectory::jsonl::write_atomic(
-            &path,
-            serde_json::to_string_pretty(&report)?.as_bytes(),
-        )?;
+        crate::util::fs::write_atomic(&path, serde_json::to_string_pretty(&report)?.as_bytes())?;
     }
     Ok((report, true))
 }

@@ -526,7 +526,7 @@ pub(crate) fn cut_short(
 /// Writes the report as pretty JSON (atomically).
 pub fn write_report(path: &Path, report: &EvalReport) -> Result<()> {
     let text = serde_json::to_string_pretty(report)?;
-    crate::trajectory::jsonl::write_atomic(path, text.as_bytes())
+    crate::util::fs::write_atomic(path, text.as_bytes())
 }
 
 /// The per-task table as text (sanitized task names).

@@ -503,7 +503,7 @@ pub fn export_verl(ds: &Dataset, out: &Path, opts: &VerlOptions) -> Result<VerlR
     report.val_tasks = held_out.len();
     report.train_tasks = tasks.len() - held_out.len();
     report.images = train.iter().chain(&val).map(|r| r.images.len()).sum();
-    let write = crate::trajectory::jsonl::write_atomic;
+    let write = crate::util::fs::write_atomic;
     write(
         &out.join("train.parquet"),
         &to_parquet(&train, opts.images)?,

@@ -254,7 +254,7 @@ rollouts.jsonl` turns a rollout dump (`trainer.rollout_data_dir`) into rmsweb's
 /// Writes `salvage_ds.yaml`, `run.sh` (executable), `README.md` and `export.json`
 /// into `out` (absolute), each atomically.
 pub fn write_all(out: &Path, dataset: &Path, report: &VerlReport) -> Result<()> {
-    use crate::trajectory::jsonl::write_atomic;
+    use crate::util::fs::write_atomic;
     use std::os::unix::fs::PermissionsExt;
     write_atomic(
         &out.join(format!("{CONFIG_NAME}.yaml")),

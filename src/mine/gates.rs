@@ -5,7 +5,7 @@
 
 use crate::action::Action;
 use crate::trajectory::State;
-use crate::trajectory::store::resolve_inside;
+use crate::util::fs::resolve_inside;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 

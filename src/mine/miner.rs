@@ -257,10 +257,10 @@ fn jsonl<T: serde::Serialize>(items: &[T], bytes_each: usize) -> Result<Vec<u8>>
 /// Writes `pairs.jsonl`, `dropped.jsonl` (the pairs quality control dropped, each
 /// with its reason) and `report.json` into `dir`, each atomically.
 pub fn write_output(dir: &std::path::Path, out: &MineOutput) -> Result<()> {
-    let write = crate::trajectory::jsonl::write_atomic;
+    let write = crate::util::fs::write_atomic;
     write(&dir.join("pairs.jsonl"), &jsonl(&out.pairs, 1024)?)?;
     write(&dir.join("dropped.jsonl"), &jsonl(&out.dropped, 256)?)?;
     let report = serde_json::to_vec_pretty(&out.report)?;
-    crate::trajectory::jsonl::write_atomic(&dir.join("report.json"), &report)?;
+    crate::util::fs::write_atomic(&dir.join("report.json"), &report)?;
     Ok(())
 }

@@ -435,7 +435,7 @@ impl DecoderConfig {
     pub fn save(&self, dir: impl AsRef<Path>) -> Result<()> {
         let path = dir.as_ref().join("config.json");
         let text = serde_json::to_string_pretty(&self.to_hf_json())?;
-        crate::trajectory::jsonl::write_atomic(&path, text.as_bytes())
+        crate::util::fs::write_atomic(&path, text.as_bytes())
             .with_context(|| format!("writing {}", path.display()))
     }
 

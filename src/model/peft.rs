@@ -72,7 +72,7 @@ pub fn export_as(
     );
     super::weights::save_file(&tensors, &dir.join("adapter_model.safetensors"))?;
     let text = serde_json::to_string_pretty(&adapter_config(cfg, base_model))?;
-    crate::trajectory::jsonl::write_atomic(&dir.join("adapter_config.json"), text.as_bytes())
+    crate::util::fs::write_atomic(&dir.join("adapter_config.json"), text.as_bytes())
 }
 
 /// The `base_model_name_or_path` of an adapter config's text (`cpath` names the

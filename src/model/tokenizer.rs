@@ -81,7 +81,7 @@ pub fn save(tok: &Tokenizer, dir: &Path) -> Result<()> {
     let text = tok
         .to_string(false)
         .map_err(|e| anyhow::anyhow!("serializing tokenizer: {e}"))?;
-    crate::trajectory::jsonl::write_atomic(&path, text.as_bytes())
+    crate::util::fs::write_atomic(&path, text.as_bytes())
         .with_context(|| format!("writing {}", path.display()))
 }
 
@@ -136,7 +136,7 @@ pub fn save_tokenizer_config(
 ) -> Result<()> {
     let path = dir.join("tokenizer_config.json");
     let v = tokenizer_config(tok, chat_template, model_max_length)?;
-    crate::trajectory::jsonl::write_atomic(&path, serde_json::to_string_pretty(&v)?.as_bytes())
+    crate::util::fs::write_atomic(&path, serde_json::to_string_pretty(&v)?.as_bytes())
         .with_context(|| format!("writing {}", path.display()))
 }
 
@@ -156,7 +156,7 @@ pub fn copy_files(from: &Path, to: &Path) -> Result<()> {
         if src.is_file() {
             let bytes =
                 std::fs::read(&src).with_context(|| format!("reading {}", src.display()))?;
-            crate::trajectory::jsonl::write_atomic(&to.join(name), &bytes)
+            crate::util::fs::write_atomic(&to.join(name), &bytes)
                 .with_context(|| format!("writing {}", to.join(name).display()))?;
         }
     }

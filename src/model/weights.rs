@@ -38,7 +38,7 @@ pub fn load_dir(dir: impl AsRef<Path>, device: &Device) -> Result<HashMap<String
         }
         let mut out = HashMap::new();
         for shard in shards {
-            let path = crate::trajectory::store::resolve_inside(dir, &shard)
+            let path = crate::util::fs::resolve_inside(dir, &shard)
                 .with_context(|| format!("{}: shard `{shard}`", index.display()))?;
             out.extend(load_file(&path, device)?);
         }
@@ -117,7 +117,7 @@ pub fn save_sharded(
         }
     }
     let index = serde_json::json!({"metadata": {}, "weight_map": weight_map});
-    crate::trajectory::jsonl::write_atomic(
+    crate::util::fs::write_atomic(
         &dir.join("model.safetensors.index.json"),
         serde_json::to_string_pretty(&index)?.as_bytes(),
     )

@@ -56,7 +56,7 @@ fn read_marker(root: &Path) -> Result<Marker> {
 fn write_marker(root: &Path, m: &Marker) -> Result<()> {
     let path = marker_path(root);
     let text = serde_json::to_string_pretty(m)?;
-    crate::trajectory::jsonl::write_atomic(&path, text.as_bytes())
+    crate::util::fs::write_atomic(&path, text.as_bytes())
         .with_context(|| format!("writing {}", path.display()))
 }
 

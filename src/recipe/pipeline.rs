@@ -79,7 +79,7 @@ fn write_config(layout: &Layout, cfg: &RecipeConfig) -> Result<()> {
         super::folder::CONFIG_HEADER,
         toml::to_string_pretty(cfg)?
     );
-    crate::trajectory::jsonl::write_atomic(&layout.config(), text.as_bytes())
+    crate::util::fs::write_atomic(&layout.config(), text.as_bytes())
 }
 
 /// A unit's error, told how to go on when a stop ended it.

@@ -92,7 +92,7 @@ pub fn load(layout: &Layout, unit: &str) -> Result<Option<Record>, String> {
 pub fn write(layout: &Layout, r: &Record) -> Result<()> {
     let path = layout.record(&r.unit);
     let text = serde_json::to_string_pretty(r)?;
-    crate::trajectory::jsonl::write_atomic(&path, text.as_bytes())
+    crate::util::fs::write_atomic(&path, text.as_bytes())
         .with_context(|| format!("writing {}", path.display()))
 }
 

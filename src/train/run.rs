@@ -65,7 +65,7 @@ pub fn truncate_steps_after(path: &Path, step: u64) -> Result<()> {
             keep.push('\n');
         }
     }
-    crate::trajectory::jsonl::write_atomic(path, keep.as_bytes())
+    crate::util::fs::write_atomic(path, keep.as_bytes())
 }
 
 /// Reads a checkpoint's `trainer_state.json` (each trainer has its own shape).
@@ -134,7 +134,7 @@ impl RunDir {
 
     /// Writes `run.toml`.
     pub fn write_config(&self, toml_text: &str) -> Result<()> {
-        crate::trajectory::jsonl::write_atomic(&self.root.join("run.toml"), toml_text.as_bytes())
+        crate::util::fs::write_atomic(&self.root.join("run.toml"), toml_text.as_bytes())
     }
 
     /// Reads `run.toml`.
@@ -173,7 +173,7 @@ impl RunDir {
             total_steps: self.total_steps.get().copied(),
             message: crate::util::sanitize::clean_line(message).into_owned(),
         };
-        crate::trajectory::jsonl::write_atomic(
+        crate::util::fs::write_atomic(
             &self.root.join("status.json"),
             serde_json::to_string_pretty(&s)?.as_bytes(),
         )

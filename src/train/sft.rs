@@ -418,7 +418,7 @@ fn save_checkpoint(
             optimizer_t: opt.t,
             samples_seen: step * cfg.effective_batch() as u64,
         };
-        crate::trajectory::jsonl::write_atomic(
+        crate::util::fs::write_atomic(
             &dir.join("trainer_state.json"),
             serde_json::to_string_pretty(&st)?.as_bytes(),
         )

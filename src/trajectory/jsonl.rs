@@ -425,57 +425,9 @@ fn settle_tail(file: &mut File) -> anyhow::Result<u64> {
     }
 }
 
-/// A temporary file in `dir` created with mode 0666 less the umask, as any new file
-/// (tempfile's default, 0600, would leave every output file private to its owner).
-fn temp_file_in(dir: &Path) -> std::io::Result<tempfile::NamedTempFile> {
-    let mut b = tempfile::Builder::new();
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        b.permissions(std::fs::Permissions::from_mode(0o666));
-    }
-    b.tempfile_in(dir)
-}
-
-/// Writes `bytes` to `path` atomically: a temporary file in the same folder, fsync,
-/// rename, then fsync of the folder.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    use anyhow::Context;
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let mut tmp =
-        temp_file_in(dir).with_context(|| format!("temporary file in {}", dir.display()))?;
-    tmp.write_all(bytes)?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(path)
-        .with_context(|| format!("renaming into {}", path.display()))?;
-    if let Ok(d) = File::open(dir) {
-        d.sync_all().ok();
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[cfg(unix)]
-    #[test]
-    fn atomic_writes_get_the_mode_of_any_new_file() {
-        use std::os::unix::fs::PermissionsExt;
-        let d = tempfile::tempdir().unwrap();
-        // A file created plainly gets 0666 less the umask; so must an atomic write.
-        let plain = d.path().join("plain");
-        File::create(&plain).unwrap();
-        let atomic = d.path().join("atomic.json");
-        write_atomic(&atomic, b"{}").unwrap();
-        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode(&atomic), mode(&plain));
-        assert_eq!(std::fs::read(&atomic).unwrap(), b"{}");
-    }
 
     #[test]
     fn index_skips_blank_lines_and_finds_the_unterminated_tail() {

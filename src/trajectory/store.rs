@@ -7,7 +7,7 @@ use super::model::{SCHEMA_VERSION, Task, Trajectory};
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 /// `dataset.toml`.
@@ -113,7 +113,7 @@ impl Dataset {
                 created_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
                 notes: notes.to_string(),
             };
-            jsonl::write_atomic(&meta_path, toml::to_string(&meta)?.as_bytes())?;
+            crate::util::fs::write_atomic(&meta_path, toml::to_string(&meta)?.as_bytes())?;
         }
         Self::open(root)
     }
@@ -222,7 +222,7 @@ impl Dataset {
 
     /// Resolves a path stored in the dataset (e.g. a screenshot) inside the root.
     pub fn resolve(&self, rel: &str) -> Result<PathBuf> {
-        resolve_inside(&self.root, rel)
+        crate::util::fs::resolve_inside(&self.root, rel)
     }
 }
 
@@ -285,42 +285,10 @@ fn id_of(raw: &[u8]) -> Option<String> {
     serde_json::from_slice::<Probe>(raw).ok().map(|p| p.id)
 }
 
-/// Resolves `rel` inside `root`, refusing absolute paths, `..` and anything that
-/// (through symlinks) lands outside the root.
-pub fn resolve_inside(root: &Path, rel: &str) -> Result<PathBuf> {
-    resolve_under(root, rel, "the dataset root")
-}
-
-/// [`resolve_inside`] for a root messages call `what` (`the history's folder`).
-pub fn resolve_under(root: &Path, rel: &str, what: &str) -> Result<PathBuf> {
-    let p = Path::new(rel);
-    if rel.is_empty() {
-        bail!("empty path");
-    }
-    let shown = crate::util::sanitize::excerpt(rel);
-    if p.is_absolute() || rel.starts_with('\\') || rel.contains(':') && cfg!(windows) {
-        bail!("path `{shown}` is absolute; it must be relative to {what}");
-    }
-    for c in p.components() {
-        match c {
-            Component::Normal(_) | Component::CurDir => {}
-            _ => bail!("path `{shown}` leaves {what}"),
-        }
-    }
-    let joined = root.join(p);
-    if joined.exists() {
-        let real = joined.canonicalize()?;
-        let real_root = root.canonicalize()?;
-        if !real.starts_with(&real_root) {
-            bail!("path `{shown}` leads outside {what} through a link");
-        }
-    }
-    Ok(joined)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::util::fs::resolve_inside;
 
     #[test]
     fn resolve_refuses_escapes() {

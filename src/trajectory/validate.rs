@@ -7,10 +7,11 @@
 
 use super::jsonl::{JsonlFile, RecordError};
 use super::model::{Task, Trajectory};
-use super::store::{Dataset, resolve_inside};
+use super::store::Dataset;
 use crate::action::check::{check_params, index_value};
 use crate::annotate::{AnnotationEvent, Folded};
 use crate::mine::pair::MinedPair;
+use crate::util::fs::resolve_inside;
 use rayon::prelude::*;
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};

@@ -1,11 +1,15 @@
-//! Opening input files without blocking: only regular files are read. A FIFO would
-//! block the open (and then the dataset lock) until a writer came, a device such as
-//! `/dev/zero` never ends; both are refused with a message naming what the path is.
+//! Storage: every stage reads and writes files through here.
+//!
+//! - Opening input files without blocking: only regular files are read. A FIFO would
+//!   block the open (and then the dataset lock) until a writer came, a device such as
+//!   `/dev/zero` never ends; both are refused with a message naming what the path is.
+//! - [`write_atomic`]: a file written whole or not at all.
+//! - [`resolve_inside`]: an untrusted relative path kept inside its root.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, Read};
+use std::io::{self, Read, Write};
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
-use std::path::Path;
+use std::path::{Component, Path};
 
 /// What kind of file a path is, for messages (`a FIFO`, `a character device`, ...).
 fn kind_name(t: std::fs::FileType) -> &'static str {
@@ -159,9 +163,90 @@ pub fn read_text_limited(path: &Path, max: u64) -> io::Result<String> {
     })
 }
 
+/// A temporary file in `dir` created with mode 0666 less the umask, as any new file
+/// (tempfile's default, 0600, would leave every output file private to its owner).
+fn temp_file_in(dir: &Path) -> std::io::Result<tempfile::NamedTempFile> {
+    let mut b = tempfile::Builder::new();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        b.permissions(std::fs::Permissions::from_mode(0o666));
+    }
+    b.tempfile_in(dir)
+}
+
+/// Writes `bytes` to `path` atomically: a temporary file in the same folder, fsync,
+/// rename, then fsync of the folder.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let mut tmp =
+        temp_file_in(dir).with_context(|| format!("temporary file in {}", dir.display()))?;
+    tmp.write_all(bytes)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path)
+        .with_context(|| format!("renaming into {}", path.display()))?;
+    if let Ok(d) = File::open(dir) {
+        d.sync_all().ok();
+    }
+    Ok(())
+}
+
+/// Resolves `rel` inside `root`, refusing absolute paths, `..` and anything that
+/// (through symlinks) lands outside the root.
+pub fn resolve_inside(root: &Path, rel: &str) -> anyhow::Result<std::path::PathBuf> {
+    resolve_under(root, rel, "the dataset root")
+}
+
+/// [`resolve_inside`] for a root messages call `what` (`the history's folder`).
+pub fn resolve_under(root: &Path, rel: &str, what: &str) -> anyhow::Result<std::path::PathBuf> {
+    let p = Path::new(rel);
+    if rel.is_empty() {
+        anyhow::bail!("empty path");
+    }
+    let shown = crate::util::sanitize::excerpt(rel);
+    if p.is_absolute() || rel.starts_with('\\') || rel.contains(':') && cfg!(windows) {
+        anyhow::bail!("path `{shown}` is absolute; it must be relative to {what}");
+    }
+    for c in p.components() {
+        match c {
+            Component::Normal(_) | Component::CurDir => {}
+            _ => anyhow::bail!("path `{shown}` leaves {what}"),
+        }
+    }
+    let joined = root.join(p);
+    if joined.exists() {
+        let real = joined.canonicalize()?;
+        let real_root = root.canonicalize()?;
+        if !real.starts_with(&real_root) {
+            anyhow::bail!("path `{shown}` leads outside {what} through a link");
+        }
+    }
+    Ok(joined)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn atomic_writes_get_the_mode_of_any_new_file() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        // A file created plainly gets 0666 less the umask; so must an atomic write.
+        let plain = d.path().join("plain");
+        File::create(&plain).unwrap();
+        let atomic = d.path().join("atomic.json");
+        write_atomic(&atomic, b"{}").unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&atomic), mode(&plain));
+        assert_eq!(std::fs::read(&atomic).unwrap(), b"{}");
+    }
 
     #[test]
     fn fifos_and_devices_are_refused_without_blocking() {

@@ -336,11 +336,8 @@ fn convert(path: &Path, label: &str, dir: &Path, dtype: OutDtype) -> Result<Writ
     drop(weights);
 
     let write_json = |name: &str, v: &serde_json::Value| -> Result<()> {
-        crate::trajectory::jsonl::write_atomic(
-            &dir.join(name),
-            serde_json::to_string_pretty(v)?.as_bytes(),
-        )
-        .with_context(|| format!("writing {name}"))
+        crate::util::fs::write_atomic(&dir.join(name), serde_json::to_string_pretty(v)?.as_bytes())
+            .with_context(|| format!("writing {name}"))
     };
     write_json("config.json", &hp.config_json(dtype.torch_name()))?;
     write_json("generation_config.json", &hp.generation_config())?;

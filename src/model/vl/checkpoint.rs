@@ -116,7 +116,7 @@ impl VlConfig {
     pub fn save(&self, dir: &Path) -> Result<()> {
         let path = dir.join("config.json");
         let text = serde_json::to_string_pretty(&self.to_hf_json())?;
-        crate::trajectory::jsonl::write_atomic(&path, text.as_bytes())
+        crate::util::fs::write_atomic(&path, text.as_bytes())
             .with_context(|| format!("writing {}", path.display()))
     }
 }

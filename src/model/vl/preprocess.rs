@@ -324,7 +324,7 @@ impl VlImageConfig {
     pub fn save(&self, dir: &Path) -> Result<()> {
         let path = dir.join(PREPROCESSOR_FILE);
         let text = serde_json::to_string_pretty(&self.to_json())?;
-        crate::trajectory::jsonl::write_atomic(&path, text.as_bytes())
+        crate::util::fs::write_atomic(&path, text.as_bytes())
             .with_context(|| format!("writing {}", path.display()))
     }
 

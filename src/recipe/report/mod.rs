@@ -25,7 +25,7 @@ pub fn render(layout: &Layout) -> Result<Vec<PathBuf>> {
         Err(why) => (false, Some(why.as_str())),
     };
     let md = markdown::render(&analysis, &inputs, drawn, note);
-    let write = crate::trajectory::jsonl::write_atomic;
+    let write = crate::util::fs::write_atomic;
     write(&layout.report_md(), md.as_bytes())?;
     write(
         &layout.report_json(),

@@ -88,7 +88,7 @@ fn run_collection(
 
 fn write_report(path: &Path, report: &CollectReport) -> Result<()> {
     let text = serde_json::to_string_pretty(report)?;
-    crate::trajectory::jsonl::write_atomic(path, text.as_bytes())
+    crate::util::fs::write_atomic(path, text.as_bytes())
 }
 
 fn summary(r: &CollectReport) -> serde_json::Value {

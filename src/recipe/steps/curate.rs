@@ -9,7 +9,7 @@ use crate::recipe::folder::clear;
 use crate::recipe::layout::Layout;
 use crate::recipe::plan::Arm;
 use crate::trajectory::Dataset;
-use crate::trajectory::jsonl::write_atomic;
+use crate::util::fs::write_atomic;
 use anyhow::{Context, Result};
 
 /// Filters a collection.

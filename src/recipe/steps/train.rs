@@ -79,7 +79,7 @@ fn prepare(layout: &Layout, dir: &Path, unit: &Unit) -> Result<Start> {
         unit: unit.id.clone(),
         key: unit.key.clone(),
     };
-    crate::trajectory::jsonl::write_atomic(
+    crate::util::fs::write_atomic(
         &dir.join(MARKER),
         serde_json::to_string_pretty(&m)?.as_bytes(),
     )?;

@@ -126,7 +126,7 @@ pub fn save_checkpoint(
             }
             crate::model::tokenizer::copy_files(&policy.init_checkpoint, dir)?;
         }
-        crate::trajectory::jsonl::write_atomic(
+        crate::util::fs::write_atomic(
             &dir.join("trainer_state.json"),
             serde_json::to_string_pretty(st)?.as_bytes(),
         )
@@ -244,7 +244,7 @@ fn write_adapter(
         .map(|(k, t)| (format!("{PREFIX}{k}"), t.clone()))
         .collect();
     weights::save_file(&named, &dir.join("adapter_model.safetensors"))?;
-    crate::trajectory::jsonl::write_atomic(
+    crate::util::fs::write_atomic(
         &dir.join("adapter_config.json"),
         serde_json::to_string_pretty(&adapter_config(cfg, base_model))?.as_bytes(),
     )

@@ -2,7 +2,7 @@
 //! checking that the bytes are a real image (stored as PNG; other formats are
 //! re-encoded).
 
-use crate::trajectory::store::resolve_under;
+use crate::util::fs::resolve_under;
 use std::path::{Path, PathBuf};
 
 /// What messages call the folder relative screenshot paths resolve against.

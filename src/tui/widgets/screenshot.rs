@@ -1,7 +1,7 @@
 //! Screenshots drawn inside the frame with ratatui-image, read only when shown and
 //! kept in a small most-recently-used cache.
 
-use crate::trajectory::store::resolve_inside;
+use crate::util::fs::resolve_inside;
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::Style;
