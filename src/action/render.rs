@@ -1,4 +1,6 @@
-//! Rendering a [`ModelOutput`] as Browser Use model-output JSON: the SFT target text.
+//! Rendering a step's output (thinking, memory, goals, actions: the trajectory's
+//! `ModelOutput` hands its fields over as [`OutputParts`]) as Browser Use
+//! model-output JSON: the SFT target text.
 //!
 //! The form is one line of JSON with the keys in Browser Use's order —
 //! `thinking` (only when non-empty), `evaluation_previous_goal`, `memory`,
@@ -6,7 +8,6 @@
 //! [`crate::action::parse::parse_response`] reads it back to the same actions.
 
 use super::Action;
-use crate::trajectory::ModelOutput;
 use serde::Serialize;
 use serde::ser::{SerializeMap, Serializer};
 
@@ -31,13 +32,23 @@ impl Serialize for BrowserUseAction<'_> {
     }
 }
 
+/// The fields of a step's output, borrowed.
+#[derive(Debug, Clone, Copy)]
+pub struct OutputParts<'a> {
+    pub thinking: &'a str,
+    pub evaluation_previous_goal: &'a str,
+    pub memory: &'a str,
+    pub next_goal: &'a str,
+    pub actions: &'a [Action],
+}
+
 /// Renders the output as Browser Use model-output JSON (one line).
-pub fn render_output(output: &ModelOutput) -> String {
+pub fn render_output(output: &OutputParts<'_>) -> String {
     let r = Rendered {
-        thinking: &output.thinking,
-        evaluation_previous_goal: &output.evaluation_previous_goal,
-        memory: &output.memory,
-        next_goal: &output.next_goal,
+        thinking: output.thinking,
+        evaluation_previous_goal: output.evaluation_previous_goal,
+        memory: output.memory,
+        next_goal: output.next_goal,
         action: output.actions.iter().map(BrowserUseAction).collect(),
     };
     // Serializing strings and JSON maps cannot fail.
@@ -143,6 +154,28 @@ mod tests {
     use proptest::prelude::*;
     use serde_json::{Map, Value, json};
 
+    /// An owned output, as a trajectory step holds one.
+    #[derive(Debug, Clone)]
+    struct ModelOutput {
+        thinking: String,
+        evaluation_previous_goal: String,
+        memory: String,
+        next_goal: String,
+        actions: Vec<Action>,
+    }
+
+    impl ModelOutput {
+        fn parts(&self) -> OutputParts<'_> {
+            OutputParts {
+                thinking: &self.thinking,
+                evaluation_previous_goal: &self.evaluation_previous_goal,
+                memory: &self.memory,
+                next_goal: &self.next_goal,
+                actions: &self.actions,
+            }
+        }
+    }
+
     #[test]
     fn renders_browser_use_order_and_shape() {
         let out = ModelOutput {
@@ -153,7 +186,7 @@ mod tests {
             actions: vec![Action::new("click", json!({"index": 12}))],
         };
         assert_eq!(
-            render_output(&out),
+            render_output(&out.parts()),
             r#"{"evaluation_previous_goal":"ok","memory":"m","next_goal":"g","action":[{"click":{"index":12}}]}"#
         );
     }
@@ -240,7 +273,7 @@ mod tests {
             after in "[a-zA-Z .,:!?\n]{0,40}",
             fenced in any::<bool>(),
         ) {
-            let body = render_output(&out);
+            let body = render_output(&out.parts());
             let text = if fenced {
                 format!("{before}\n```json\n{body}\n```\n{after}")
             } else {
@@ -260,7 +293,7 @@ mod tests {
             targets in proptest::collection::vec(action(), 1..3),
             response in prop_oneof![
                 ".{0,60}",
-                output().prop_map(|o| render_output(&o)),
+                output().prop_map(|o| render_output(&o.parts())),
                 proptest::collection::vec(action(), 1..3)
                     .prop_map(|a| format!("I'll do {} now.", a.iter().map(render_call).collect::<Vec<_>>().join("; "))),
             ],

@@ -14,7 +14,6 @@
 //! index 9") and the `done` text, which are not content taken from the page and would
 //! teach the model to "extract" action logs.
 
-use crate::action::render::render_output;
 use crate::policy::prompt::{
     CharApprox, PROMPT_FORMAT_VERSION, PromptInput, PromptOptions, TokenCounter,
 };
@@ -143,7 +142,7 @@ pub fn flatten_trajectory(
             .collect();
         messages.push(SampleMessage {
             role: "assistant".into(),
-            content: render_output(&step.output),
+            content: step.output.browser_use_json(),
         });
         out.push(Sample {
             id: format!("{}#{}", t.id, step.index),

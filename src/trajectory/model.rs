@@ -206,6 +206,20 @@ pub struct ModelOutput {
     pub actions: Vec<Action>,
 }
 
+impl ModelOutput {
+    /// The output as Browser Use model-output JSON, one line (the SFT target text;
+    /// [`crate::action::render::render_output`]).
+    pub fn browser_use_json(&self) -> String {
+        crate::action::render::render_output(&crate::action::render::OutputParts {
+            thinking: &self.thinking,
+            evaluation_previous_goal: &self.evaluation_previous_goal,
+            memory: &self.memory,
+            next_goal: &self.next_goal,
+            actions: &self.actions,
+        })
+    }
+}
+
 /// What executing one action returned.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct ActionResult {

@@ -7,7 +7,6 @@
 
 use crate::tui_data::{copy_fixtures, copy_mocksites};
 use rmsweb::action::parse::parse_response;
-use rmsweb::action::render::render_output;
 use rmsweb::curate::flatten::{DEFAULT_MAX_STEPS, Sample, SampleKind, read_samples};
 use rmsweb::policy::prompt::{CharApprox, PROMPT_FORMAT_VERSION, PromptInput, PromptOptions};
 use rmsweb::policy::render::render;
@@ -123,7 +122,7 @@ fn one_action_sample_per_step_of_each_kept_trajectory_and_none_from_rejected() {
             // The target is the step's output in Browser Use form, parseable back.
             let last = s.messages.last().unwrap();
             assert_eq!(last.role, "assistant");
-            assert_eq!(last.content, render_output(&step.output));
+            assert_eq!(last.content, step.output.browser_use_json());
             let parsed = parse_response(&last.content).unwrap();
             assert_eq!(parsed.actions, step.output.actions);
             // Images: the step's screenshot when the file exists, and it does.
