@@ -10,6 +10,7 @@ pub mod event;
 pub mod export;
 pub mod fold;
 pub mod log;
+pub mod validate;
 
 pub use event::{AnnotationEvent, Op};
 pub use export::{ExportReport, counts, export_corrected};

@@ -59,6 +59,11 @@ pub fn validate(a: ValidateArgs) -> anyhow::Result<()> {
         ValidateOptions {
             decode_images: a.images,
         },
+        // Pairs first: the annotations check looks their ids up.
+        &[
+            &rmsweb::mine::validate::PairsCheck,
+            &rmsweb::annotate::validate::AnnotationsCheck,
+        ],
     );
     if a.json {
         println!("{}", serde_json::to_string(&report)?);

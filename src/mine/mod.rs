@@ -24,6 +24,7 @@ pub mod qc;
 pub mod report;
 pub mod route;
 pub mod select;
+pub mod validate;
 
 pub use config::MineConfig;
 pub use label::{HeuristicJudge, Judge, LlmJudge};

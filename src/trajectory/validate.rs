@@ -3,14 +3,13 @@
 //! `mined/pairs.jsonl`, `mined/pairs.corrected.jsonl`, `mined/report.json`,
 //! `annotations.jsonl`, the JSON files of `sft/`, leftover staging folders), every
 //! problem reported with file, line and field. What an import would refuse is an
-//! error here too.
+//! error here too. The files of later stages are checked by their own modules
+//! ([`StageCheck`]s the caller registers: `mine::validate`, `annotate::validate`).
 
 use super::jsonl::{JsonlFile, RecordError};
 use super::model::{Task, Trajectory};
 use super::store::Dataset;
 use crate::action::check::{check_params, index_value};
-use crate::annotate::{AnnotationEvent, Folded};
-use crate::mine::pair::MinedPair;
 use crate::util::fs::resolve_inside;
 use rayon::prelude::*;
 use serde::Serialize;
@@ -85,7 +84,8 @@ pub struct ValidateOptions {
     pub decode_images: bool,
 }
 
-fn finding(sev: Severity, file: &Path, line: usize, field: &str, msg: String) -> Finding {
+/// A finding about `file`'s `line` and `field`.
+pub fn finding(sev: Severity, file: &Path, line: usize, field: &str, msg: String) -> Finding {
     Finding {
         severity: sev,
         file: file.display().to_string(),
@@ -95,7 +95,8 @@ fn finding(sev: Severity, file: &Path, line: usize, field: &str, msg: String) ->
     }
 }
 
-fn from_record_error(e: RecordError) -> Finding {
+/// A record that does not parse, as an error naming its file, line and field.
+pub fn from_record_error(e: RecordError) -> Finding {
     Finding {
         severity: Severity::Error,
         file: e.file.display().to_string(),
@@ -105,7 +106,8 @@ fn from_record_error(e: RecordError) -> Finding {
     }
 }
 
-fn torn(file: &JsonlFile, out: &mut Vec<Finding>) {
+/// A torn last line (an error) or an unterminated last record (a warning).
+pub fn torn(file: &JsonlFile, out: &mut Vec<Finding>) {
     if let Some(line) = file.torn_tail() {
         out.push(finding(
             Severity::Error,
@@ -129,12 +131,12 @@ fn torn(file: &JsonlFile, out: &mut Vec<Finding>) {
 }
 
 /// The line of record `i`.
-fn line_of(file: &JsonlFile, i: usize) -> usize {
+pub fn line_of(file: &JsonlFile, i: usize) -> usize {
     file.span(i).map_or(0, |s| s.line as usize)
 }
 
 /// A duplicate key in record `i`, as an error (JSON keeps only the last value).
-fn duplicate_keys(file: &JsonlFile, i: usize) -> Option<Finding> {
+pub fn duplicate_keys(file: &JsonlFile, i: usize) -> Option<Finding> {
     let raw = file.raw(i)?;
     let dup = crate::util::json::first_duplicate_key(&raw).ok()??;
     let field = if dup.path.is_empty() {
@@ -160,8 +162,28 @@ struct Checked {
     findings: Vec<Finding>,
 }
 
-/// Checks every task and trajectory of the dataset.
-pub fn validate(ds: &Dataset, opts: ValidateOptions) -> ValidationReport {
+/// What the core checks learned, for the checks registered after them.
+#[derive(Debug, Default)]
+pub struct Known {
+    /// Steps of every trajectory, by id.
+    pub steps_of: HashMap<String, usize>,
+    /// Ids of the mined pairs (filled by the pairs check).
+    pub pair_ids: HashSet<String>,
+}
+
+/// A check of the files a later stage owns (mined pairs, annotations), registered
+/// with [`validate`] by its caller so this module need not know those stages.
+pub trait StageCheck {
+    /// Checks the stage's files under `root`, adding findings and counts to `report`.
+    fn check(&self, root: &Path, known: &mut Known, report: &mut ValidationReport);
+}
+
+/// Checks every task and trajectory of the dataset, then runs `stages` in order.
+pub fn validate(
+    ds: &Dataset,
+    opts: ValidateOptions,
+    stages: &[&dyn StageCheck],
+) -> ValidationReport {
     let mut report = ValidationReport::default();
     let tasks_file = ds.tasks_file();
     let traj_file = ds.trajectories_file();
@@ -236,164 +258,18 @@ pub fn validate(ds: &Dataset, opts: ValidateOptions) -> ValidationReport {
             }
         }
     }
-    let pairs = ds.root().join("mined").join("pairs.jsonl");
-    let pair_ids = check_pairs(&pairs, &steps_of, &mut report.findings);
-    report.pairs = pair_ids.len();
-    let corrected = ds.root().join("mined").join("pairs.corrected.jsonl");
-    if corrected.exists() {
-        check_pairs(&corrected, &steps_of, &mut report.findings);
+    let mut known = Known {
+        steps_of,
+        ..Default::default()
+    };
+    for stage in stages {
+        stage.check(ds.root(), &mut known, &mut report);
     }
-    report.annotations = check_annotations(ds.root(), &pair_ids, &mut report.findings);
     check_other_files(ds.root(), &mut report.findings);
     report
         .findings
         .sort_by(|a, b| (&a.file, a.line, a.severity).cmp(&(&b.file, b.line, b.severity)));
     report
-}
-
-/// Checks a file of mined pairs: each record parses, ids are unique, and both sides
-/// name a step that exists. Returns the pair ids read (empty if there is no file).
-fn check_pairs(
-    path: &Path,
-    steps_of: &HashMap<String, usize>,
-    out: &mut Vec<Finding>,
-) -> HashSet<String> {
-    let mut ids = HashSet::new();
-    let file = match JsonlFile::open(path) {
-        Ok(f) => f,
-        Err(e) => {
-            out.push(finding(
-                Severity::Error,
-                path,
-                0,
-                "(file)",
-                format!("{e:#}"),
-            ));
-            return ids;
-        }
-    };
-    torn(&file, out);
-    let mut first_line: HashMap<String, usize> = HashMap::new();
-    for i in 0..file.len() {
-        out.extend(duplicate_keys(&file, i));
-        let line = line_of(&file, i);
-        let p: MinedPair = match file.get(i) {
-            Ok(p) => p,
-            Err(e) => {
-                out.push(from_record_error(e));
-                continue;
-            }
-        };
-        if let Some(first) = first_line.insert(p.id.clone(), line) {
-            out.push(finding(
-                Severity::Error,
-                path,
-                line,
-                "id",
-                format!("duplicate pair id `{}` (first on line {first})", p.id),
-            ));
-        }
-        for (side, r) in [("success", &p.success), ("loc", &p.loc)] {
-            match steps_of.get(&r.trajectory) {
-                None => out.push(finding(
-                    Severity::Error,
-                    path,
-                    line,
-                    &format!("{side}.trajectory"),
-                    format!("trajectory `{}` is not in trajectories.jsonl", r.trajectory),
-                )),
-                Some(&n) if r.step as usize >= n => out.push(finding(
-                    Severity::Error,
-                    path,
-                    line,
-                    &format!("{side}.step"),
-                    format!(
-                        "step {} is past the end of trajectory `{}` ({n} steps)",
-                        r.step, r.trajectory
-                    ),
-                )),
-                Some(_) => {}
-            }
-        }
-        for (field, a) in [
-            ("target_action", &p.target_action),
-            ("loc_action", &p.loc_action),
-        ] {
-            if let Err(e) = check_params(a) {
-                out.push(finding(
-                    Severity::Error,
-                    path,
-                    line,
-                    &format!("{field}.params.{}", e.key),
-                    e.message,
-                ));
-            }
-        }
-        ids.insert(p.id);
-    }
-    ids
-}
-
-/// Checks `annotations.jsonl`: each event parses, its value can be applied (what
-/// `annotate export` needs), and it names a mined pair. Returns the number of events.
-fn check_annotations(root: &Path, pair_ids: &HashSet<String>, out: &mut Vec<Finding>) -> usize {
-    let path = root.join("annotations.jsonl");
-    let file = match JsonlFile::open(&path) {
-        Ok(f) => f,
-        Err(e) => {
-            out.push(finding(
-                Severity::Error,
-                &path,
-                0,
-                "(file)",
-                format!("{e:#}"),
-            ));
-            return 0;
-        }
-    };
-    torn(&file, out);
-    let mut events = Vec::new();
-    let mut lines = Vec::new();
-    for i in 0..file.len() {
-        out.extend(duplicate_keys(&file, i));
-        let line = line_of(&file, i);
-        match file.get::<AnnotationEvent>(i) {
-            Ok(e) => {
-                if !pair_ids.contains(&e.pair_id) {
-                    out.push(finding(
-                        Severity::Warning,
-                        &path,
-                        line,
-                        "pair_id",
-                        format!("pair `{}` is not in mined/pairs.jsonl", e.pair_id),
-                    ));
-                }
-                if chrono::DateTime::parse_from_rfc3339(&e.ts).is_err() {
-                    out.push(finding(
-                        Severity::Warning,
-                        &path,
-                        line,
-                        "ts",
-                        format!("`{}` is not an RFC 3339 time", e.ts),
-                    ));
-                }
-                events.push(e);
-                lines.push(line);
-            }
-            Err(e) => out.push(from_record_error(e)),
-        }
-    }
-    let n = events.len();
-    for (k, message) in Folded::new(events).problem_events() {
-        out.push(finding(
-            Severity::Error,
-            &path,
-            lines.get(k).copied().unwrap_or(0),
-            "value",
-            message,
-        ));
-    }
-    n
 }
 
 /// The other files a dataset may hold: `mined/report.json` and the JSON and JSON
