@@ -145,6 +145,16 @@ fn smollm2_recipe_at_ci_size_runs_every_stage_on_the_imported_wheel() {
     assert_eq!(base["episodes_total"], 2, "2 task types x 1 seed");
     assert!(out.join("eval/base/trajectories.jsonl").is_file());
 
+    // flatten: the samples in the shipped file's layout, each element's index echoed
+    // after its text, and the teacher's thinking naming the text before the index.
+    let samples = std::fs::read_to_string(out.join("data/reflection/sft/samples.jsonl")).unwrap();
+    let first: Value = serde_json::from_str(samples.lines().next().unwrap()).unwrap();
+    assert_eq!(first["prompt_format"], "rmsweb-echo/1", "{first}");
+    assert!(
+        samples.contains(r#"[index]<tag attr=value />text [index]`"#),
+        "the echo layout's system prompt"
+    );
+
     // sft: a LoRA adapter over the imported model.
     let sft = out.join("runs/sft-reflection");
     let run = std::fs::read_to_string(sft.join("run.toml")).unwrap();
