@@ -5,7 +5,8 @@
 //! Collection, SFT flattening, RL prompts and evaluation all call
 //! [`super::render::render`] (this module's [`render_rmsweb`] or Browser Use's), so a
 //! model is trained and tested on exactly the same observation text. Samples record
-//! [`PROMPT_FORMAT_VERSION`]; change it whenever the rendered text changes.
+//! [`PROMPT_FORMAT_VERSION`] (or [`ECHO_FORMAT_VERSION`]); change it whenever the
+//! rendered text changes.
 //!
 //! The element list is fitted to a token budget by keeping what matters: elements
 //! whose text overlaps the task, then elements nearest (in page order) to the element
@@ -64,7 +65,7 @@ pub struct PromptOptions {
     pub vision: bool,
     /// Most recent history steps shown.
     pub max_history: usize,
-    /// Which prompt format [`render`] writes (this module's, or Browser Use's
+    /// Which prompt format [`super::render::render`] writes (this module's, or Browser Use's
     /// layout, [`super::browser_use`]).
     pub format: super::format::PromptFormat,
 }
@@ -309,7 +310,7 @@ fn history_text(history: &[Step], max: usize) -> String {
 }
 
 /// Indices of the `elements` whose lines a rendered user message shows (what
-/// [`render`] returned as `shown`, recovered from the text alone: RL prompts are
+/// [`render_rmsweb`] returned as `shown`, recovered from the text alone: RL prompts are
 /// stored SFT samples, rendered earlier), in either rmsweb layout.
 pub fn shown_in(user: &str, elements: &[Element]) -> Vec<u32> {
     let lines: BTreeSet<&str> = user.lines().collect();
