@@ -23,15 +23,6 @@ pub enum PromptFormat {
 }
 
 impl PromptFormat {
-    /// The format's name as written on the command line and in configs.
-    pub fn name(self) -> &'static str {
-        match self {
-            PromptFormat::Rmsweb => "rmsweb",
-            PromptFormat::RmswebEcho => "rmsweb-echo",
-            PromptFormat::BrowserUse => "browser-use",
-        }
-    }
-
     /// The format of a sample's recorded version string (`rmsweb-prompt/2`,
     /// `browser-use-0.13/1`), if it names one of the formats.
     pub fn of_version(version: &str) -> Option<Self> {
@@ -43,19 +34,6 @@ impl PromptFormat {
             Some(PromptFormat::RmswebEcho)
         } else {
             None
-        }
-    }
-
-    /// Parses a name (`rmsweb`, `browser-use`).
-    pub fn parse(name: &str) -> anyhow::Result<Self> {
-        match name {
-            "rmsweb" => Ok(PromptFormat::Rmsweb),
-            "rmsweb-echo" => Ok(PromptFormat::RmswebEcho),
-            "browser-use" => Ok(PromptFormat::BrowserUse),
-            other => anyhow::bail!(
-                "unknown prompt format `{}` (rmsweb, rmsweb-echo, browser-use)",
-                crate::util::sanitize::excerpt(other)
-            ),
         }
     }
 }

@@ -85,7 +85,9 @@ struct App {
     model: String,
     template: ChatTemplate,
     tokenizer: tokenizers::Tokenizer,
-    prompt_format: Option<PromptFormat>,
+    /// The system message of `--prompt-format`, built once, put in place of each
+    /// request's own.
+    system_prompt: Option<String>,
     log: Option<log::ExchangeLog>,
     requests: AtomicU64,
     created: u64,
@@ -141,7 +143,7 @@ pub fn serve(cfg: ServeConfig) -> Result<()> {
         model: name,
         template,
         tokenizer,
-        prompt_format: cfg.prompt_format,
+        system_prompt: cfg.prompt_format.map(crate::policy::render::system_prompt),
         log,
         requests: AtomicU64::new(0),
         created: std::time::SystemTime::now()
@@ -352,12 +354,8 @@ fn estimate_fits(app: &App, messages: &[Message]) -> Result<(), ApiError> {
 /// Checks the request, renders and encodes its prompt and queues it.
 fn start(app: &App, body: &[u8]) -> Result<Started, ApiError> {
     let mut req = api::check(body, &app.model, app.vision.is_some(), &app.limits)?;
-    if let Some(f) = app.prompt_format {
-        let system = match f {
-            PromptFormat::BrowserUse => crate::policy::browser_use::system_prompt(),
-            PromptFormat::Rmsweb => crate::policy::prompt::system_prompt_for(false),
-            PromptFormat::RmswebEcho => crate::policy::prompt::system_prompt_for(true),
-        };
+    if let Some(system) = &app.system_prompt {
+        let system = system.clone();
         match req.messages.iter_mut().find(|m| m.role == "system") {
             Some(m) => m.content = system,
             None => req.messages.insert(0, Message::new("system", system)),
