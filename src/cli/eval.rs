@@ -9,8 +9,10 @@ use rmsweb::eval::stop::{CutShort, Stoppable};
 use rmsweb::eval::{EvalConfig, evaluate, table, write_report};
 use rmsweb::policy::Policy;
 use rmsweb::policy::chat::{ChatClient, ChatConfig, ChatPolicy};
+use rmsweb::policy::format::PromptFormat;
 use rmsweb::policy::scripted::{MistakeRates, ScriptedTeacher};
 use rmsweb::trajectory::Dataset;
+use rmsweb::util::sanitize::clean_line;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -57,9 +59,10 @@ pub struct PolicyArgs {
     /// (element indices the prompt shows, typed values spanning the instruction).
     #[arg(long)]
     pub grounded: bool,
-    /// Chat and local models: the prompt format the model was trained with.
-    #[arg(long, value_enum, default_value = "rmsweb")]
-    pub prompt_format: rmsweb::policy::format::PromptFormat,
+    /// Chat and local models: the prompt format the model was trained with (default:
+    /// the one a local checkpoint records, else `rmsweb`).
+    #[arg(long, value_enum)]
+    pub prompt_format: Option<rmsweb::policy::format::PromptFormat>,
     /// Scripted teacher: rate of every mistake mode (0..1).
     #[arg(long, default_value_t = 0.0)]
     pub mistake_rate: f64,
@@ -106,7 +109,7 @@ impl PolicyArgs {
         model.sampling.max_new_tokens = self.max_new_tokens as usize;
         let name = format!("local:{}", dir.display());
         let mut policy = rmsweb::policy::local::LocalPolicy::new(model, name);
-        policy.prompt.format = self.prompt_format;
+        policy.prompt.format = layout_for(self.prompt_format, dir)?;
         policy.grounded = self.grounded;
         Ok(policy)
     }
@@ -148,13 +151,48 @@ impl PolicyArgs {
                     ..Default::default()
                 })?;
                 let mut policy = ChatPolicy::new(client);
-                policy.prompt.format = self.prompt_format;
+                policy.prompt.format = self.prompt_format.unwrap_or_default();
                 Ok(Box::new(policy))
             }
             "local" => Ok(Box::new(self.build_local()?)),
             other => bail!("unknown --policy {other:?}: use scripted, chat or local"),
         }
     }
+}
+
+/// The layout a local model's prompts are rendered in: the one asked for, else the
+/// one its checkpoint records ([`rmsweb::train::prompt_record`]), else the default.
+/// Asking for another layout than the recorded one is allowed (a cross-layout test)
+/// and said on stderr.
+fn layout_for(asked: Option<PromptFormat>, checkpoint: &std::path::Path) -> Result<PromptFormat> {
+    let recorded = rmsweb::train::prompt_record::read(checkpoint)?;
+    let known = recorded.as_deref().and_then(PromptFormat::of_version);
+    if let (Some(v), None) = (&recorded, known) {
+        bail!(
+            "{}: records the prompt layout {:?}, which this rmsweb does not know",
+            clean_line(&checkpoint.display().to_string()),
+            clean_line(v)
+        );
+    }
+    let shown = clean_line(&checkpoint.display().to_string()).into_owned();
+    let (layout, why) = match (asked, known) {
+        (Some(a), Some(k)) if a != k => {
+            eprintln!(
+                "note: {shown} was trained on the {} layout; rendering {} as asked",
+                k.name(),
+                a.name()
+            );
+            (a, "asked")
+        }
+        (Some(a), _) => (a, "asked"),
+        (None, Some(k)) => (k, "recorded by the checkpoint"),
+        (None, None) => (
+            PromptFormat::default(),
+            "the default; the checkpoint records none",
+        ),
+    };
+    eprintln!("prompt layout {} ({why})", layout.name());
+    Ok(layout)
 }
 
 /// Where the browser and the MiniWoB pages are.

@@ -86,18 +86,27 @@ pub fn run(a: Args) -> Result<()> {
         Command::Merge(a) => {
             let ck = rmsweb::train::run::resolve_checkpoint(&a.checkpoint)?;
             let s = rmsweb::model::merge::merged_export(&ck, &a.out)?;
+            // The layout the adapter was trained on travels with the merged model.
+            let layout = rmsweb::train::prompt_record::read(&ck)?;
+            if let Some(v) = &layout {
+                rmsweb::train::prompt_record::write(&a.out, v)?;
+            }
             let clean = |p: &std::path::Path| {
                 rmsweb::util::sanitize::clean_line(&p.display().to_string()).into_owned()
             };
             println!(
-                "merged {} (LoRA r {}, alpha {}, {} modules) into {} from base {}{}",
+                "merged {} (LoRA r {}, alpha {}, {} modules) into {} from base {}{}{}",
                 clean(&ck),
                 s.lora.r,
                 s.lora.alpha,
                 s.lora.target_modules.len(),
                 clean(&a.out),
                 clean(&s.base),
-                if s.vision { " (Qwen3-VL)" } else { "" }
+                if s.vision { " (Qwen3-VL)" } else { "" },
+                layout.map_or(String::new(), |v| format!(
+                    ", prompt layout {}",
+                    rmsweb::util::sanitize::clean_line(&v)
+                ))
             );
             Ok(())
         }

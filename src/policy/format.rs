@@ -23,6 +23,15 @@ pub enum PromptFormat {
 }
 
 impl PromptFormat {
+    /// The name `--prompt-format` and recipe files take.
+    pub fn name(self) -> &'static str {
+        match self {
+            PromptFormat::Rmsweb => "rmsweb",
+            PromptFormat::RmswebEcho => "rmsweb-echo",
+            PromptFormat::BrowserUse => "browser-use",
+        }
+    }
+
     /// The format of a sample's recorded version string (`rmsweb-prompt/2`,
     /// `browser-use-0.13/1`), if it names one of the formats.
     pub fn of_version(version: &str) -> Option<Self> {
@@ -34,6 +43,20 @@ impl PromptFormat {
             Some(PromptFormat::RmswebEcho)
         } else {
             None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::ValueEnum;
+
+    #[test]
+    fn names_are_the_ones_clap_and_serde_take() {
+        for f in PromptFormat::value_variants() {
+            assert_eq!(f.to_possible_value().unwrap().get_name(), f.name());
+            assert_eq!(serde_json::to_value(f).unwrap(), f.name());
         }
     }
 }

@@ -4,6 +4,7 @@ pub mod augment;
 pub mod cpu_tuning;
 pub mod nll;
 pub mod optim;
+pub mod prompt_record;
 pub mod rl;
 pub mod run;
 pub mod samples;

@@ -59,6 +59,8 @@ struct Prepared {
     /// What value renaming needs: the chats behind `samples` (same order), their
     /// value statistics, and the tokenizer and template that encode them.
     augment: Augmenter,
+    /// The prompt layout version every sample records, written into each checkpoint.
+    prompt_format: Option<String>,
 }
 
 /// Draws a sample with its values renamed ([`super::augment`]).
@@ -350,6 +352,7 @@ fn prepare(cfg: &SftConfig, run: &RunDir, device: &Device) -> Result<Prepared> {
             context: cfg.context,
             images,
         },
+        prompt_format: super::prompt_record::of_samples(&ds)?,
     })
 }
 
@@ -387,6 +390,7 @@ fn save_checkpoint(
     model: &SftModel,
     opt: &AdamW,
     step: u64,
+    prompt_format: Option<&str>,
 ) -> Result<PathBuf> {
     write_checkpoint(run, step, |dir| {
         save_trainable_and_optimizer(dir, &model.trainable_vars(), opt)?;
@@ -412,6 +416,9 @@ fn save_checkpoint(
                     v.image.save(dir)?;
                 }
             }
+        }
+        if let Some(v) = prompt_format {
+            super::prompt_record::write(dir, v)?;
         }
         let st = TrainerState {
             step,
@@ -463,6 +470,7 @@ fn train_inner(
         images,
         pad,
         augment,
+        prompt_format,
     } = prepare(cfg, run, &device)?;
     let n = samples.len();
     let eff = cfg.effective_batch();
@@ -598,7 +606,7 @@ fn train_inner(
             || stopping
             || (cfg.checkpoint_every > 0 && done % cfg.checkpoint_every as u64 == 0)
         {
-            let dir = save_checkpoint(cfg, run, &model, &opt, done)?;
+            let dir = save_checkpoint(cfg, run, &model, &opt, done, prompt_format.as_deref())?;
             run.log(&format!("checkpoint {}", dir.display()))?;
         }
         if stopping && done < total {

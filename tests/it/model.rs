@@ -533,6 +533,79 @@ fn metrics(run: &Path) -> Vec<serde_json::Value> {
 }
 
 #[test]
+fn a_checkpoint_records_its_prompt_layout_and_eval_renders_it() {
+    let d = tempfile::tempdir().unwrap();
+    let ds = d.path().join("ds");
+    make_dataset(&ds, 6);
+    let rmsweb = || std::process::Command::new(env!("CARGO_BIN_EXE_rmsweb"));
+    let ok = |o: std::process::Output| {
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    ok(rmsweb()
+        .args([
+            "curate",
+            "flatten",
+            "--prompt-format",
+            "rmsweb-echo",
+            "--dataset",
+        ])
+        .arg(&ds)
+        .output()
+        .unwrap());
+    let run = d.path().join("run");
+    let mut sft = rmsweb();
+    tiny_sft_args(&mut sft, &ds, &run, 2);
+    ok(sft.output().unwrap());
+    let record =
+        std::fs::read_to_string(run.join("checkpoints/step-2/prompt_format.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&record).unwrap();
+    assert!(
+        v["prompt_format"]
+            .as_str()
+            .unwrap()
+            .starts_with("rmsweb-echo/"),
+        "{record}"
+    );
+    // eval, given the run and no --prompt-format, renders the recorded layout; asked
+    // for another, it renders that one and says so.
+    let eval = |extra: &[&str]| {
+        let mut c = rmsweb();
+        c.args([
+            "eval",
+            "--policy",
+            "local",
+            "--tasks",
+            "miniwob:click-button",
+        ])
+        .args([
+            "--episodes",
+            "1",
+            "--max-steps",
+            "1",
+            "--max-new-tokens",
+            "8",
+        ])
+        .arg("--checkpoint")
+        .arg(&run)
+        .arg("--out")
+        .arg(d.path().join("eval.json"))
+        .args(extra);
+        ok(c.output().unwrap())
+    };
+    let told = eval(&[]);
+    assert!(
+        told.contains("prompt layout rmsweb-echo (recorded by the checkpoint)"),
+        "{told}"
+    );
+    let told = eval(&["--prompt-format", "rmsweb"]);
+    assert!(
+        told.contains("was trained on the rmsweb-echo layout; rendering rmsweb as asked"),
+        "{told}"
+    );
+}
+
+#[test]
 fn tiny_sft_drives_the_loss_down_and_writes_a_run_folder() {
     let d = tempfile::tempdir().unwrap();
     let ds = d.path().join("ds");

@@ -105,6 +105,9 @@ pub fn save_checkpoint(
                 rename,
             )?,
         }
+        // The prompt layout of the checkpoint it was trained from, whose corpus
+        // layout its prompts were rendered in.
+        crate::train::prompt_record::copy(&policy.init_checkpoint, dir)?;
         if let Some(image) = &policy.image {
             // The screenshots' preprocessing travels with the checkpoint.
             image.save(dir)?;
