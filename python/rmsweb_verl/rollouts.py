@@ -23,6 +23,7 @@ from collections import OrderedDict
 from pathlib import Path
 
 from . import compute_score, gate_groups, parse_actions
+from .settings import MODES
 
 
 def _step_of(path: Path) -> int:
@@ -109,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=Path("rollouts.jsonl"))
     ap.add_argument("--eps-sigma", type=float, default=0.10)
     ap.add_argument("--r-comp", type=float, default=0.55)
-    ap.add_argument("--mode", default="salvage-ds", choices=["salvage-ds", "anchor-free", "dapo", "grpo"])
+    ap.add_argument("--mode", default="salvage-ds", choices=MODES)
     a = ap.parse_args(argv)
     try:
         groups = convert(a.dump, a.eps_sigma, a.r_comp, a.mode)

@@ -16,7 +16,10 @@ import dataclasses
 import math
 from typing import Any, Mapping
 
-MODES = ("salvage-ds", "anchor-free", "dapo", "grpo")
+from . import _native
+
+#: The RL modes, from the Rust list (``rmsweb::train::rl::groups::Mode``).
+MODES = tuple(_native.modes())
 
 
 @dataclasses.dataclass(frozen=True)

@@ -79,12 +79,8 @@ fn actions(response: &str) -> Option<(String, usize, usize)> {
 #[pyfunction]
 #[pyo3(signature = (rewards, eps_sigma=0.10, r_comp=0.55, mode="salvage-ds"))]
 fn gates(rewards: Vec<Vec<f64>>, eps_sigma: f64, r_comp: f64, mode: &str) -> PyResult<String> {
-    let mode: Mode =
-        serde_json::from_value(serde_json::Value::String(mode.into())).map_err(|_| {
-            value_error(format!(
-                "mode `{mode}`: use salvage-ds, anchor-free, dapo or grpo"
-            ))
-        })?;
+    let mode = Mode::from_name(mode)
+        .ok_or_else(|| value_error(format!("mode `{mode}`: use one of {}", Mode::names(", "))))?;
     let cfg = GateConfig {
         eps_sigma,
         r_comp,
@@ -92,6 +88,13 @@ fn gates(rewards: Vec<Vec<f64>>, eps_sigma: f64, r_comp: f64, mode: &str) -> PyR
     };
     let (lines, summary) = bridge::gate_groups(&rewards, &cfg).map_err(value_error)?;
     Ok(serde_json::json!({"groups": lines, "summary": summary}).to_string())
+}
+
+/// The RL modes, in rmsweb's order ([`Mode::ALL`]): the list `rmsweb_verl` checks
+/// settings and command lines against.
+#[pyfunction]
+fn modes() -> Vec<&'static str> {
+    Mode::ALL.map(Mode::name).to_vec()
 }
 
 /// `(hard, mastered)` retained by the salvage rule `unit·⌊min(D, cap)/unit⌋`.
@@ -108,6 +111,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(actions, m)?)?;
     m.add_function(wrap_pyfunction!(gates, m)?)?;
     m.add_function(wrap_pyfunction!(salvage_mix, m)?)?;
+    m.add_function(wrap_pyfunction!(modes, m)?)?;
     m.add("RMSWEB_VERSION", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -11,6 +11,7 @@ import pytest
 
 import rmsweb_verl
 from rmsweb_verl import compute_score, gate_groups, parse_actions, salvage_mix, splice_action
+from rmsweb_verl.settings import MODES
 
 
 def candidates_for(target: dict, elements: list[dict]) -> list[str]:
@@ -113,7 +114,8 @@ def test_gate_groups_equals_rl_groups(rmsweb):
     levels = [0.0, 0.3, 0.7, 1.0]
     groups = [[rng.choice(levels) for _ in range(8)] for _ in range(60)]
     groups += [[0.7] * 8, [0.3, 0.0] * 4, [0.0, 0.2], [1.0, 0.0] + [0.0] * 6]
-    for mode in ("salvage-ds", "anchor-free", "dapo", "grpo"):
+    assert MODES, "the Rust list of modes is empty"
+    for mode in MODES:
         for eps, rc in ((0.10, 0.55), (0.2, 0.9)):
             stdin = "".join(json.dumps({"group": i, "rewards": g}) + "\n" for i, g in enumerate(groups))
             cli = rmsweb(
@@ -147,3 +149,13 @@ def test_reward_calls_per_second_through_the_module(cases, capsys):
     dt = time.perf_counter() - t0
     with capsys.disabled():
         print(f"\n[rmsweb_verl] compute_score: {n / dt:,.0f} calls/s ({n} calls, {rmsweb_verl._native.RMSWEB_VERSION})")
+
+
+def test_modes_are_the_clis():
+    """The package's modes are the ones `rmsweb rl groups --mode` offers, in order."""
+    import subprocess
+
+    from conftest import _bin
+
+    help_text = subprocess.run([_bin(), "rl", "groups", "-h"], capture_output=True, text=True, check=True).stdout
+    assert f"[possible values: {', '.join(MODES)}]" in help_text, help_text

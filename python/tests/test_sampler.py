@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from rmsweb_verl.sampler import SalvageReplayBuffer
+from rmsweb_verl.settings import MODES
 
 
 def make_sampler(fake, **kwargs):
@@ -38,7 +39,7 @@ def script(seed: int, n: int) -> list[list[float]]:
     return [rng.choice(kinds)() for _ in range(n)]
 
 
-@pytest.mark.parametrize("mode", ["salvage-ds", "anchor-free", "dapo", "grpo"])
+@pytest.mark.parametrize("mode", MODES)
 def test_decisions_equal_rl_groups(fake_tq, rmsweb, mode):
     fake_tq.script = script(1, 200)
     s = make_sampler(fake_tq, mode=mode, target_groups=8, max_gen_batches=6, salvage_unit=4, salvage_cap=8)

@@ -1,7 +1,8 @@
 //! `rmsweb verl`: run an `rmsweb export verl` folder on verl inside a run folder
 //! (what the Runs tab's `n` launches for kind `verl`), or start a new attempt of one.
 
-use rmsweb::runs::verl::{VERL_MODES, VerlSpec, read_spec, run};
+use rmsweb::runs::verl::{VerlSpec, read_spec, run};
+use rmsweb::train::rl::groups::Mode;
 use std::path::PathBuf;
 
 /// Arguments of `rmsweb verl`.
@@ -43,8 +44,8 @@ struct RunArgs {
     #[arg(long)]
     model: Option<PathBuf>,
     /// Salvage-DS or an ablation.
-    #[arg(long, default_value = "salvage-ds", value_parser = clap::builder::PossibleValuesParser::new(VERL_MODES))]
-    mode: String,
+    #[arg(long, value_enum, default_value = "salvage-ds")]
+    mode: Mode,
     /// The interpreter with verl and rmsweb_verl (default: python3).
     #[arg(long)]
     python: Option<String>,
@@ -63,7 +64,7 @@ pub fn run_cmd(args: Args) -> anyhow::Result<()> {
                 gpus_per_node: a.gpus_per_node,
                 ray_address: a.ray_address,
                 model: a.model,
-                mode: a.mode,
+                mode: a.mode.name().to_string(),
                 python: a.python,
                 overrides: a.overrides,
                 ..Default::default()

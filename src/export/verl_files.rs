@@ -111,7 +111,7 @@ trainer:
         path: pkg://rmsweb_verl.sampler
         name: SalvageReplayBuffer
       sampler_kwargs:
-        mode: salvage-ds           # salvage-ds | anchor-free | dapo | grpo
+        mode: salvage-ds           # {modes}
         eps_sigma: 0.10            # std gate: reject population std <= eps_sigma
         r_comp: 0.55               # competence gate: reject max reward < r_comp
         target_groups: 64          # refill until this many groups are accepted ...
@@ -131,6 +131,7 @@ trainer:
 "#,
         train = file("train.parquet"),
         val = file("val.parquet"),
+        modes = crate::train::rl::groups::Mode::names(" | "),
     )
 }
 
@@ -145,7 +146,7 @@ pub const RUN_SH: &str = r#"#!/usr/bin/env bash
 # NODES          nodes (default 1); more than one needs RAY_ADDRESS (README.md)
 # GPUS_PER_NODE  GPUs per node (default 8)
 # RAY_ADDRESS    a running Ray cluster's head, HOST:PORT
-# MODE           salvage-ds (default) | anchor-free | dapo | grpo
+# MODE           salvage-ds | anchor-free | dapo | grpo (default salvage-ds)
 # PYTHON         the interpreter with verl and rmsweb_verl (default python3)
 # VERL_FILE_LOGGER_PATH  the metrics file (verl's default: ./rmsweb/<MODE>.jsonl)
 # Arguments are more Hydra overrides, e.g. trainer.total_training_steps=200.
@@ -168,7 +169,7 @@ case "$MODE" in
   anchor-free) mode_args=(trainer.v1.sampler.sampler_kwargs.salvage_coef=0) ;;
   dapo)        mode_args=(actor_rollout_ref.actor.clip_ratio_high=0.28) ;;
   grpo)        mode_args=(actor_rollout_ref.actor.clip_ratio_high=0.2) ;;
-  *) echo "run.sh: MODE=$MODE: use salvage-ds, anchor-free, dapo or grpo" >&2; exit 2 ;;
+  *) echo "run.sh: MODE=$MODE: use one of salvage-ds, anchor-free, dapo, grpo" >&2; exit 2 ;;
 esac
 if ! "$PYTHON" -c 'import rmsweb_verl' 2>/dev/null; then
   echo "run.sh: $PYTHON cannot import rmsweb_verl: pip install <rmsweb>/python on every node" >&2
@@ -276,4 +277,24 @@ pub fn write_all(out: &Path, dataset: &Path, report: &VerlReport) -> Result<()> 
         serde_json::to_vec_pretty(&manifest)?.as_slice(),
     )?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::train::rl::groups::Mode;
+
+    #[test]
+    fn run_sh_knows_every_rl_mode() {
+        // A mode added to `Mode` needs its arm in run.sh (what verl does differently).
+        for m in Mode::ALL {
+            assert!(
+                RUN_SH.contains(&format!("\n  {})", m.name())),
+                "run.sh has no case arm for {}",
+                m.name()
+            );
+        }
+        assert!(RUN_SH.contains(&format!("# MODE           {} (default", Mode::names(" | "))));
+        assert!(RUN_SH.contains(&format!("use one of {}\"", Mode::names(", "))));
+    }
 }

@@ -375,18 +375,15 @@ impl Variant {
             }
             None => (s, PromptSource::Mined),
         };
-        let mode: Mode =
-            serde_json::from_value(serde_json::Value::String(mode.into())).map_err(|_| {
-                anyhow::anyhow!(
-                    "variant `{shown}`: unknown mode (salvage-ds, anchor-free, dapo, grpo)"
-                )
-            })?;
+        let mode = Mode::from_name(mode).ok_or_else(|| {
+            anyhow::anyhow!("variant `{shown}`: unknown mode ({})", Mode::names(", "))
+        })?;
         Ok(Variant { mode, prompts })
     }
 
     /// The `rmsweb train rl --mode` word.
     pub fn mode_arg(&self) -> String {
-        kebab(&self.mode)
+        self.mode.name().to_string()
     }
 
     /// The `rmsweb train rl --prompts` word.

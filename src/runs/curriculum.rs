@@ -213,13 +213,16 @@ fn run_gates(run: &Path) -> (GateConfig, String) {
             cfg.r_comp = x;
         }
         if let Some(m) = t.get("mode").and_then(|v| v.as_str()) {
-            mode = m.to_string();
-            cfg.mode = match m {
-                "dapo" => Mode::Dapo,
-                "grpo" => Mode::Grpo,
-                "anchor-free" => Mode::AnchorFree,
-                _ => Mode::SalvageDs,
-            };
+            match Mode::from_name(m) {
+                Some(known) => {
+                    cfg.mode = known;
+                    mode = m.to_string();
+                }
+                // Said where the mode is shown, not replayed silently as another.
+                None => {
+                    mode = format!("{m} (unknown to this rmsweb: gated as {})", cfg.mode.name())
+                }
+            }
         }
     }
     (cfg, mode)
@@ -572,5 +575,23 @@ mod tests {
         assert_eq!(c.shares[0].shares[&Phase::StdRejected], 0.5);
         assert_eq!(c.shares[1].states, 1);
         assert_eq!(c.summary.transitions["std_rejected → accepted"], 1);
+    }
+
+    #[test]
+    fn a_runs_mode_is_read_by_name_and_an_unknown_one_said() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("run.toml"), "mode = \"dapo\"\nr_comp = 0.4\n").unwrap();
+        let (cfg, shown) = run_gates(d.path());
+        assert_eq!(
+            (cfg.mode, shown.as_str(), cfg.r_comp),
+            (Mode::Dapo, "dapo", 0.4)
+        );
+        std::fs::write(d.path().join("run.toml"), "mode = \"salvage\"\n").unwrap();
+        let (cfg, shown) = run_gates(d.path());
+        assert_eq!(cfg.mode, Mode::SalvageDs);
+        assert_eq!(
+            shown,
+            "salvage (unknown to this rmsweb: gated as salvage-ds)"
+        );
     }
 }

@@ -4,6 +4,7 @@
 //! appended to the run's `stdout.log`. Stop is SIGTERM (the trainer checkpoints
 //! and writes `stopped`), kill is SIGKILL, resume runs `rmsweb train resume DIR`.
 
+use crate::train::rl::groups::Mode;
 use anyhow::{Context, Result};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -28,9 +29,6 @@ pub struct LaunchSpec {
     pub sets: Vec<String>,
 }
 
-/// The RL modes the launch form accepts.
-pub const MODES: [&str; 4] = ["salvage-ds", "anchor-free", "dapo", "grpo"];
-
 impl LaunchSpec {
     /// Checks the fields before anything is started.
     pub fn validate(&self) -> Result<()> {
@@ -47,9 +45,10 @@ impl LaunchSpec {
         }
         if let Some(m) = &self.mode {
             anyhow::ensure!(
-                MODES.contains(&m.as_str()),
-                "mode `{m}`: use one of {}",
-                MODES.join(", ")
+                Mode::from_name(m).is_some(),
+                "mode `{}`: use one of {}",
+                crate::util::sanitize::excerpt(m),
+                Mode::names(", ")
             );
         }
         Ok(())

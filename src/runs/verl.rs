@@ -28,9 +28,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// The ablation modes `run.sh` takes as `MODE`.
-pub const VERL_MODES: [&str; 4] = ["salvage-ds", "anchor-free", "dapo", "grpo"];
-
 /// What to launch: an export folder (`rmsweb export verl`) and where to run it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -99,10 +96,10 @@ impl VerlSpec {
             );
         }
         anyhow::ensure!(
-            VERL_MODES.contains(&self.mode.as_str()),
+            crate::train::rl::groups::Mode::from_name(&self.mode).is_some(),
             "mode `{}`: use one of {}",
-            self.mode,
-            VERL_MODES.join(", ")
+            crate::util::sanitize::excerpt(&self.mode),
+            crate::train::rl::groups::Mode::names(", ")
         );
         if let Some(bad) = self.overrides.iter().find(|o| !o.contains('=')) {
             anyhow::bail!("overrides: `{bad}` is not key=value");

@@ -213,7 +213,8 @@ fn snapshot_recorded_rl_tiny_run() {
 /// and every mode: the run fails on the missing init/dataset, never on the arguments.
 #[test]
 fn launch_arguments_parse_with_the_real_cli() {
-    use rmsweb::runs::launch::{LaunchSpec, MODES};
+    use rmsweb::runs::launch::LaunchSpec;
+    use rmsweb::train::rl::groups::Mode;
     let tmp = tempfile::tempdir().unwrap();
     let mut specs = vec![LaunchSpec {
         kind: "sft".into(),
@@ -224,7 +225,7 @@ fn launch_arguments_parse_with_the_real_cli() {
         sets: vec!["seed=7".into()],
         ..Default::default()
     }];
-    for m in MODES {
+    for m in Mode::ALL.map(Mode::name) {
         specs.push(LaunchSpec {
             kind: "rl".into(),
             preset: "tiny".into(),

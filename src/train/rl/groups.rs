@@ -19,6 +19,31 @@ pub enum Mode {
 }
 
 impl Mode {
+    /// Every mode, in the order help texts list them: the one list the CLI, the
+    /// recipe, the launch form, the verl export and the Python package
+    /// (`rmsweb_verl._native.modes()`) take their names from.
+    pub const ALL: [Mode; 4] = [Mode::SalvageDs, Mode::AnchorFree, Mode::Dapo, Mode::Grpo];
+
+    /// The name `--mode`, `run.toml` and the recipe's variants use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::SalvageDs => "salvage-ds",
+            Mode::AnchorFree => "anchor-free",
+            Mode::Dapo => "dapo",
+            Mode::Grpo => "grpo",
+        }
+    }
+
+    /// The mode of a name ([`Mode::name`]).
+    pub fn from_name(name: &str) -> Option<Mode> {
+        Mode::ALL.into_iter().find(|m| m.name() == name)
+    }
+
+    /// The names joined by `sep` (`salvage-ds, anchor-free, dapo, grpo`).
+    pub fn names(sep: &str) -> String {
+        Mode::ALL.map(Mode::name).join(sep)
+    }
+
     /// Whether rejected groups feed the salvage NLL with non-zero weight.
     pub fn salvages(self) -> bool {
         self == Mode::SalvageDs
@@ -186,6 +211,19 @@ pub fn salvage_mix_for(hard: usize, mastered: usize, unit: usize, cap: usize) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mode_names_are_the_ones_clap_and_serde_take() {
+        use clap::ValueEnum;
+        assert_eq!(Mode::value_variants(), Mode::ALL);
+        for m in Mode::ALL {
+            assert_eq!(m.to_possible_value().unwrap().get_name(), m.name());
+            assert_eq!(serde_json::to_value(m).unwrap(), m.name());
+            assert_eq!(Mode::from_name(m.name()), Some(m));
+        }
+        assert_eq!(Mode::from_name("salvage_ds"), None);
+        assert_eq!(Mode::names(", "), "salvage-ds, anchor-free, dapo, grpo");
+    }
 
     fn close(a: f64, b: f64) {
         assert!((a - b).abs() < 1e-9, "{a} != {b}");

@@ -4,8 +4,9 @@
 //! `Enter` launches, `Esc` cancels. Kind `verl` swaps the fields for a verl run's:
 //! the exported folder, nodes, GPUs per node, Ray address, mode, model, overrides.
 
-use crate::runs::launch::{LaunchSpec, MODES};
+use crate::runs::launch::LaunchSpec;
 use crate::runs::verl::VerlSpec;
+use crate::train::rl::groups::Mode;
 use crate::tui::theme::Theme;
 use crate::tui::widgets::text::line;
 use ratatui::Frame;
@@ -39,13 +40,16 @@ pub const VERL_FIELDS: [&str; 8] = [
     "overrides",
 ];
 
+/// The field holding the RL mode (both kinds); its hint lists [`Mode::ALL`].
+const MODE_FIELD: usize = 5;
+
 const VERL_HINTS: [&str; 8] = [
     "sft | rl | verl  (←/→)",
     "an `rmsweb export verl` folder (holds run.sh)",
     "nodes (more than one needs the Ray address)",
     "GPUs per node",
     "Ray head HOST:PORT (empty: a local cluster on this node)",
-    "salvage-ds | anchor-free | dapo | grpo  (←/→)",
+    "", // the modes (MODE_FIELD_HINT)
     "SFT-merged checkpoint, a Hugging Face folder (empty: $MODEL)",
     "more Hydra overrides: key=value key=value …",
 ];
@@ -56,7 +60,7 @@ const HINTS: [&str; 8] = [
     "dataset folder",
     "optimizer steps (sft: at most its epochs; empty: the preset's)",
     "learning rate (empty: the preset's)",
-    "rl only: salvage-ds | anchor-free | dapo | grpo  (←/→)",
+    "", // "rl only: " and the modes (MODE_FIELD_HINT)
     "rl: SFT run folder · sft: base model (lora, qwen3-lora, qwen3-vl-lora)",
     "more config: key=value key=value …",
 ];
@@ -133,9 +137,10 @@ impl LaunchForm {
     }
 
     fn cycle(&mut self, forward: bool) {
+        let modes = Mode::ALL.map(Mode::name);
         let choices: &[&str] = match self.focus {
             0 => &["sft", "rl", "verl"],
-            5 => &MODES,
+            MODE_FIELD => &modes,
             _ => return,
         };
         let cur = choices
@@ -282,7 +287,7 @@ impl LaunchForm {
         let hints = if self.is_verl() { VERL_HINTS } else { HINTS };
         for (i, name) in self.fields().iter().enumerate() {
             let focused = i == self.focus;
-            let disabled = i == 5 && self.values[0] == "sft";
+            let disabled = i == MODE_FIELD && self.values[0] == "sft";
             let value_style = if disabled {
                 th.dim()
             } else if focused {
@@ -301,8 +306,14 @@ impl LaunchForm {
                 spans.push(Span::styled("▏", th.label()));
             }
             lines.push(Line::from(spans));
+            let hint = if i == MODE_FIELD {
+                let only = if self.is_verl() { "" } else { "rl only: " };
+                format!("{only}{}  (←/→)", Mode::names(" | "))
+            } else {
+                hints[i].to_string()
+            };
             lines.push(Line::from(Span::styled(
-                format!("{:>11} {}", "", hints[i]),
+                format!("{:>11} {hint}", ""),
                 th.dim(),
             )));
         }
