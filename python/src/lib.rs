@@ -97,6 +97,13 @@ fn modes() -> Vec<&'static str> {
     Mode::ALL.map(Mode::name).to_vec()
 }
 
+/// Every `metrics.jsonl` key rmsweb knows ([`rmsweb::train::metric_keys::ALL`]): the
+/// package's tests check the keys it writes against it.
+#[pyfunction]
+fn metric_keys() -> Vec<&'static str> {
+    rmsweb::train::metric_keys::ALL.to_vec()
+}
+
 /// `(hard, mastered)` retained by the salvage rule `unit·⌊min(D, cap)/unit⌋`.
 #[pyfunction]
 #[pyo3(signature = (hard, mastered, unit=16, cap=64))]
@@ -112,6 +119,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(gates, m)?)?;
     m.add_function(wrap_pyfunction!(salvage_mix, m)?)?;
     m.add_function(wrap_pyfunction!(modes, m)?)?;
+    m.add_function(wrap_pyfunction!(metric_keys, m)?)?;
     m.add("RMSWEB_VERSION", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -159,3 +159,20 @@ def test_modes_are_the_clis():
 
     help_text = subprocess.run([_bin(), "rl", "groups", "-h"], capture_output=True, text=True, check=True).stdout
     assert f"[possible values: {', '.join(MODES)}]" in help_text, help_text
+
+
+def test_the_metric_keys_the_package_writes_are_rusts():
+    """Every metric key named in the package is one the Runs tab and report know."""
+    import pathlib
+    import re
+
+    from rmsweb_verl import _native
+
+    known = set(_native.metric_keys())
+    # verl's own prefix for a loss's extra metric, renamed by the trainer on the way out.
+    renamed = {"actor/salvage/nll"}
+    pkg = pathlib.Path(rmsweb_verl.__file__).parent
+    pattern = re.compile(r"[\"'](?:actor|salvage|critic|train|perf|timing_s|alerts|rollout_corr|response_length)/[a-z_/]+[\"']")
+    named = {m.group(0)[1:-1] for f in pkg.glob("*.py") for m in pattern.finditer(f.read_text())}
+    assert "salvage/logprob_gap" in named, "the scan found none of the keys it should"
+    assert named - renamed <= known, sorted(named - renamed - known)

@@ -7,6 +7,7 @@ use super::info::{self, DisplayState, RunInfo};
 use super::series::DEFAULT_CAP;
 use super::tail::{Batch, Malformed, MetricsTail, Record, TailState};
 use super::track::RunSeries;
+use crate::train::metric_keys as keys;
 use crate::train::rl::sharpening::{self, SharpeningConfig, Signals};
 use std::collections::BTreeMap;
 use std::io::{Read, Seek, SeekFrom};
@@ -285,9 +286,9 @@ impl Track {
     /// The run's kind: `run.toml`'s, else guessed from its metrics.
     pub fn kind(&self) -> Option<&str> {
         self.info.config.kind.as_deref().or_else(|| {
-            if self.series.get("critic/score/mean").is_some() {
+            if self.series.get(keys::CRITIC_SCORE_MEAN).is_some() {
                 Some("rl")
-            } else if self.series.get("sft/loss").is_some() {
+            } else if self.series.get(keys::SFT_LOSS).is_some() {
                 Some("sft")
             } else {
                 None
@@ -299,9 +300,9 @@ impl Track {
     pub fn headline(&self) -> Option<(&'static str, f64)> {
         let rl = self
             .series
-            .latest("critic/score/mean")
+            .latest(keys::CRITIC_SCORE_MEAN)
             .map(|v| ("reward", v));
-        let sft = self.series.latest("sft/loss").map(|v| ("loss", v));
+        let sft = self.series.latest(keys::SFT_LOSS).map(|v| ("loss", v));
         if self.kind() == Some("sft") {
             sft.or(rl)
         } else {
@@ -333,7 +334,7 @@ impl Track {
         }
         if let Some(p) = self
             .series
-            .get("alerts/self_sharpening")
+            .get(keys::ALERTS_SELF_SHARPENING)
             .and_then(|s| s.last())
             .filter(|p| p.value >= 0.5)
         {

@@ -10,11 +10,12 @@
 
 use super::series::{Point, Series};
 use super::tail::Record;
+use crate::train::metric_keys as keys;
 use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Keys holding a step's duration in seconds.
-pub const STEP_TIME_KEYS: [&str; 2] = ["perf/step_s", "timing_s/step"];
+pub const STEP_TIME_KEYS: [&str; 2] = [keys::PERF_STEP_S, keys::TIMING_S_STEP];
 
 /// The histories of one run.
 #[derive(Debug, Clone)]

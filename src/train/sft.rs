@@ -20,6 +20,7 @@ use super::sft_model::{SftModel, VlTrainee, tiny_vl};
 use crate::model::chat_template::{ChatTemplate, Encoded};
 use crate::model::vl::prompt::{self as vl_prompt, expand_images};
 use crate::model::{Decoder, DecoderConfig, parse_device, peft, tokenizer, weights};
+use crate::train::metric_keys as keys;
 use crate::trajectory::Dataset;
 use anyhow::{Context, Result};
 use candle_core::{DType, Device, Tensor};
@@ -576,20 +577,20 @@ fn train_inner(
         let dt = t0.elapsed().as_secs_f64();
         let done = step + 1;
         let mut m = serde_json::Map::new();
-        m.insert("sft/loss".into(), loss_sum.into());
+        m.insert(keys::SFT_LOSS.into(), loss_sum.into());
         if others > 0 {
             m.insert(
-                "sft/prompt_loss".into(),
+                keys::SFT_PROMPT_LOSS.into(),
                 (prompt_nll / others as f64).into(),
             );
         }
-        m.insert("sft/tokens".into(), targets.into());
-        m.insert("actor/lr".into(), lr.into());
-        m.insert("actor/grad_norm".into(), grad_norm.into());
-        m.insert("perf/tokens_per_s".into(), (tokens as f64 / dt).into());
-        m.insert("perf/step_s".into(), dt.into());
+        m.insert(keys::SFT_TOKENS.into(), targets.into());
+        m.insert(keys::ACTOR_LR.into(), lr.into());
+        m.insert(keys::ACTOR_GRAD_NORM.into(), grad_norm.into());
+        m.insert(keys::PERF_TOKENS_PER_S.into(), (tokens as f64 / dt).into());
+        m.insert(keys::PERF_STEP_S.into(), dt.into());
         m.insert(
-            "train/epoch".into(),
+            keys::TRAIN_EPOCH.into(),
             ((done as usize * eff) as f64 / n as f64).into(),
         );
         m.insert("data/order_hash".into(), order_hash(&idx).into());

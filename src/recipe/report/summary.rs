@@ -8,6 +8,7 @@ use crate::eval::EvalReport;
 use crate::eval::compare::compare;
 use crate::recipe::layout::{BASE_EVAL, sft_run_name};
 use crate::recipe::plan::Arm;
+use crate::train::metric_keys as keys;
 use std::collections::BTreeMap;
 
 /// One evaluated policy (an RL variant pools its seeds' episodes).
@@ -99,20 +100,20 @@ pub struct Trend {
 
 /// The keys of the training-dynamics table and figure (FORMATS.md), with labels.
 pub const DYNAMICS: [(&str, &str); 11] = [
-    ("critic/score/mean", "reward"),
-    ("salvage/std_gate_reject_share", "std-gate share"),
+    (keys::CRITIC_SCORE_MEAN, "reward"),
+    (keys::SALVAGE_STD_GATE_REJECT_SHARE, "std-gate share"),
     (
-        "salvage/competence_gate_reject_share",
+        keys::SALVAGE_COMPETENCE_GATE_REJECT_SHARE,
         "competence-gate share",
     ),
-    ("salvage/best_of_n_reward", "best-of-n"),
-    ("salvage/within_group_std", "within-group std"),
-    ("salvage/logprob_correct", "log-prob correct"),
-    ("salvage/logprob_wrong", "log-prob wrong"),
-    ("salvage/logprob_gap", "log-prob gap"),
-    ("actor/ppo_kl", "KL (ppo_kl)"),
-    ("actor/pg_clipfrac", "clip fraction"),
-    ("rollout_corr/rollout_log_ppl", "rollout log-ppl"),
+    (keys::SALVAGE_BEST_OF_N_REWARD, "best-of-n"),
+    (keys::SALVAGE_WITHIN_GROUP_STD, "within-group std"),
+    (keys::SALVAGE_LOGPROB_CORRECT, "log-prob correct"),
+    (keys::SALVAGE_LOGPROB_WRONG, "log-prob wrong"),
+    (keys::SALVAGE_LOGPROB_GAP, "log-prob gap"),
+    (keys::ACTOR_PPO_KL, "KL (ppo_kl)"),
+    (keys::ACTOR_PG_CLIPFRAC, "clip fraction"),
+    (keys::ROLLOUT_CORR_ROLLOUT_LOG_PPL, "rollout log-ppl"),
 ];
 
 /// A key's trend over a run (None when the run never logged it).

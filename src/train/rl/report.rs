@@ -4,6 +4,7 @@ use super::probe::Probe;
 use super::sharpening::Signals;
 use super::step::{Ctx, Group, Routed};
 use super::update::UpdateStats;
+use crate::train::metric_keys as keys;
 use crate::train::rl::groups::GateDecision;
 use crate::train::run::RunDir;
 use anyhow::Result;
@@ -51,43 +52,43 @@ pub(crate) fn step_metrics(
     let mut put = |k: &str, v: f64| {
         m.insert(k.to_string(), json!(if v.is_finite() { v } else { 0.0 }));
     };
-    put("actor/pg_loss", upd.pg_loss);
-    put("actor/kl_loss", upd.kl_loss);
-    put("actor/entropy", upd.entropy);
-    put("actor/grad_norm", upd.grad_norm);
-    put("actor/lr", if upd.updates > 0 { upd.lr } else { 0.0 });
-    put("actor/pg_clipfrac", upd.clipfrac);
-    put("actor/pg_clipfrac_lower", upd.clipfrac_lower);
-    put("actor/ppo_kl", upd.ppo_kl);
-    put("rollout_corr/rollout_log_ppl", log_ppl);
-    put("critic/score/mean", mean(all_r.iter().copied()));
+    put(keys::ACTOR_PG_LOSS, upd.pg_loss);
+    put(keys::ACTOR_KL_LOSS, upd.kl_loss);
+    put(keys::ACTOR_ENTROPY, upd.entropy);
+    put(keys::ACTOR_GRAD_NORM, upd.grad_norm);
+    put(keys::ACTOR_LR, if upd.updates > 0 { upd.lr } else { 0.0 });
+    put(keys::ACTOR_PG_CLIPFRAC, upd.clipfrac);
+    put(keys::ACTOR_PG_CLIPFRAC_LOWER, upd.clipfrac_lower);
+    put(keys::ACTOR_PPO_KL, upd.ppo_kl);
+    put(keys::ROLLOUT_CORR_ROLLOUT_LOG_PPL, log_ppl);
+    put(keys::CRITIC_SCORE_MEAN, mean(all_r.iter().copied()));
     put(
-        "critic/score/max",
+        keys::CRITIC_SCORE_MAX,
         all_r.iter().copied().fold(f64::NEG_INFINITY, f64::max),
     );
-    put("response_length/mean", mean(lens.iter().copied()));
-    put("train/num_gen_batches", gen_batches as f64);
-    put("train/updates", upd.updates as f64);
+    put(keys::RESPONSE_LENGTH_MEAN, mean(lens.iter().copied()));
+    put(keys::TRAIN_NUM_GEN_BATCHES, gen_batches as f64);
+    put(keys::TRAIN_UPDATES, upd.updates as f64);
     put(
-        "salvage/std_gate_reject_share",
+        keys::SALVAGE_STD_GATE_REJECT_SHARE,
         count(&|g| g.gate == GateDecision::StdGate) as f64 / n,
     );
     put(
-        "salvage/competence_gate_reject_share",
+        keys::SALVAGE_COMPETENCE_GATE_REJECT_SHARE,
         count(&|g| g.gate == GateDecision::CompetenceGate) as f64 / n,
     );
     put(
-        "salvage/accepted_groups",
+        keys::SALVAGE_ACCEPTED_GROUPS,
         count(&|g| g.routed == Routed::Rl) as f64,
     );
     put(
-        "salvage/salvage_groups",
+        keys::SALVAGE_SALVAGE_GROUPS,
         count(&|g| g.routed == Routed::Salvage) as f64,
     );
-    put("salvage/surplus_groups", surplus as f64);
-    put("salvage/sampled_groups", groups.len() as f64);
+    put(keys::SALVAGE_SURPLUS_GROUPS, surplus as f64);
+    put(keys::SALVAGE_SAMPLED_GROUPS, groups.len() as f64);
     put(
-        "salvage/nll",
+        keys::SALVAGE_NLL,
         if lc.salvage_coef != 0.0 {
             upd.salvage_nll
         } else {
@@ -95,34 +96,34 @@ pub(crate) fn step_metrics(
         },
     );
     put(
-        "salvage/best_of_n_reward",
+        keys::SALVAGE_BEST_OF_N_REWARD,
         mean(groups.iter().map(|g| g.stats.max)),
     );
     put(
-        "salvage/within_group_std",
+        keys::SALVAGE_WITHIN_GROUP_STD,
         mean(groups.iter().map(|g| g.stats.std)),
     );
     put(
-        "salvage/logprob_correct",
+        keys::SALVAGE_LOGPROB_CORRECT,
         Probe::mean(&probe.correct).unwrap_or(0.0),
     );
     put(
-        "salvage/logprob_wrong",
+        keys::SALVAGE_LOGPROB_WRONG,
         Probe::mean(&probe.wrong).unwrap_or(0.0),
     );
-    put("salvage/logprob_gap", probe.gap().unwrap_or(0.0));
+    put(keys::SALVAGE_LOGPROB_GAP, probe.gap().unwrap_or(0.0));
     put(
-        "perf/tokens_per_s",
+        keys::PERF_TOKENS_PER_S,
         (gen_tokens + upd.trained_tokens as f64) / step_s.max(1e-9),
     );
-    put("perf/step_s", step_s);
-    put("perf/gen_s", gen_s);
+    put(keys::PERF_STEP_S, step_s);
+    put(keys::PERF_GEN_S, gen_s);
     // verl's timing keys, so both trainers' runs read alike.
-    put("timing_s/step", step_s);
-    put("timing_s/gen", gen_s);
-    put("timing_s/probe", probe_s);
-    put("timing_s/ref", upd.ref_s);
-    put("timing_s/update_actor", upd.update_s);
+    put(keys::TIMING_S_STEP, step_s);
+    put(keys::TIMING_S_GEN, gen_s);
+    put(keys::TIMING_S_PROBE, probe_s);
+    put(keys::TIMING_S_REF, upd.ref_s);
+    put(keys::TIMING_S_UPDATE_ACTOR, upd.update_s);
     m
 }
 
@@ -169,17 +170,17 @@ pub fn past_signals(run: &RunDir) -> Result<Vec<Signals>> {
         };
         let d = &v["data"];
         let f = |k: &str| d.get(k).and_then(Value::as_f64).unwrap_or(f64::NAN);
-        let wrong_seen = f("salvage/logprob_wrong") != 0.0;
+        let wrong_seen = f(keys::SALVAGE_LOGPROB_WRONG) != 0.0;
         out.push(Signals {
             logprob_gap: if wrong_seen {
-                f("salvage/logprob_gap")
+                f(keys::SALVAGE_LOGPROB_GAP)
             } else {
                 f64::NAN
             },
-            ppo_kl: f("actor/ppo_kl"),
-            clipfrac: f("actor/pg_clipfrac"),
-            rollout_log_ppl: f("rollout_corr/rollout_log_ppl"),
-            reward: f("critic/score/mean"),
+            ppo_kl: f(keys::ACTOR_PPO_KL),
+            clipfrac: f(keys::ACTOR_PG_CLIPFRAC),
+            rollout_log_ppl: f(keys::ROLLOUT_CORR_ROLLOUT_LOG_PPL),
+            reward: f(keys::CRITIC_SCORE_MEAN),
         });
     }
     Ok(out)

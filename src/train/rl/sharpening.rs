@@ -9,6 +9,7 @@
 //! rewards being in [0, 1]: the fitted change of the mean reward across the window,
 //! `|slope| · (window − 1)`, is at most `max_reward_change`.
 
+use crate::train::metric_keys as keys;
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 
@@ -51,17 +52,17 @@ impl Signals {
     /// included); None unless all five are there. A `salvage/logprob_wrong` of exactly 0
     /// means no wrong action was probed, so the gap is unknown (NaN, skipped).
     pub fn from_metrics(get: impl Fn(&str) -> Option<f64>) -> Option<Signals> {
-        let gap = get("salvage/logprob_gap")?;
+        let gap = get(keys::SALVAGE_LOGPROB_GAP)?;
         Some(Signals {
-            logprob_gap: if get("salvage/logprob_wrong") == Some(0.0) {
+            logprob_gap: if get(keys::SALVAGE_LOGPROB_WRONG) == Some(0.0) {
                 f64::NAN
             } else {
                 gap
             },
-            ppo_kl: get("actor/ppo_kl")?,
-            clipfrac: get("actor/pg_clipfrac")?,
-            rollout_log_ppl: get("rollout_corr/rollout_log_ppl")?,
-            reward: get("critic/score/mean")?,
+            ppo_kl: get(keys::ACTOR_PPO_KL)?,
+            clipfrac: get(keys::ACTOR_PG_CLIPFRAC)?,
+            rollout_log_ppl: get(keys::ROLLOUT_CORR_ROLLOUT_LOG_PPL)?,
+            reward: get(keys::CRITIC_SCORE_MEAN)?,
         })
     }
 }

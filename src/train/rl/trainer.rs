@@ -47,6 +47,7 @@ use crate::model::prefix::{PrefixCache, shared_prefix_len};
 use crate::model::vl::prompt::Screenshot;
 use crate::model::weights;
 use crate::reward::{RewardConfig, score_against};
+use crate::train::metric_keys as keys;
 use crate::train::optim::{AdamW, AdamWConfig};
 use crate::train::run::{Alert, RunDir, RunState, read_trainer_state, truncate_steps_after};
 use crate::train::schedule::warmup_steps;
@@ -259,7 +260,7 @@ fn train_inner(
             probe_s,
         );
         let reward_mean = m
-            .get("critic/score/mean")
+            .get(keys::CRITIC_SCORE_MEAN)
             .and_then(Value::as_f64)
             .unwrap_or(0.0);
         let signals = Signals {
@@ -267,7 +268,7 @@ fn train_inner(
             ppo_kl: upd.ppo_kl,
             clipfrac: upd.clipfrac,
             rollout_log_ppl: m
-                .get("rollout_corr/rollout_log_ppl")
+                .get(keys::ROLLOUT_CORR_ROLLOUT_LOG_PPL)
                 .and_then(Value::as_f64)
                 .unwrap_or(f64::NAN),
             reward: reward_mean,
@@ -279,7 +280,7 @@ fn train_inner(
         }
         let mut m = m;
         m.insert(
-            "alerts/self_sharpening".into(),
+            keys::ALERTS_SELF_SHARPENING.into(),
             u8::from(now_flagged).into(),
         );
         write_rollouts(run, &ctx, done, &groups)?;

@@ -3,6 +3,7 @@
 //! `Chart`.
 
 use crate::runs::series::{Series, ema, log_scale};
+use crate::train::metric_keys as keys;
 use crate::tui::theme::Theme;
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -24,93 +25,93 @@ pub const PANELS: [Panel; 13] = [
     Panel {
         title: "gates",
         keys: &[
-            "salvage/std_gate_reject_share",
-            "salvage/competence_gate_reject_share",
+            keys::SALVAGE_STD_GATE_REJECT_SHARE,
+            keys::SALVAGE_COMPETENCE_GATE_REJECT_SHARE,
         ],
         labels: &["std", "comp"],
     },
     Panel {
         title: "KL",
-        keys: &["actor/ppo_kl", "actor/kl_loss"],
+        keys: &[keys::ACTOR_PPO_KL, keys::ACTOR_KL_LOSS],
         labels: &["ppo_kl", "kl_loss"],
     },
     Panel {
         title: "clipfrac",
-        keys: &["actor/pg_clipfrac", "actor/pg_clipfrac_lower"],
+        keys: &[keys::ACTOR_PG_CLIPFRAC, keys::ACTOR_PG_CLIPFRAC_LOWER],
         labels: &["upper", "lower"],
     },
     Panel {
         title: "logp",
         keys: &[
-            "salvage/logprob_correct",
-            "salvage/logprob_wrong",
-            "salvage/logprob_gap",
+            keys::SALVAGE_LOGPROB_CORRECT,
+            keys::SALVAGE_LOGPROB_WRONG,
+            keys::SALVAGE_LOGPROB_GAP,
         ],
         labels: &["correct", "wrong", "gap"],
     },
     Panel {
         title: "reward",
         keys: &[
-            "salvage/best_of_n_reward",
-            "critic/score/mean",
-            "salvage/within_group_std",
+            keys::SALVAGE_BEST_OF_N_REWARD,
+            keys::CRITIC_SCORE_MEAN,
+            keys::SALVAGE_WITHIN_GROUP_STD,
         ],
         labels: &["bestN", "mean", "σ"],
     },
     Panel {
         title: "rollout log-ppl",
-        keys: &["rollout_corr/rollout_log_ppl"],
+        keys: &[keys::ROLLOUT_CORR_ROLLOUT_LOG_PPL],
         labels: &["log-ppl"],
     },
     Panel {
         title: "SFT loss",
-        keys: &["sft/loss"],
+        keys: &[keys::SFT_LOSS],
         labels: &["loss"],
     },
     Panel {
         title: "grad norm",
-        keys: &["actor/grad_norm"],
+        keys: &[keys::ACTOR_GRAD_NORM],
         labels: &["norm"],
     },
     Panel {
         title: "learning rate",
-        keys: &["actor/lr"],
+        keys: &[keys::ACTOR_LR],
         labels: &["lr"],
     },
     Panel {
         title: "pg loss",
-        keys: &["actor/pg_loss"],
+        keys: &[keys::ACTOR_PG_LOSS],
         labels: &["pg"],
     },
     Panel {
         title: "response length",
         keys: &[
-            "response_length/mean",
-            "response_length/max",
-            "response_length/min",
+            keys::RESPONSE_LENGTH_MEAN,
+            keys::RESPONSE_LENGTH_MAX,
+            keys::RESPONSE_LENGTH_MIN,
         ],
         labels: &["mean", "max", "min"],
     },
     Panel {
         title: "timing (s)",
         keys: &[
-            "timing_s/step",
-            "timing_s/gen",
-            "timing_s/old_log_prob",
-            "timing_s/ref",
-            "timing_s/update_actor",
-            "perf/step_s",
+            keys::TIMING_S_STEP,
+            keys::TIMING_S_GEN,
+            keys::TIMING_S_OLD_LOG_PROB,
+            keys::TIMING_S_REF,
+            keys::TIMING_S_UPDATE_ACTOR,
+            keys::PERF_STEP_S,
         ],
         labels: &["step", "gen", "old_lp", "ref", "update", "step_s"],
     },
     Panel {
         title: "groups",
         keys: &[
-            "salvage/accepted_groups",
-            "salvage/salvage_groups",
+            keys::SALVAGE_ACCEPTED_GROUPS,
+            keys::SALVAGE_SALVAGE_GROUPS,
             "training/filter_groups/evicted_samples",
             "training/filter_groups/discarded_surplus_samples",
-            "train/num_gen_batches",
+            keys::TRAIN_NUM_GEN_BATCHES,
         ],
         labels: &["accepted", "salvage", "evicted", "surplus", "gen batches"],
     },

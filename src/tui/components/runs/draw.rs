@@ -6,6 +6,7 @@ use crate::runs::info::DisplayState;
 use crate::runs::launch::ChildState;
 use crate::runs::monitor::{RunsState, Track};
 use crate::runs::tail::TailState;
+use crate::train::metric_keys as keys;
 use crate::tui::components::pane;
 use crate::tui::theme::Theme;
 use crate::tui::widgets::chart::{self, PANELS, PREFIX_PANELS, PlotLine, View, fmt_num};
@@ -292,8 +293,8 @@ impl RunsView {
                 let counts: Vec<String> = plotted
                     .iter()
                     .filter_map(|t| {
-                        let acc = t.series.latest("salvage/accepted_groups");
-                        let sal = t.series.latest("salvage/salvage_groups");
+                        let acc = t.series.latest(keys::SALVAGE_ACCEPTED_GROUPS);
+                        let sal = t.series.latest(keys::SALVAGE_SALVAGE_GROUPS);
                         (acc.is_some() || sal.is_some()).then(|| {
                             let n = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.0}"));
                             format!("acc {} salv {}", n(acc), n(sal))
