@@ -180,6 +180,20 @@ impl Series {
     }
 
     /// The stored points plus the partial bucket's mean, oldest first.
+    /// The point at `step`, or the last one before it (a downsampled series keeps
+    /// bucket means: the value shown for that stretch).
+    pub fn at(&self, step: f64) -> Option<Point> {
+        self.points()
+            .into_iter()
+            .take_while(|p| p.step <= step)
+            .last()
+    }
+
+    /// The steps of the points stored (in order).
+    pub fn steps(&self) -> Vec<f64> {
+        self.points().into_iter().map(|p| p.step).collect()
+    }
+
     pub fn points(&self) -> Vec<Point> {
         let mut v = self.points.clone();
         v.extend(self.bucket.mean());
@@ -238,6 +252,23 @@ pub fn log_scale(v: f64) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_value_at_a_step_is_the_last_at_or_before_it() {
+        let mut s = Series::with_cap(100);
+        for (step, v) in [(1.0, 0.5), (3.0, 0.25), (4.0, 1.0)] {
+            s.push(Point {
+                step,
+                wall: step,
+                value: v,
+            });
+        }
+        assert_eq!(s.at(0.5), None);
+        assert_eq!(s.at(2.0).map(|p| p.value), Some(0.5));
+        assert_eq!(s.at(3.0).map(|p| p.value), Some(0.25));
+        assert_eq!(s.at(9.0).map(|p| p.value), Some(1.0));
+        assert_eq!(s.steps(), vec![1.0, 3.0, 4.0]);
+    }
 
     fn pt(i: u64, v: f64) -> Point {
         Point {

@@ -43,6 +43,8 @@ pub struct App {
     /// The curriculum view, shown in the Runs tab while open.
     pub curriculum: Option<CurriculumView>,
     pub help: bool,
+    /// The help overlay's first row shown (`j`/`k` while it is open).
+    help_offset: usize,
     /// The filter prompt's text while it is open.
     pub filter_input: Option<String>,
     quit: bool,
@@ -85,6 +87,7 @@ impl App {
             runs: RunsView::default(),
             curriculum: None,
             help: false,
+            help_offset: 0,
             filter_input: None,
             quit: false,
             highlighted: false,
@@ -164,11 +167,13 @@ impl App {
             return;
         }
         if self.help {
-            if matches!(
-                key.code,
-                KeyCode::Char('?') | KeyCode::Esc | KeyCode::Char('q')
-            ) {
-                self.help = false;
+            match key.code {
+                KeyCode::Char('?') | KeyCode::Esc | KeyCode::Char('q') => self.help = false,
+                KeyCode::Char('j') | KeyCode::Down => self.help_offset += 1,
+                KeyCode::Char('k') | KeyCode::Up => {
+                    self.help_offset = self.help_offset.saturating_sub(1)
+                }
+                _ => {}
             }
             return;
         }
@@ -220,7 +225,10 @@ impl App {
         match action {
             Action::Quit => self.quit = true,
             Action::SwitchTab(t) => self.tab = t,
-            Action::ToggleHelp => self.help = !self.help,
+            Action::ToggleHelp => {
+                self.help = !self.help;
+                self.help_offset = 0;
+            }
             Action::StartFilter => {
                 self.filter_input = Some(self.view().filter().to_string());
             }
@@ -300,7 +308,7 @@ impl App {
         }
         self.draw_status(f, status);
         if self.help {
-            help::draw(f, body, &th);
+            self.help_offset = help::draw(f, body, &th, self.tab.title(), self.help_offset);
         }
     }
 

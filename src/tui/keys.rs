@@ -100,6 +100,11 @@ pub const KEYMAP: &[KeyHelp] = &[
     ),
     k(
         "Runs",
+        ", .  < >  ;",
+        "step cursor (values there): ∓1 step · ∓1/10 run · off",
+    ),
+    k(
+        "Runs",
         "Space",
         "mark the run for the overlay of marked runs",
     ),

@@ -1137,3 +1137,117 @@ fn a_running_run_shows_its_pace_and_time_left() {
     assert!(s.contains("s/step") && s.contains("ETA"), "{s}");
     assert!(s.contains("pace: 66.0 s/step · 39.6 min left"), "{s}");
 }
+
+fn screen_at(app: &mut App, w: u16, h: u16) -> ratatui::buffer::Buffer {
+    let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
+    t.draw(|f| app.draw(f)).unwrap();
+    t.backend().buffer().clone()
+}
+
+fn rows(b: &ratatui::buffer::Buffer) -> Vec<String> {
+    (0..b.area.height)
+        .map(|y| (0..b.area.width).map(|x| b[(x, y)].symbol()).collect())
+        .collect()
+}
+
+/// At 80×24 the panels keep four plot rows (both y labels) and page with `[` `]`;
+/// a value line that does not fit is cut at its end, never at its start.
+#[test]
+fn on_an_80x24_terminal_the_panels_stay_readable_and_page() {
+    let data = tui::fixtures();
+    let runs = runs_folder(&["rl-synth"]);
+    let mut app = open(data.path(), opts(runs.path()));
+    assert!(app.runs.select_id("rl-synth"));
+    let r = rows(&screen_at(&mut app, 80, 24));
+    let top = r
+        .iter()
+        .position(|l| l.contains("┌ gates"))
+        .expect("the gates panel");
+    let axis = r[top..].iter().position(|l| l.contains("└───")).unwrap() + top;
+    assert!(
+        axis - top > 4,
+        "plot rows: {}\n{}",
+        axis - top - 1,
+        r.join("\n")
+    );
+    // Both y labels of the gates panel (top and bottom of its range) are shown.
+    let labels: Vec<&str> = r[top + 1..axis]
+        .iter()
+        .filter_map(|l| l.strip_prefix('│')?.split('│').next())
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect();
+    assert_eq!(labels.len(), 2, "{labels:?}");
+    let bottom = &r[axis + 2];
+    assert!(bottom.contains(" now 0.025 · 0.042 "), "{bottom}");
+    press(&mut app, "]");
+    // Thirteen panels, three to a page at this size.
+    assert_eq!(app.shared.message.as_deref(), Some("panels page 2 of 5"));
+    let r = rows(&screen_at(&mut app, 80, 24));
+    assert!(r.iter().any(|l| l.contains("┌ logp")), "{}", r.join("\n"));
+    // Where a value line is longer than its panel it ends in `…`, its start kept.
+    press(&mut app, "]]");
+    let r = rows(&screen_at(&mut app, 48, 24));
+    for l in r.iter().filter(|l| l.contains(" now ")) {
+        let cell = l.split('└').nth(1).unwrap_or(l);
+        assert!(cell.contains(" now ") && !cell.contains("┘ now"), "{l}");
+    }
+}
+
+/// `,` `.` put a cursor on a step: every panel's value line shows the raw values
+/// there (the metrics file's), `;` goes back to the latest ones.
+#[test]
+fn the_step_cursor_shows_the_values_at_its_step() {
+    use rmsweb::tui::widgets::chart::fmt_num;
+    let data = tui::fixtures();
+    let runs = runs_folder(&["rl-synth"]);
+    let mut app = open(data.path(), opts(runs.path()));
+    assert!(app.runs.select_id("rl-synth"));
+    press(&mut app, ".");
+    assert_eq!(app.shared.message.as_deref(), Some("cursor at step 240"));
+    press(&mut app, ",,");
+    assert_eq!(app.shared.message.as_deref(), Some("cursor at step 238"));
+    let line = std::fs::read_to_string(runs.path().join("rl-synth/metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|v| v["step"] == 238)
+        .unwrap();
+    let want = |k: &str| fmt_num(line["data"][k].as_f64().unwrap());
+    let s = screen(&mut app);
+    let kl = format!("@238 {} · {}", want("actor/ppo_kl"), want("actor/kl_loss"));
+    assert!(s.contains(&kl), "{kl}\n{s}");
+    assert!(
+        s.contains("cursor: step 238"),
+        "the info pane says where the cursor is"
+    );
+    press(&mut app, "<");
+    assert_eq!(app.shared.message.as_deref(), Some("cursor at step 214"));
+    press(&mut app, ";");
+    assert!(screen(&mut app).contains(" now "));
+}
+
+/// With smoothing on, the raw curve stays drawn under the smoothed one, dimmed.
+#[test]
+fn smoothing_keeps_the_raw_curve_under_it() {
+    let data = tui::fixtures();
+    let runs = runs_folder(&["rl-synth"]);
+    let mut app = open(data.path(), opts(runs.path()));
+    assert!(app.runs.select_id("rl-synth"));
+    let muted = rmsweb::tui::theme::Theme::default().dim().fg;
+    let dim_braille = |b: &ratatui::buffer::Buffer| {
+        b.content()
+            .iter()
+            .filter(|c| {
+                c.symbol()
+                    .chars()
+                    .next()
+                    .is_some_and(|ch| ('\u{2801}'..='\u{28ff}').contains(&ch))
+                    && c.fg == muted.unwrap()
+            })
+            .count()
+    };
+    assert_eq!(dim_braille(&screen_at(&mut app, 120, 40)), 0);
+    press(&mut app, "++");
+    assert!(dim_braille(&screen_at(&mut app, 120, 40)) > 50);
+}

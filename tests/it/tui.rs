@@ -148,15 +148,36 @@ fn snapshot_miniwob_fixtures_list_retry_and_pair() {
 
 #[test]
 fn help_lists_every_key_of_the_keymap() {
+    use rmsweb::tui::action::Tab;
     let d = dataset();
     let mut app = open(d.path());
-    typ(&mut app, "?");
-    let s = screen(&mut app);
-    for k in rmsweb::tui::keys::KEYMAP {
-        assert!(s.contains(k.keys), "help misses `{}`:\n{s}", k.keys);
+    for (i, tab) in Tab::ALL.into_iter().enumerate() {
+        typ(&mut app, &(i + 1).to_string());
+        typ(&mut app, "?");
+        // The open tab's keys and the global ones on the first screen.
+        let s = screen(&mut app);
+        for k in rmsweb::tui::keys::KEYMAP {
+            if k.context == tab.title() || k.context == "Global" {
+                assert!(
+                    s.contains(k.keys),
+                    "{}: help misses `{}`:\n{s}",
+                    tab.title(),
+                    k.keys
+                );
+            }
+        }
+        // Every key by scrolling down.
+        let mut seen = s;
+        for _ in 0..rmsweb::tui::keys::KEYMAP.len() {
+            typ(&mut app, "j");
+            seen.push_str(&screen(&mut app));
+        }
+        for k in rmsweb::tui::keys::KEYMAP {
+            assert!(seen.contains(k.keys), "help never shows `{}`", k.keys);
+        }
+        typ(&mut app, "?");
+        assert!(!screen(&mut app).contains("Keys — ? or Esc closes"));
     }
-    typ(&mut app, "?");
-    assert!(!screen(&mut app).contains("Keys — ? or Esc closes"));
 }
 
 #[test]

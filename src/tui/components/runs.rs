@@ -133,6 +133,25 @@ impl Component for RunsView {
                 self.toggle_mark();
                 return None;
             }
+            KeyCode::Char(c @ (',' | '.' | '<' | '>')) => {
+                let by = match c {
+                    ',' => -1,
+                    '.' => 1,
+                    // A tenth of the run.
+                    _ => {
+                        let n = self.cursor_span() / 10;
+                        if c == '<' { -n.max(1) } else { n.max(1) }
+                    }
+                };
+                match self.move_cursor(by) {
+                    Some(s) => format!("cursor at step {s}"),
+                    None => "no metrics to put the cursor on".into(),
+                }
+            }
+            KeyCode::Char(';') => {
+                self.step_cursor = None;
+                "cursor hidden: panels show the latest values".into()
+            }
             KeyCode::Char(']') => {
                 self.panel_page = (self.panel_page + 1).min(self.panel_pages.saturating_sub(1));
                 format!(

@@ -130,6 +130,8 @@ pub struct View {
     pub log: bool,
     /// x is wall-clock seconds instead of the step.
     pub wall: bool,
+    /// The step the cursor stands on (`,` `.`): panels show their values there.
+    pub cursor: Option<f64>,
 }
 
 /// One line of a chart.
@@ -264,8 +266,16 @@ pub fn draw_panel(
         .border_style(th.border(false))
         .title(title);
     if let Some(b) = bottom {
-        block =
-            block.title_bottom(Line::from(Span::styled(b.to_string(), th.dim())).right_aligned());
+        // Cut at the right (a right-aligned title that does not fit loses its start,
+        // the digits before the decimal point).
+        let room = usize::from(area.width.saturating_sub(2));
+        let b = if b.chars().count() > room {
+            b.trim()
+        } else {
+            b
+        };
+        let b = crate::tui::widgets::text::trunc(b, room);
+        block = block.title_bottom(Line::from(Span::styled(b, th.dim())).right_aligned());
     }
     let xs = bounds(lines.iter().flat_map(|l| l.points.iter().map(|p| p.0)));
     let ys = bounds(lines.iter().flat_map(|l| l.points.iter().map(|p| p.1)));
@@ -344,6 +354,7 @@ mod tests {
                 log: true,
                 wall: true,
                 ema: 0.0,
+                cursor: None,
             },
         );
         assert_eq!(log, vec![(0.0, 1.0), (60.0, 2.0)], "−1 has no log");

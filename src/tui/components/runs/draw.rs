@@ -19,6 +19,12 @@ use ratatui::symbols::Marker;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph, Row, Table};
 
+/// Rows a chart panel needs to be read: borders, four plot rows (the y labels'
+/// top and bottom apart) and the x labels.
+const MIN_PANEL_HEIGHT: u16 = 7;
+/// Columns a chart panel needs: the y labels and a plot of ~16 cells.
+const MIN_PANEL_WIDTH: u16 = 24;
+
 fn age(
     updated: Option<chrono::DateTime<chrono::Utc>>,
     now: chrono::DateTime<chrono::Utc>,
@@ -274,6 +280,17 @@ impl RunsView {
                     } else {
                         (ki, Marker::Braille)
                     };
+                    // Smoothing keeps the raw curve visible under it, dimmed.
+                    if view.ema > 0.0 && !overlay {
+                        let raw = chart::View { ema: 0.0, ..view };
+                        for points in chart::plot_segments(s, raw) {
+                            lines.push(PlotLine {
+                                color: th.dim().fg.unwrap_or(ratatui::style::Color::DarkGray),
+                                marker: Marker::Braille,
+                                points,
+                            });
+                        }
+                    }
                     for points in segments {
                         lines.push(PlotLine {
                             color: colors[ci % colors.len()],
@@ -305,12 +322,26 @@ impl RunsView {
                     bottom = Some(format!(" {} ", counts.join(" │ ")));
                 }
             } else if !overlay && let Some(t) = plotted.first() {
-                // The latest raw values, in the keys' order.
-                let latest: Vec<String> = present
+                // The raw values at the step cursor, else the latest, in the keys' order.
+                let values: Vec<String> = present
                     .iter()
-                    .filter_map(|&ki| t.series.latest(&keys[ki]).map(fmt_num))
+                    .filter_map(|&ki| match view.cursor {
+                        Some(c) => t
+                            .series
+                            .get(&keys[ki])
+                            .and_then(|s| s.at(c))
+                            .map(|p| p.value),
+                        None => t.series.latest(&keys[ki]),
+                    })
+                    .map(fmt_num)
                     .collect();
-                bottom = Some(format!(" now {} ", latest.join(" · ")));
+                bottom = Some(match view.cursor {
+                    Some(c) => format!(" @{c} {} ", values.join(" · ")),
+                    None => format!(" now {} ", values.join(" · ")),
+                });
+            }
+            if let Some(line) = cursor_line(view, plotted, &keys, &lines, th) {
+                lines.push(line);
             }
             if gaps > 0 {
                 let text = format!("{gaps} missing ");
@@ -356,13 +387,19 @@ impl RunsView {
         let colors = palette(th);
         let overlay = plotted.len() > 1;
         let all = self.panels(plotted, th);
-        let pages = all.len().div_ceil(MAX_PANELS).max(1);
+        // As many panels as fit at a readable size (two rows of four on a large
+        // terminal, one row of three at 80×24); `[` `]` page through the rest.
+        let plot_h = area.height.saturating_sub(u16::from(overlay));
+        let grid_rows = usize::from(plot_h / MIN_PANEL_HEIGHT).clamp(1, 2);
+        let grid_cols = usize::from(area.width / MIN_PANEL_WIDTH).clamp(1, 4);
+        let per_page = (grid_rows * grid_cols).min(MAX_PANELS);
+        let pages = all.len().div_ceil(per_page).max(1);
         self.panel_page = self.panel_page.min(pages - 1);
         self.panel_pages = pages;
         let panels: Vec<&PanelView> = all
             .iter()
-            .skip(self.panel_page * MAX_PANELS)
-            .take(MAX_PANELS)
+            .skip(self.panel_page * per_page)
+            .take(per_page)
             .collect();
         if panels.is_empty() {
             let what = match plotted.first() {
@@ -406,7 +443,7 @@ impl RunsView {
             }
             f.render_widget(Paragraph::new(Line::from(spans)), a);
         }
-        let rows = if panels.len() > 4 { 2 } else { 1 };
+        let rows = panels.len().div_ceil(grid_cols).min(grid_rows);
         let cols = panels.len().div_ceil(rows);
         let row_areas = Layout::vertical(vec![Constraint::Ratio(1, rows as u32); rows]).split(area);
         for (r, row_area) in row_areas.iter().enumerate() {
@@ -427,6 +464,35 @@ impl RunsView {
             }
         }
     }
+}
+
+/// The step cursor as a vertical line over a panel's lines (at the step, or at its
+/// wall time on a wall-time axis: the first plotted run's time of that step).
+fn cursor_line(
+    view: chart::View,
+    plotted: &[&Track],
+    keys: &[String],
+    lines: &[PlotLine],
+    th: &Theme,
+) -> Option<PlotLine> {
+    let c = view.cursor?;
+    let x = if view.wall {
+        let t = plotted.first()?;
+        keys.iter()
+            .find_map(|k| t.series.get(k).and_then(|s| s.at(c)))?
+            .wall
+    } else {
+        c
+    };
+    let ys = lines.iter().flat_map(|l| l.points.iter().map(|p| p.1));
+    let (lo, hi) = ys.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), y| {
+        (a.min(y), b.max(y))
+    });
+    (lo <= hi).then(|| PlotLine {
+        color: th.label().fg.unwrap_or(ratatui::style::Color::Yellow),
+        marker: Marker::Braille,
+        points: vec![(x, lo), (x, hi)],
+    })
 }
 
 /// One chart panel ready to draw.
@@ -487,6 +553,12 @@ pub(super) fn draw_info(
     ];
     if let Some(p) = pace {
         lines.insert(2, kv("pace", p));
+    }
+    if let Some(c) = view.cursor {
+        lines.insert(
+            2,
+            kv("cursor", format!("step {c} (, . < > move · ; hides)")),
+        );
     }
     let tail = match t.tail {
         TailState::Live => format!("{} records", t.series.records()),

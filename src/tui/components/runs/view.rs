@@ -73,6 +73,8 @@ pub struct RunsView {
     /// last draw.
     pub(super) panel_page: usize,
     pub(super) panel_pages: usize,
+    /// The step cursor (`,` `.` `<` `>`; `;` hides it).
+    pub(super) step_cursor: Option<f64>,
     /// The recipe report table (`R`), while open.
     pub(super) report: Option<crate::tui::components::recipe_report::RecipeReportView>,
 }
@@ -120,6 +122,7 @@ impl RunsView {
             filter: String::new(),
             panel_page: 0,
             panel_pages: 1,
+            step_cursor: None,
             report: None,
         }
     }
@@ -301,7 +304,43 @@ impl RunsView {
             ema: EMA_LEVELS[self.ema],
             log: self.log,
             wall: self.wall,
+            cursor: self.step_cursor,
         }
+    }
+
+    /// How many steps the selected run's longest series holds (0 without a run).
+    pub(super) fn cursor_span(&self) -> i64 {
+        let state = Arc::clone(&self.state);
+        let st = lock(&state);
+        let vis = self.visible(&st);
+        vis.get(self.cursor.selected)
+            .map(|&i| &st.runs[i])
+            .and_then(|t| t.series.keys().map(|(_, s)| s.stored()).max())
+            .unwrap_or(0) as i64
+    }
+
+    /// Moves the step cursor `by` recorded steps of the selected run (from its last
+    /// step when there was none), within its first and last step; the step it stands
+    /// on after, if the run has any.
+    pub(super) fn move_cursor(&mut self, by: i64) -> Option<f64> {
+        let state = Arc::clone(&self.state);
+        let st = lock(&state);
+        let vis = self.visible(&st);
+        let t = vis.get(self.cursor.selected).map(|&i| &st.runs[i])?;
+        // The steps of the run's longest series (every key shares most steps).
+        let steps = t
+            .series
+            .keys()
+            .map(|(_, s)| s.steps())
+            .max_by_key(Vec::len)
+            .filter(|s| !s.is_empty())?;
+        let here = match self.step_cursor {
+            None => steps.len() - 1,
+            Some(c) => steps.iter().rposition(|&s| s <= c).unwrap_or(0),
+        };
+        let to = (here as i64 + by).clamp(0, steps.len() as i64 - 1) as usize;
+        self.step_cursor = Some(steps[to]);
+        self.step_cursor
     }
 
     /// Indices of the runs the filter lets through, in list order.
