@@ -42,11 +42,16 @@ for spec in "${specs[@]}"; do
     --mistake-rate "$rate" --dataset "$work/raw" --report "$work/report-$task-$start.json" \
     | sed -n '/^round/,/^all/p'
 done
-# Keep an existing runs/ folder (training runs shown by the Runs tab) across rebuilds.
-if [ -d "$out/runs" ]; then mv "$out/runs" "$work/runs"; fi
+# Keep existing runs/ (training runs shown by the Runs tab) and evals/ (evaluation
+# files for `eval compare`) folders across rebuilds.
+for keep in runs evals; do
+  if [ -d "$out/$keep" ]; then mv "$out/$keep" "$work/$keep"; fi
+done
 rm -rf "$out"
 python3 "$here/normalize.py" "$work/raw" "$out"
-if [ -d "$work/runs" ]; then mv "$work/runs" "$out/runs"; fi
+for keep in runs evals; do
+  if [ -d "$work/$keep" ]; then mv "$work/$keep" "$out/$keep"; fi
+done
 # dataset.toml: fixed name and date so rebuilds only differ where content does.
 cat > "$out/dataset.toml" <<TOML
 name = "fixtures"

@@ -234,3 +234,43 @@ fn compare_pools_several_evaluations_against_one_base() {
         "{err}"
     );
 }
+
+/// The bundled SmolLM2 evaluations (fixtures/evals): compare pairs all 240 held-out
+/// episodes, and its counts are the ones a recount of the two files gives.
+#[test]
+fn compare_on_the_bundled_smollm2_evaluations() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/evals");
+    let base = root.join("smollm2-two-passes.json");
+    let new = root.join("smollm2-echo.json");
+    let (ok, out, err) = compare(&[&base, &new], true);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let solved = |p: &Path| -> std::collections::BTreeMap<(String, u64), bool> {
+        let r: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
+        r["episodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                (
+                    (
+                        e["task"].as_str().unwrap().to_string(),
+                        e["seed"].as_u64().unwrap(),
+                    ),
+                    e["success"].as_bool().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let (b, n) = (solved(&base), solved(&new));
+    assert_eq!(b.len(), 240);
+    let lost = b.iter().filter(|(k, s)| **s && !n[*k]).count();
+    let gained = b.iter().filter(|(k, s)| !**s && n[*k]).count();
+    let total = &v["total"];
+    assert_eq!(total["paired"], 240);
+    assert_eq!(total["lost"], lost);
+    assert_eq!(total["gained"], gained);
+    assert!(total["p_value"].as_f64().unwrap() < 0.05, "{total}");
+    assert_eq!(v["tasks"].as_array().unwrap().len(), 12);
+}
