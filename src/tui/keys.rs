@@ -39,6 +39,11 @@ pub const KEYMAP: &[KeyHelp] = &[
     k("Lists", "Esc", "back to the list; close a popup"),
     k("Trajectories", "J K", "scroll the step detail"),
     k(
+        "Trajectories",
+        "z",
+        "screenshot view, the step's target drawn on it; h l: steps",
+    ),
+    k(
         "Mined pairs",
         "a",
         "accept the pair (then the next pending one)",

@@ -665,3 +665,41 @@ fn light_theme_renders_the_same_layout() {
     assert_eq!(a.backend().to_string(), b.backend().to_string());
     assert_ne!(a.backend().buffer(), b.backend().buffer(), "colours differ");
 }
+
+/// `z` on a step opens its screenshot over the whole tab with the acted-on element's
+/// box drawn on it (magenta) and the steps as a strip; `l`/`h` move along the steps,
+/// `z` closes.
+#[test]
+fn the_screenshot_view_draws_the_target_and_walks_the_steps() {
+    let d = fixtures();
+    let mut app = open(d.path());
+    // login-user seed 0, attempt 1: input(1), input(2), ...
+    app.handle_key(key(KeyCode::Enter));
+    let plain = render(&mut app);
+    typ(&mut app, "z");
+    let t = render(&mut app);
+    let s = t.backend().to_string();
+    assert!(s.contains("step 0 input(1"), "{s}");
+    assert!(s.contains("→ [1] <input>"), "{s}");
+    assert!(s.contains("z/Esc closes"), "{s}");
+    let magenta = |t: &ratatui::Terminal<ratatui::backend::TestBackend>| {
+        t.backend()
+            .buffer()
+            .content()
+            .iter()
+            .filter(|c| {
+                [c.fg, c.bg].iter().any(|col| {
+                    matches!(col, ratatui::style::Color::Rgb(r, g, b) if *r > 180 && *g < 90 && *b > 180)
+                })
+            })
+            .count()
+    };
+    assert!(magenta(&t) > 10, "the target's box is drawn");
+    assert!(magenta(&plain) > 0, "the small screenshot marks it too");
+    typ(&mut app, "l");
+    let s = screen(&mut app);
+    assert!(s.contains("step 1 input(2"), "{s}");
+    typ(&mut app, "z");
+    let s = screen(&mut app);
+    assert!(!s.contains("z/Esc closes") && s.contains("Steps ("), "{s}");
+}

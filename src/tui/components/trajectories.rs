@@ -1,6 +1,6 @@
 //! The Trajectories tab: list · step timeline · step detail with screenshot.
 
-use super::step_view::step_lines;
+use super::step_view::{step_lines, step_mark};
 use super::{Component, Cursor, filter_indices, pane};
 use crate::trajectory::TrajectorySummary;
 use crate::tui::action::Action;
@@ -34,6 +34,9 @@ pub struct TrajectoriesView {
     rows_key: Option<(u64, String)>,
     /// Number of steps of the selected trajectory (from the last draw).
     step_count: usize,
+    /// The screenshot view (`z`): the selected step's screenshot over the whole tab
+    /// with its target drawn on it, and the trajectory's steps as a strip.
+    pub zoom: bool,
 }
 
 impl TrajectoriesView {
@@ -88,6 +91,26 @@ fn row_search_text(s: &TrajectorySummary, instruction: Option<&str>) -> String {
 impl Component for TrajectoriesView {
     fn handle_key(&mut self, key: KeyEvent, sh: &mut Shared) -> Option<Action> {
         self.refresh_rows(sh);
+        if self.zoom {
+            let last = self.step_count.saturating_sub(1);
+            match key.code {
+                KeyCode::Char('z') | KeyCode::Esc | KeyCode::Enter => self.zoom = false,
+                KeyCode::Char('l') | KeyCode::Right | KeyCode::Char('j') | KeyCode::Down => {
+                    self.steps.selected = (self.steps.selected + 1).min(last)
+                }
+                KeyCode::Char('h') | KeyCode::Left | KeyCode::Char('k') | KeyCode::Up => {
+                    self.steps.selected = self.steps.selected.saturating_sub(1)
+                }
+                KeyCode::Char('g') | KeyCode::Home => self.steps.selected = 0,
+                KeyCode::Char('G') | KeyCode::End => self.steps.selected = last,
+                _ => {}
+            }
+            return None;
+        }
+        if key.code == KeyCode::Char('z') && self.step_count > 0 {
+            self.zoom = true;
+            return None;
+        }
         match self.focus {
             Focus::List => {
                 let before = self.list.selected;
@@ -138,6 +161,10 @@ impl Component for TrajectoriesView {
 
     fn draw(&mut self, f: &mut Frame, area: Rect, sh: &mut Shared) {
         self.refresh_rows(sh);
+        if self.zoom && self.draw_zoom(f, area, sh) {
+            return;
+        }
+        self.zoom = false;
         let [left, right] =
             Layout::horizontal([Constraint::Percentage(38), Constraint::Min(30)]).areas(area);
         self.draw_list(f, left, sh);
@@ -269,13 +296,7 @@ impl Component for TrajectoriesView {
         let shot_h = (d_inner.height / 3).clamp(3, 14).min(d_inner.height);
         let [shot, text] =
             Layout::vertical([Constraint::Length(shot_h), Constraint::Min(0)]).areas(d_inner);
-        sh.images.draw(
-            f,
-            shot,
-            sh.dataset.root(),
-            step.state.screenshot.as_deref(),
-            th.dim(),
-        );
+        draw_shot(f, shot, &mut sh.images, sh.dataset.root(), step, th.dim());
         let lines = step_lines(step, &th, text.width as usize);
         f.render_widget(Paragraph::new(lines).scroll((self.detail_scroll, 0)), text);
     }
@@ -300,6 +321,85 @@ impl Component for TrajectoriesView {
 }
 
 impl TrajectoriesView {
+    /// The screenshot view of the selected step: a caption (step, action, the target's
+    /// text), the screenshot at the tab's full size with the target drawn on it, and
+    /// a strip of the trajectory's steps. False when there is no step to show.
+    fn draw_zoom(&mut self, f: &mut Frame, area: Rect, sh: &mut Shared) -> bool {
+        let Some(record) = self.rows.get(self.list.selected).copied() else {
+            return false;
+        };
+        let Ok(traj) = sh.trajectories.get(&sh.dataset, record) else {
+            return false;
+        };
+        self.step_count = traj.steps.len();
+        self.steps.selected = self.steps.selected.min(self.step_count.saturating_sub(1));
+        let Some(step) = traj.steps.get(self.steps.selected) else {
+            return false;
+        };
+        let th = sh.theme.clone();
+        let [caption, shot, strip] = Layout::vertical([
+            Constraint::Length(1),
+            Constraint::Min(3),
+            Constraint::Length(1),
+        ])
+        .areas(area);
+        let action = step.output.actions.first();
+        let target = action
+            .and_then(|a| a.target_index())
+            .and_then(|i| step.state.elements.iter().find(|e| i64::from(e.index) == i));
+        let mut spans = vec![
+            Span::styled(
+                format!(" {} · step {} ", trunc(&traj.id, 40), step.index),
+                th.label(),
+            ),
+            Span::styled(
+                action.map_or_else(|| "(no action)".to_string(), |a| line(&a.short())),
+                th.text(),
+            ),
+        ];
+        if let Some(e) = target {
+            spans.push(Span::styled(
+                format!(" → [{}] <{}> {}", e.index, line(&e.tag), trunc(&e.text, 40)),
+                th.dim(),
+            ));
+        }
+        if step.result.iter().any(|r| r.error.is_some()) {
+            spans.push(Span::styled("  ✗ error", th.bad()));
+        }
+        spans.push(Span::styled("   z/Esc closes · h l steps", th.dim()));
+        f.render_widget(Paragraph::new(Line::from(spans)), caption);
+        draw_shot(f, shot, &mut sh.images, sh.dataset.root(), step, th.dim());
+        // The strip: every step's action, the shown one highlighted, kept in view.
+        let cells: Vec<String> = traj
+            .steps
+            .iter()
+            .map(|s| {
+                let a = s.output.actions.first().map_or("-".into(), |a| a.short());
+                format!(" {} {} ", s.index, trunc(&a, 18))
+            })
+            .collect();
+        let width = usize::from(strip.width);
+        let mut start = 0;
+        let used = |from: usize, to: usize| -> usize {
+            cells[from..=to].iter().map(|c| c.chars().count() + 1).sum()
+        };
+        while start < self.steps.selected && used(start, self.steps.selected) > width {
+            start += 1;
+        }
+        let mut strip_spans = Vec::new();
+        for (i, c) in cells.iter().enumerate().skip(start) {
+            let style = if i == self.steps.selected {
+                th.selected()
+            } else {
+                th.dim()
+            };
+            strip_spans.push(Span::styled(c.clone(), style));
+            strip_spans.push(Span::raw("│"));
+        }
+        f.render_widget(Paragraph::new(Line::from(strip_spans)), strip);
+        true
+    }
+
     fn draw_list(&mut self, f: &mut Frame, area: Rect, sh: &mut Shared) {
         let th = sh.theme.clone();
         let total = sh.dataset.trajectory_count();
@@ -357,4 +457,17 @@ impl TrajectoriesView {
         }
         f.render_widget(Paragraph::new(lines), inner);
     }
+}
+
+/// A step's screenshot with its target drawn on it ([`step_mark`]).
+fn draw_shot(
+    f: &mut Frame,
+    area: Rect,
+    images: &mut crate::tui::widgets::screenshot::ImageCache,
+    root: &std::path::Path,
+    step: &crate::trajectory::Step,
+    dim: ratatui::style::Style,
+) {
+    let rel = step.state.screenshot.as_deref();
+    images.draw_marked(f, area, root, rel, step_mark(step), dim);
 }
