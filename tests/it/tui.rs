@@ -702,4 +702,7 @@ fn the_screenshot_view_draws_the_target_and_walks_the_steps() {
     typ(&mut app, "z");
     let s = screen(&mut app);
     assert!(!s.contains("z/Esc closes") && s.contains("Steps ("), "{s}");
+    // A mined pair's two screenshots show where each side acts.
+    typ(&mut app, "2");
+    assert!(magenta(&render(&mut app)) > 0, "the pair's screenshots are marked");
 }

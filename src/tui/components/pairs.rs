@@ -598,11 +598,14 @@ impl PairsView {
                 let shot_h = (inner.height / 2).clamp(2, 10).min(inner.height);
                 let [shot, text] =
                     Layout::vertical([Constraint::Length(shot_h), Constraint::Min(0)]).areas(inner);
-                sh.images.draw(
+                // The side's action drawn where it acts: the target on the success,
+                // the failing action on the failure.
+                sh.images.draw_marked(
                     f,
                     shot,
                     sh.dataset.root(),
                     step.state.screenshot.as_deref(),
+                    super::step_view::action_mark(&step.state, action),
                     th.dim(),
                 );
                 let w = text.width as usize;
