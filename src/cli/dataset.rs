@@ -49,6 +49,10 @@ pub struct ShowArgs {
     /// Width of the drawn screenshot in terminal columns.
     #[arg(long, default_value_t = 80)]
     pub width: u32,
+    /// Also write the screenshot, with the step's target drawn on it, to this PNG
+    /// (not overwritten if it exists).
+    #[arg(long, value_name = "FILE")]
+    pub save_image: Option<PathBuf>,
 }
 
 /// Runs `validate`: exits non-zero when any error is found.
@@ -122,6 +126,45 @@ pub fn show(a: ShowArgs) -> anyhow::Result<()> {
         rmsweb::trajectory::show::render_step(&t, task.as_ref(), a.step)?
     );
     let step = &t.steps[a.step];
+    let shown = |p: &std::path::Path| {
+        rmsweb::util::sanitize::clean_line(&p.display().to_string()).into_owned()
+    };
+    let marked = |path: &std::path::Path, columns: u32| -> anyhow::Result<image::DynamicImage> {
+        let img = rmsweb::util::image::open(path, rmsweb::util::image::MAX_FILE_BYTES)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", shown(path)))?;
+        let Some(mark) = rmsweb::trajectory::mark::step_mark(step) else {
+            return Ok(img);
+        };
+        let mut rgba = img.into_rgba8();
+        // A line of at least one drawn column (or 1/80 of the image).
+        let t = (rgba.width() / columns.max(1))
+            .max(rgba.width().max(rgba.height()) / 80)
+            .max(2);
+        rmsweb::trajectory::mark::mark_image(&mut rgba, mark, t);
+        Ok(image::DynamicImage::ImageRgba8(rgba))
+    };
+    if let (Some(out), Some(rel)) = (&a.save_image, &step.state.screenshot) {
+        let img = marked(&ds.resolve(rel)?, 400)?;
+        let mut bytes = Vec::new();
+        img.write_to(
+            &mut std::io::Cursor::new(&mut bytes),
+            image::ImageFormat::Png,
+        )?;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(out)
+            .with_context(|| {
+                format!(
+                    "{}: not written (it exists, or the folder does not)",
+                    shown(out)
+                )
+            })?;
+        std::io::Write::write_all(&mut f, &bytes)?;
+        eprintln!("wrote {}", shown(out));
+    } else if a.save_image.is_some() {
+        bail!("step {} has no screenshot to save", a.step);
+    }
     if let Some(rel) = &step.state.screenshot
         && !a.no_image
     {
@@ -132,12 +175,8 @@ pub fn show(a: ShowArgs) -> anyhow::Result<()> {
                 absolute_offset: false,
                 ..Default::default()
             };
-            let img = image::ImageReader::open(&path)
-                .with_context(|| format!("opening {}", path.display()))?
-                .with_guessed_format()?
-                .decode()
-                .with_context(|| format!("decoding {}", path.display()))?;
-            viuer::print(&img, &conf).with_context(|| format!("drawing {}", path.display()))?;
+            let img = marked(&path, a.width)?;
+            viuer::print(&img, &conf).with_context(|| format!("drawing {}", shown(&path)))?;
         } else {
             println!(
                 "screenshot: {}",

@@ -2,6 +2,7 @@
 
 pub mod import;
 pub mod jsonl;
+pub mod mark;
 pub mod model;
 pub mod show;
 pub mod stats;

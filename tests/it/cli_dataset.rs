@@ -112,3 +112,56 @@ fn a_missing_or_doubled_dataset_is_a_clear_error() {
     let err = String::from_utf8_lossy(&missing.stderr);
     assert!(err.contains("--dataset DIR"), "{err}");
 }
+
+/// `show --save-image` writes the step's screenshot with its target's box drawn
+/// (magenta, just outside the element), and never overwrites a file.
+#[test]
+fn show_saves_the_screenshot_with_the_target_drawn() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("step0.png");
+    let out_s = out.to_str().unwrap();
+    let id = "login-user-s0-a1";
+    let o = rmsweb(&[
+        "show",
+        "--dataset",
+        "fixtures",
+        id,
+        "--no-image",
+        "--save-image",
+        out_s,
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let img = image::open(&out).unwrap().into_rgba8();
+    let ds = rmsweb::trajectory::Dataset::open(std::path::Path::new("fixtures")).unwrap();
+    let t = ds.trajectory_by_id(id).unwrap().unwrap();
+    let step = &t.steps[0];
+    let target = step.output.actions[0].target_index().unwrap();
+    let e = step
+        .state
+        .elements
+        .iter()
+        .find(|e| i64::from(e.index) == target)
+        .unwrap();
+    let (x, y) = (e.bbox[0] as u32 + 5, e.bbox[1] as u32);
+    assert_eq!(
+        img.get_pixel(x, y - 1).0,
+        [255, 0, 255, 255],
+        "above the box's top edge"
+    );
+    assert_ne!(
+        img.get_pixel(x, y + 3).0,
+        [255, 0, 255, 255],
+        "inside the box"
+    );
+    let again = rmsweb(&[
+        "show",
+        "--dataset",
+        "fixtures",
+        id,
+        "--no-image",
+        "--save-image",
+        out_s,
+    ]);
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("step0.png"));
+}

@@ -704,5 +704,8 @@ fn the_screenshot_view_draws_the_target_and_walks_the_steps() {
     assert!(!s.contains("z/Esc closes") && s.contains("Steps ("), "{s}");
     // A mined pair's two screenshots show where each side acts.
     typ(&mut app, "2");
-    assert!(magenta(&render(&mut app)) > 0, "the pair's screenshots are marked");
+    assert!(
+        magenta(&render(&mut app)) > 0,
+        "the pair's screenshots are marked"
+    );
 }

@@ -605,7 +605,7 @@ impl PairsView {
                     shot,
                     sh.dataset.root(),
                     step.state.screenshot.as_deref(),
-                    super::step_view::action_mark(&step.state, action),
+                    crate::trajectory::mark::action_mark(&step.state, action),
                     th.dim(),
                 );
                 let w = text.width as usize;

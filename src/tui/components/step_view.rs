@@ -84,27 +84,6 @@ pub fn action_json(action: &Action, theme: &Theme) -> Vec<Line<'static>> {
     json_lines(&json, &theme.syntax)
 }
 
-/// Where a step's first action acted, to draw on its screenshot: a coordinate
-/// click's point, else the box of the element its index names (when the page
-/// recorded one).
-pub fn step_mark(step: &Step) -> Option<crate::tui::widgets::screenshot::Mark> {
-    action_mark(&step.state, step.output.actions.first()?)
-}
-
-/// Where `a` acts on the page `state` ([`step_mark`] for any action: a mined pair's
-/// target or its failing action).
-pub fn action_mark(state: &State, a: &Action) -> Option<crate::tui::widgets::screenshot::Mark> {
-    use crate::tui::widgets::screenshot::Mark;
-    if let Some((x, y)) = a.point() {
-        return Some(Mark::Point(x as f32, y as f32));
-    }
-    let i = a.target_index()?;
-    let e = state.elements.iter().find(|e| i64::from(e.index) == i)?;
-    let b = e.bbox;
-    (b[2] > 0.0 && b[3] > 0.0 && b.iter().all(|v| v.is_finite()))
-        .then(|| Mark::Box([b[0] as f32, b[1] as f32, b[2] as f32, b[3] as f32]))
-}
-
 /// Every line of a step's detail: URL, title, actions, result, memory, elements
 /// (the acted-on one marked), then the model output.
 pub fn step_lines(step: &Step, theme: &Theme, width: usize) -> Vec<Line<'static>> {

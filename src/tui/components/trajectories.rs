@@ -1,8 +1,9 @@
 //! The Trajectories tab: list · step timeline · step detail with screenshot.
 
-use super::step_view::{step_lines, step_mark};
+use super::step_view::step_lines;
 use super::{Component, Cursor, filter_indices, pane};
 use crate::trajectory::TrajectorySummary;
+use crate::trajectory::mark::step_mark;
 use crate::tui::action::Action;
 use crate::tui::shared::Shared;
 use crate::tui::widgets::text::{line, trunc, trunc_start};

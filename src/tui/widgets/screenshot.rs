@@ -2,6 +2,8 @@
 //! kept in a small most-recently-used cache; a step's target can be drawn on them
 //! ([`Mark`]: the acted-on element's box, or a coordinate click's point).
 
+pub use crate::trajectory::mark::{Mark, mark_image};
+
 use crate::util::fs::resolve_inside;
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -29,60 +31,6 @@ fn line_width(dims: (u32, u32), cells: (u16, u16)) -> u32 {
 
 /// How many decoded screenshots are kept.
 pub const CACHE_SIZE: usize = 6;
-
-/// Where a step acted, in the screenshot's pixels (page CSS pixels: rmsweb's
-/// screenshots are taken at a device scale of 1, the elements' boxes in the same
-/// coordinates).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Mark {
-    /// An element's box `[x, y, width, height]`.
-    Box([f32; 4]),
-    /// A coordinate click.
-    Point(f32, f32),
-}
-
-impl Mark {
-    /// A key for the cache (whole pixels).
-    fn key(self) -> [i64; 5] {
-        match self {
-            Mark::Box(b) => [0, b[0] as i64, b[1] as i64, b[2] as i64, b[3] as i64],
-            Mark::Point(x, y) => [1, x as i64, y as i64, 0, 0],
-        }
-    }
-}
-
-/// The colour marks are drawn in (magenta: rare on web pages).
-pub const MARK_COLOR: image::Rgba<u8> = image::Rgba([255, 0, 255, 255]);
-
-/// Draws `mark` onto `img` with lines `t` pixels thick (at least 1): a box's
-/// outline, or a cross through a point; what falls outside is clipped.
-pub fn mark_image(img: &mut image::RgbaImage, mark: Mark, t: u32) {
-    let (w, h) = (img.width() as i64, img.height() as i64);
-    let t = i64::from(t.max(1));
-    let mut fill = |x0: i64, y0: i64, x1: i64, y1: i64| {
-        for y in y0.max(0)..y1.min(h) {
-            for x in x0.max(0)..x1.min(w) {
-                img.put_pixel(x as u32, y as u32, MARK_COLOR);
-            }
-        }
-    };
-    match mark {
-        Mark::Box([x, y, bw, bh]) => {
-            let (x0, y0) = (x.floor() as i64, y.floor() as i64);
-            let (x1, y1) = ((x + bw).ceil() as i64, (y + bh).ceil() as i64);
-            fill(x0 - t, y0 - t, x1 + t, y0);
-            fill(x0 - t, y1, x1 + t, y1 + t);
-            fill(x0 - t, y0, x0, y1);
-            fill(x1, y0, x1 + t, y1);
-        }
-        Mark::Point(x, y) => {
-            let (cx, cy) = (x.round() as i64, y.round() as i64);
-            let arm = 4 * t;
-            fill(cx - arm, cy - t / 2, cx + arm + 1, cy + t - t / 2);
-            fill(cx - t / 2, cy - arm, cx + t - t / 2, cy + arm + 1);
-        }
-    }
-}
 
 /// Decoded screenshots by path (and the mark drawn on them), most recent last.
 pub struct ImageCache {
@@ -189,35 +137,6 @@ impl ImageCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_box_is_outlined_around_the_element_and_clipped_at_the_edges() {
-        let white = image::Rgba([255, 255, 255, 255]);
-        let mut img = image::RgbaImage::from_pixel(100, 80, white);
-        mark_image(&mut img, Mark::Box([20.0, 10.0, 30.0, 20.0]), 2);
-        // Just outside each edge: marked; inside the box and far away: untouched.
-        for (x, y) in [(35, 9), (35, 30), (19, 20), (50, 20)] {
-            assert_eq!(*img.get_pixel(x, y), MARK_COLOR, "({x}, {y})");
-        }
-        for (x, y) in [(35, 20), (21, 11), (80, 60)] {
-            assert_eq!(*img.get_pixel(x, y), white, "({x}, {y})");
-        }
-        // Partly or wholly outside the image: clipped, no panic.
-        mark_image(&mut img, Mark::Box([90.0, 70.0, 50.0, 50.0]), 2);
-        mark_image(&mut img, Mark::Box([-500.0, -500.0, 10.0, 10.0]), 2);
-        mark_image(&mut img, Mark::Point(99.6, -3.0), 2);
-        assert_eq!(*img.get_pixel(89, 75), MARK_COLOR);
-    }
-
-    #[test]
-    fn a_point_is_a_cross_through_it() {
-        let mut img = image::RgbaImage::new(60, 60);
-        mark_image(&mut img, Mark::Point(30.0, 30.0), 2);
-        for (x, y) in [(30, 30), (22, 30), (38, 30), (30, 22), (30, 38)] {
-            assert_eq!(*img.get_pixel(x, y), MARK_COLOR, "({x}, {y})");
-        }
-        assert_ne!(*img.get_pixel(22, 22), MARK_COLOR);
-    }
 
     #[test]
     fn lines_are_a_half_block_thick_at_least() {
