@@ -5,6 +5,7 @@
 //! ([`monitor`]), launching/stopping runs as detached processes ([`launch`]), and
 //! supervising verl runs in a run folder ([`verl`]).
 
+pub mod config_diff;
 pub mod curriculum;
 pub mod info;
 pub mod launch;

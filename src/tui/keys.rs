@@ -110,6 +110,11 @@ pub const KEYMAP: &[KeyHelp] = &[
     ),
     k(
         "Runs",
+        "D",
+        "diff of two marked runs' run.toml (keys set differently)",
+    ),
+    k(
+        "Runs",
         "Space",
         "mark the run for the overlay of marked runs",
     ),

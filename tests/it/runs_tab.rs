@@ -1251,3 +1251,47 @@ fn smoothing_keeps_the_raw_curve_under_it() {
     press(&mut app, "++");
     assert!(dim_braille(&screen_at(&mut app, 120, 40)) > 50);
 }
+
+/// `D` with two runs marked shows the `run.toml` keys they set differently, each
+/// run's value beside the key; without two runs it says what to do.
+#[test]
+fn diff_of_two_marked_runs_configs() {
+    let data = tui::fixtures();
+    let runs = runs_folder(&["sft-tiny", "rl-tiny"]);
+    let mut app = open(data.path(), opts(runs.path()));
+    press(&mut app, "D");
+    assert!(
+        app.shared
+            .message
+            .as_deref()
+            .unwrap_or("")
+            .contains("mark two runs"),
+        "{:?}",
+        app.shared.message
+    );
+    assert!(app.runs.select_id("sft-tiny"));
+    press(&mut app, " ");
+    assert!(app.runs.select_id("rl-tiny"));
+    press(&mut app, " D");
+    let s = screen(&mut app);
+    assert!(s.contains("run.toml:") && s.contains("keys differ"), "{s}");
+    let kind = s
+        .lines()
+        .find(|l| l.contains("│kind "))
+        .expect("the kind row");
+    assert!(
+        kind.contains("\"sft\"") && kind.contains("\"rl\""),
+        "{kind}"
+    );
+    // A key only one run sets.
+    let mode = s
+        .lines()
+        .find(|l| l.contains("│mode "))
+        .expect("the mode row");
+    assert!(
+        mode.contains("(not set)") && mode.contains("salvage-ds"),
+        "{mode}"
+    );
+    app.handle_key(key(KeyCode::Esc));
+    assert!(!screen(&mut app).contains("keys differ"));
+}

@@ -37,7 +37,10 @@ pub use view::{POLL_INTERVAL, RunsOptions, RunsView};
 
 impl Component for RunsView {
     fn captures_text(&self) -> bool {
-        self.form.is_some() || self.confirm.is_some() || self.report.is_some()
+        self.form.is_some()
+            || self.confirm.is_some()
+            || self.report.is_some()
+            || self.diff.is_some()
     }
 
     fn filter(&self) -> &str {
@@ -52,6 +55,12 @@ impl Component for RunsView {
         if let Some(r) = &mut self.report {
             if !r.handle_key(key) {
                 self.report = None;
+            }
+            return None;
+        }
+        if let Some(d) = &mut self.diff {
+            if !d.handle_key(key) {
+                self.diff = None;
             }
             return None;
         }
@@ -172,6 +181,10 @@ impl Component for RunsView {
                 let dir = self.selected()?.parent()?.to_path_buf();
                 return Some(Action::OpenRollouts(dir));
             }
+            KeyCode::Char('D') => match self.open_diff() {
+                Ok(()) => return None,
+                Err(e) => e,
+            },
             KeyCode::Char('R') => {
                 let run = self.selected().and_then(Path::parent);
                 match super::recipe_report::RecipeReportView::for_runs(
@@ -275,6 +288,9 @@ impl Component for RunsView {
         }
         if let Some(r) = &mut self.report {
             r.draw(f, area, &th);
+        }
+        if let Some(d) = &self.diff {
+            d.draw(f, area, &th);
         }
         if let Some(c) = &self.confirm {
             let (w, h) = (60.min(area.width), 4.min(area.height));

@@ -75,6 +75,8 @@ pub struct RunsView {
     pub(super) panel_pages: usize,
     /// The step cursor (`,` `.` `<` `>`; `;` hides it).
     pub(super) step_cursor: Option<f64>,
+    /// The diff of two runs' `run.toml` (`D`), while open.
+    pub(super) diff: Option<crate::tui::components::config_diff::ConfigDiffView>,
     /// The recipe report table (`R`), while open.
     pub(super) report: Option<crate::tui::components::recipe_report::RecipeReportView>,
 }
@@ -123,6 +125,7 @@ impl RunsView {
             panel_page: 0,
             panel_pages: 1,
             step_cursor: None,
+            diff: None,
             report: None,
         }
     }
@@ -214,6 +217,34 @@ impl RunsView {
     /// The selected run's metrics path.
     pub fn selected(&self) -> Option<&Path> {
         self.selected.as_deref()
+    }
+
+    /// Opens the diff of the two marked runs' `run.toml` (or of the one marked and
+    /// the selected one); the reason when there is no such pair.
+    pub(super) fn open_diff(&mut self) -> Result<(), String> {
+        let st = lock(&self.state);
+        let mut pair: Vec<&Track> = st
+            .runs
+            .iter()
+            .filter(|t| self.marked.contains(&t.info.metrics))
+            .collect();
+        if pair.len() == 1
+            && let Some(sel) = self.selected.as_ref().and_then(|s| st.find(s))
+            && sel.info.metrics != pair[0].info.metrics
+        {
+            pair.push(sel);
+        }
+        let [a, b] = pair[..] else {
+            return Err("mark two runs with Space (or one, then select another), then D".into());
+        };
+        let view = crate::tui::components::config_diff::ConfigDiffView::of(
+            (&a.info.id, &a.info.dir),
+            (&b.info.id, &b.info.dir),
+        )
+        .map_err(|e| format!("{e:#}"))?;
+        drop(st);
+        self.diff = Some(view);
+        Ok(())
     }
 
     pub(super) fn selected_track(&self) -> Option<Track> {
