@@ -180,22 +180,10 @@ impl Default for TrainSection {
 /// The `--set key=value` arguments of an override table: dotted keys for nested
 /// tables, in key order.
 pub fn set_args(set: &toml::Table) -> Vec<String> {
-    fn walk(prefix: &str, t: &toml::Table, out: &mut Vec<String>) {
-        for (k, v) in t {
-            let key = if prefix.is_empty() {
-                k.clone()
-            } else {
-                format!("{prefix}.{k}")
-            };
-            match v {
-                toml::Value::Table(inner) => walk(&key, inner, out),
-                other => out.push(format!("{key}={other}")),
-            }
-        }
-    }
-    let mut out = Vec::new();
-    walk("", set, &mut out);
-    out
+    crate::util::toml_keys::dotted(set)
+        .into_iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect()
 }
 
 /// Evaluation of every trained policy on held-out seeds.

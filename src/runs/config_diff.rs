@@ -1,8 +1,8 @@
 //! The difference of two runs' `run.toml`: every dotted key whose value differs
 //! (or that only one run has), for the Runs tab's diff view (`D`).
 
+use crate::util::toml_keys::dotted;
 use anyhow::{Context, Result};
-use std::collections::BTreeMap;
 use std::path::Path;
 
 /// One differing key: its dotted name and each run's value (TOML text), `None`
@@ -14,29 +14,9 @@ pub struct KeyDiff {
     pub b: Option<String>,
 }
 
-/// Flattens a TOML table into dotted keys and their values' TOML text (arrays
-/// and inline values as written by `toml`).
-fn flatten(prefix: &str, t: &toml::Table, out: &mut BTreeMap<String, String>) {
-    for (k, v) in t {
-        let key = if prefix.is_empty() {
-            k.clone()
-        } else {
-            format!("{prefix}.{k}")
-        };
-        match v {
-            toml::Value::Table(sub) => flatten(&key, sub, out),
-            other => {
-                out.insert(key, other.to_string());
-            }
-        }
-    }
-}
-
 /// The keys of `a` and `b` whose values differ, in key order.
 pub fn diff(a: &toml::Table, b: &toml::Table) -> Vec<KeyDiff> {
-    let (mut fa, mut fb) = (BTreeMap::new(), BTreeMap::new());
-    flatten("", a, &mut fa);
-    flatten("", b, &mut fb);
+    let (fa, fb) = (dotted(a), dotted(b));
     let keys: std::collections::BTreeSet<&String> = fa.keys().chain(fb.keys()).collect();
     keys.into_iter()
         .filter(|k| fa.get(*k) != fb.get(*k))

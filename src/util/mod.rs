@@ -9,6 +9,7 @@ pub mod lock;
 pub mod new_folder;
 pub mod report;
 pub mod sanitize;
+pub mod toml_keys;
 pub mod user_data;
 
 /// Reads a JSON file; errors name the file, and the line and column of bad JSON.
