@@ -416,7 +416,11 @@ impl ScriptedTeacher {
             } else {
                 "Success: the previous action was executed.".into()
             },
-            memory: self.memory(),
+            memory: format!(
+                "Plan step {} of {}.",
+                (self.pos + 1).min(self.plan_len()),
+                self.plan_len()
+            ),
             next_goal: goal.to_string(),
             actions: vec![action],
         };
@@ -429,28 +433,6 @@ impl ScriptedTeacher {
 
     fn plan_len(&self) -> usize {
         self.plan.as_ref().map_or(0, Vec::len)
-    }
-
-    /// What is left of the plan after this step, in the words of its goals
-    /// (`Left to do: check b2; press Submit.`). A model reads the previous step's
-    /// memory before it writes its thinking, so the next goal is the text after
-    /// `Left to do:`, to copy; with a count ("step 2 of 3") a small model had to
-    /// work out from the instruction which item was next, and re-checked the first
-    /// box of click-checkboxes (10 of its 12 failures on the validation seeds).
-    fn memory(&self) -> String {
-        let left: Vec<&str> = self
-            .plan
-            .as_deref()
-            .unwrap_or_default()
-            .iter()
-            .skip(self.pos)
-            .map(|i| i.goal())
-            .collect();
-        if left.is_empty() {
-            "Left to do: nothing.".into()
-        } else {
-            format!("Left to do: {}.", left.join("; "))
-        }
     }
 }
 
@@ -801,41 +783,6 @@ mod tests {
         );
         let bare = el(3, "button", "", &[]);
         assert_eq!(click_thinking("go", &bare), "To go, click element [3].");
-    }
-
-    #[test]
-    fn the_memory_names_what_is_left_of_the_plan() {
-        let t = task("click-checkboxes", "Select a1, b2 and click Submit.");
-        let mut teacher = ScriptedTeacher::new(MistakeRates::default());
-        teacher.reset(&t, 1);
-        let els = vec![
-            el(1, "input", "a1", &[("type", "checkbox")]),
-            el(2, "input", "b2", &[("type", "checkbox")]),
-            el(3, "button", "Submit", &[]),
-        ];
-        let memories: Vec<String> = (0..3)
-            .map(|step| act(&mut teacher, &t, els.clone(), step).output.memory)
-            .collect();
-        assert_eq!(
-            memories,
-            [
-                "Left to do: check b2; press Submit.",
-                "Left to do: press Submit.",
-                "Left to do: nothing.",
-            ]
-        );
-        // A detour does not advance the plan: what is left still starts with its goal.
-        let mut detours = ScriptedTeacher::new(MistakeRates {
-            detour: 1.0,
-            ..Default::default()
-        });
-        detours.reset(&t, 1);
-        let o = act(&mut detours, &t, els, 0);
-        assert_eq!(o.output.actions[0].name, "scroll");
-        assert_eq!(
-            o.output.memory,
-            "Left to do: check a1; check b2; press Submit."
-        );
     }
 
     #[test]
