@@ -1159,6 +1159,19 @@ fn on_an_80x24_terminal_the_panels_stay_readable_and_page() {
     let mut app = open(data.path(), opts(runs.path()));
     assert!(app.runs.select_id("rl-synth"));
     let r = rows(&screen_at(&mut app, 80, 24));
+    // The table's headers and values whole (kind and age give way).
+    let header = r
+        .iter()
+        .find(|l| l.contains(" run "))
+        .expect("the table header");
+    for h in ["state", "preset", "mode", "step", "s/step", "ETA", "latest"] {
+        assert!(header.contains(&format!(" {h} ")), "{h}: {header}");
+    }
+    assert!(
+        r.iter().any(|l| l.contains("salvage-ds")),
+        "{}",
+        r.join("\n")
+    );
     let top = r
         .iter()
         .position(|l| l.contains("┌ gates"))

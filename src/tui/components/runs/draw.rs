@@ -103,6 +103,9 @@ fn short_key(k: &str) -> &str {
     k.rsplit('/').next().unwrap_or(k)
 }
 
+/// The runs table's columns left out on a narrow terminal: kind, age.
+const NARROW_DROPS: [usize; 2] = [3, 10];
+
 impl RunsView {
     pub(super) fn draw_list(
         &mut self,
@@ -140,6 +143,10 @@ impl RunsView {
         }
         let inner_h = area.height.saturating_sub(3) as usize;
         let range = self.cursor.window(vis.len(), inner_h);
+        // Below this width `kind` and `age` give their room to the others (an
+        // 80-column terminal otherwise cuts every header: `prese`, `salva`).
+        let narrow = area.width < 104;
+        let keep = |col: usize| !narrow || !NARROW_DROPS.contains(&col);
         let now = self.now();
         let rows = vis[range.clone()].iter().enumerate().map(|(i, &ri)| {
             let t = &st.runs[ri];
@@ -160,7 +167,7 @@ impl RunsView {
             let cell = |text: String, style: Style| {
                 Span::styled(text, if selected { th.selected() } else { style })
             };
-            let row = Row::new(vec![
+            let cells = vec![
                 cell(mark.into(), th.label()),
                 cell(trunc(&t.info.id, 40), th.text()),
                 cell(state, sstyle),
@@ -181,37 +188,47 @@ impl RunsView {
                 cell(t.eta_seconds().map_or("-".into(), short_time), th.text()),
                 cell(headline, th.text()),
                 cell(age(t.updated(), now), th.dim()),
-            ]);
+            ];
+            let row = Row::new(
+                cells
+                    .into_iter()
+                    .enumerate()
+                    .filter(|(c, _)| keep(*c))
+                    .map(|(_, s)| s),
+            );
             if selected {
                 row.style(th.selected())
             } else {
                 row
             }
         });
-        let table = Table::new(
-            rows,
-            [
-                Constraint::Length(1),
-                Constraint::Min(20),
-                Constraint::Length(8),
-                Constraint::Length(4),
-                Constraint::Length(10),
-                Constraint::Length(11),
-                Constraint::Length(7),
-                Constraint::Length(6),
-                Constraint::Length(6),
-                Constraint::Length(14),
-                Constraint::Length(5),
-            ],
-        )
-        .header(
-            Row::new([
-                "", "run", "state", "kind", "preset", "mode", "step", "s/step", "ETA", "latest",
-                "age",
-            ])
-            .style(th.dim()),
-        )
-        .block(block);
+        let widths: Vec<Constraint> = if narrow {
+            [1, 12, 8, 4, 7, 10, 5, 6, 5, 12, 5]
+        } else {
+            [1, 20, 8, 4, 10, 11, 7, 6, 6, 14, 5]
+        }
+        .into_iter()
+        .enumerate()
+        .filter(|(c, _)| keep(*c))
+        .map(|(c, w)| {
+            if c == 1 {
+                Constraint::Min(w)
+            } else {
+                Constraint::Length(w)
+            }
+        })
+        .collect();
+        let header: Vec<&str> = [
+            "", "run", "state", "kind", "preset", "mode", "step", "s/step", "ETA", "latest", "age",
+        ]
+        .into_iter()
+        .enumerate()
+        .filter(|(c, _)| keep(*c))
+        .map(|(_, h)| h)
+        .collect();
+        let table = Table::new(rows, widths)
+            .header(Row::new(header).style(th.dim()))
+            .block(block);
         f.render_widget(table, area);
     }
 
