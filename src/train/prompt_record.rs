@@ -68,17 +68,15 @@ pub fn copy(from: &Path, to: &Path) -> Result<bool> {
     }
 }
 
-/// The one layout version every current SFT sample of `ds` records, `None` when
-/// they record several (a mixed corpus) or there are none.
-pub fn of_samples(ds: &crate::trajectory::Dataset) -> Result<Option<String>> {
-    let mut versions: std::collections::BTreeSet<String> = crate::curate::current_samples(ds)?
-        .into_iter()
-        .map(|s| s.prompt_format)
-        .collect();
-    Ok(match versions.len() {
-        1 => versions.pop_first(),
+/// The one layout version every sample records, `None` when they record several
+/// (a mixed corpus) or there are none.
+pub fn of_samples(samples: &[crate::curate::flatten::Sample]) -> Option<String> {
+    let mut versions: std::collections::BTreeSet<&str> =
+        samples.iter().map(|s| s.prompt_format.as_str()).collect();
+    match versions.len() {
+        1 => versions.pop_first().map(str::to_string),
         _ => None,
-    })
+    }
 }
 
 #[cfg(test)]

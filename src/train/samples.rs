@@ -19,7 +19,15 @@ pub fn from_dataset(ds: &Dataset) -> Result<Vec<Vec<Message>>> {
 /// The SFT chats of a dataset ([`from_dataset`]) with the screenshot each last user
 /// message describes (the sample's last image, resolved inside the dataset root).
 pub fn with_screenshots(ds: &Dataset) -> Result<Vec<(Vec<Message>, Option<std::path::PathBuf>)>> {
-    crate::curate::current_samples(ds)?
+    with_screenshots_of(ds, crate::curate::current_samples(ds)?)
+}
+
+/// [`with_screenshots`] of samples already read from `ds`.
+pub fn with_screenshots_of(
+    ds: &Dataset,
+    samples: Vec<crate::curate::flatten::Sample>,
+) -> Result<Vec<(Vec<Message>, Option<std::path::PathBuf>)>> {
+    samples
         .into_iter()
         .map(|s| {
             let image = s.images.last().map(|rel| ds.resolve(rel)).transpose()?;

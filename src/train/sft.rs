@@ -177,7 +177,10 @@ fn prepare(cfg: &SftConfig, run: &RunDir, device: &Device) -> Result<Prepared> {
     let sees = cfg.vision.is_some() || vl_base;
     let mut chats = Vec::new();
     let mut shots = Vec::new();
-    for (chat, image) in samples::with_screenshots(&ds)? {
+    // Read once: the chats, and the layout their prompts record (for checkpoints).
+    let current = crate::curate::current_samples(&ds)?;
+    let prompt_format = super::prompt_record::of_samples(&current);
+    for (chat, image) in samples::with_screenshots_of(&ds, current)? {
         match (sees, image) {
             (true, Some(path)) => {
                 chats.push(vl_prompt::with_screenshot(&chat));
@@ -353,7 +356,7 @@ fn prepare(cfg: &SftConfig, run: &RunDir, device: &Device) -> Result<Prepared> {
             context: cfg.context,
             images,
         },
-        prompt_format: super::prompt_record::of_samples(&ds)?,
+        prompt_format,
     })
 }
 
