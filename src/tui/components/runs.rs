@@ -143,14 +143,12 @@ impl Component for RunsView {
                 return None;
             }
             KeyCode::Char(c @ (',' | '.' | '<' | '>')) => {
-                let by = match c {
+                // One step, or a tenth of the run's `n` steps.
+                let by = move |n: i64| match c {
                     ',' => -1,
                     '.' => 1,
-                    // A tenth of the run.
-                    _ => {
-                        let n = self.cursor_span() / 10;
-                        if c == '<' { -n.max(1) } else { n.max(1) }
-                    }
+                    '<' => -(n / 10).max(1),
+                    _ => (n / 10).max(1),
                 };
                 match self.move_cursor(by) {
                     Some(s) => format!("cursor at step {s}"),

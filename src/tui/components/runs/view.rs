@@ -339,21 +339,10 @@ impl RunsView {
         }
     }
 
-    /// How many steps the selected run's longest series holds (0 without a run).
-    pub(super) fn cursor_span(&self) -> i64 {
-        let state = Arc::clone(&self.state);
-        let st = lock(&state);
-        let vis = self.visible(&st);
-        vis.get(self.cursor.selected)
-            .map(|&i| &st.runs[i])
-            .and_then(|t| t.series.keys().map(|(_, s)| s.stored()).max())
-            .unwrap_or(0) as i64
-    }
-
-    /// Moves the step cursor `by` recorded steps of the selected run (from its last
-    /// step when there was none), within its first and last step; the step it stands
-    /// on after, if the run has any.
-    pub(super) fn move_cursor(&mut self, by: i64) -> Option<f64> {
+    /// Moves the step cursor `by(n)` recorded steps of the selected run, `n` being
+    /// how many steps it has (from its last step when there was no cursor), within
+    /// its first and last step; the step it stands on after, if the run has any.
+    pub(super) fn move_cursor(&mut self, by: impl FnOnce(i64) -> i64) -> Option<f64> {
         let state = Arc::clone(&self.state);
         let st = lock(&state);
         let vis = self.visible(&st);
@@ -369,7 +358,8 @@ impl RunsView {
             None => steps.len() - 1,
             Some(c) => steps.iter().rposition(|&s| s <= c).unwrap_or(0),
         };
-        let to = (here as i64 + by).clamp(0, steps.len() as i64 - 1) as usize;
+        let n = steps.len() as i64;
+        let to = (here as i64 + by(n)).clamp(0, n - 1) as usize;
         self.step_cursor = Some(steps[to]);
         self.step_cursor
     }
