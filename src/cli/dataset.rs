@@ -136,10 +136,8 @@ pub fn show(a: ShowArgs) -> anyhow::Result<()> {
             return Ok(img);
         };
         let mut rgba = img.into_rgba8();
-        // A line of at least one drawn column (or 1/80 of the image).
-        let t = (rgba.width() / columns.max(1))
-            .max(rgba.width().max(rgba.height()) / 80)
-            .max(2);
+        // viuer keeps the aspect: as many rows as columns bounds a half-block.
+        let t = rmsweb::trajectory::mark::line_width(rgba.dimensions(), (columns, columns));
         rmsweb::trajectory::mark::mark_image(&mut rgba, mark, t);
         Ok(image::DynamicImage::ImageRgba8(rgba))
     };

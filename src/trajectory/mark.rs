@@ -29,6 +29,16 @@ impl Mark {
 /// The colour marks are drawn in (magenta: rare on web pages).
 pub const MARK_COLOR: image::Rgba<u8> = image::Rgba([255, 0, 255, 255]);
 
+/// How thick a mark's lines are on an image of `dims` pixels shown in `cells`
+/// (columns, rows): one terminal half-block at least, so the outline survives the
+/// downscaling of a small preview, and 1/80 of the image at least.
+pub fn line_width(dims: (u32, u32), cells: (u32, u32)) -> u32 {
+    let (w, h) = dims;
+    let per_cell_x = w.div_ceil(cells.0.max(1));
+    let per_cell_y = h.div_ceil(cells.1.max(1).saturating_mul(2));
+    per_cell_x.max(per_cell_y).max(w.max(h) / 80).max(2)
+}
+
 /// Draws `mark` onto `img` with lines `t` pixels thick (at least 1): a box's
 /// outline, or a cross through a point; what falls outside is clipped.
 pub fn mark_image(img: &mut image::RgbaImage, mark: Mark, t: u32) {
@@ -110,5 +120,14 @@ mod tests {
             assert_eq!(*img.get_pixel(x, y), MARK_COLOR, "({x}, {y})");
         }
         assert_ne!(*img.get_pixel(22, 22), MARK_COLOR);
+    }
+
+    #[test]
+    fn lines_are_a_half_block_thick_at_least() {
+        // 160x210 in 20x13 cells: 8 px a column, ~8 px a half-block row.
+        assert_eq!(line_width((160, 210), (20, 13)), 9);
+        // Full size on a large pane: the 1/80 floor, 2 px at least.
+        assert_eq!(line_width((1280, 800), (200, 60)), 16);
+        assert_eq!(line_width((100, 100), (200, 100)), 2);
     }
 }

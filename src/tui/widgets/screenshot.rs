@@ -2,6 +2,7 @@
 //! kept in a small most-recently-used cache; a step's target can be drawn on them
 //! ([`Mark`]: the acted-on element's box, or a coordinate click's point).
 
+use crate::trajectory::mark::line_width;
 pub use crate::trajectory::mark::{Mark, mark_image};
 
 use crate::util::fs::resolve_inside;
@@ -18,16 +19,6 @@ use std::path::{Path, PathBuf};
 /// A cached image: its file, and the mark drawn on it with the cell area it was
 /// sized for.
 type CacheKey = (PathBuf, Option<([i64; 5], (u16, u16))>);
-
-/// How thick a mark's lines are on an image of `dims` pixels shown in `cells`
-/// (columns, rows): one terminal half-block at least, so the outline survives the
-/// downscaling of a small preview, and 1/80 of the image at least.
-fn line_width(dims: (u32, u32), cells: (u16, u16)) -> u32 {
-    let (w, h) = dims;
-    let per_cell_x = w.div_ceil(u32::from(cells.0.max(1)));
-    let per_cell_y = h.div_ceil(2 * u32::from(cells.1.max(1)));
-    per_cell_x.max(per_cell_y).max(w.max(h) / 80).max(2)
-}
 
 /// How many decoded screenshots are kept.
 pub const CACHE_SIZE: usize = 6;
@@ -69,6 +60,7 @@ impl ImageCache {
                 .map(|img| match mark {
                     Some(m) => {
                         let mut rgba = img.into_rgba8();
+                        let cells = (u32::from(cells.0), u32::from(cells.1));
                         let t = line_width(rgba.dimensions(), cells);
                         mark_image(&mut rgba, m, t);
                         image::DynamicImage::ImageRgba8(rgba)
@@ -131,19 +123,5 @@ impl ImageCache {
                 f.render_widget(Paragraph::new(msg).style(dim), area);
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn lines_are_a_half_block_thick_at_least() {
-        // 160x210 in 20x13 cells: 8 px a column, ~8 px a half-block row.
-        assert_eq!(line_width((160, 210), (20, 13)), 9);
-        // Full size on a large pane: the 1/80 floor, 2 px at least.
-        assert_eq!(line_width((1280, 800), (200, 60)), 16);
-        assert_eq!(line_width((100, 100), (200, 100)), 2);
     }
 }
