@@ -19,6 +19,7 @@ pub mod recipe;
 pub mod reward;
 pub mod runs;
 pub mod serve;
+pub mod tasks;
 pub mod train;
 pub mod trajectory;
 pub mod tui;

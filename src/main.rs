@@ -20,6 +20,8 @@ struct Cli {
 enum Command {
     /// Import Browser Use histories or task lists into a dataset.
     Import(cli::import::Args),
+    /// Task sets: the lexical-overlap check of a training set against a benchmark.
+    Tasks(cli::tasks::Args),
     /// Check every record of a dataset and report problems with file, line and field.
     Validate(cli::dataset::ValidateArgs),
     /// Counts, success rate, step distribution and action histogram of a dataset.
@@ -77,6 +79,7 @@ impl Command {
             | Command::Recipe(_)
             | Command::Serve(_) => true,
             Command::Import(_)
+            | Command::Tasks(_)
             | Command::Validate(_)
             | Command::Stats(_)
             | Command::Show(_)
@@ -112,6 +115,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         None => cli::workbench::run(cli.workbench),
         Some(Command::Import(a)) => cli::import::run(a),
+        Some(Command::Tasks(a)) => cli::tasks::run(a),
         Some(Command::Validate(a)) => cli::dataset::validate(a),
         Some(Command::Stats(a)) => cli::dataset::stats(a),
         Some(Command::Show(a)) => cli::dataset::show(a),

@@ -17,6 +17,7 @@ pub mod reward;
 pub mod rl;
 pub mod score;
 pub mod serve;
+pub mod tasks;
 pub mod train;
 pub mod verl;
 pub mod workbench;

@@ -119,22 +119,7 @@ pub fn url_score(a: &UrlKey, b: &UrlKey) -> f64 {
 
 /// Jaccard similarity of two sorted, deduplicated sets; 1 when both are empty.
 pub fn jaccard(a: &[u64], b: &[u64]) -> f64 {
-    if a.is_empty() && b.is_empty() {
-        return 1.0;
-    }
-    let (mut i, mut j, mut inter) = (0, 0, 0usize);
-    while i < a.len() && j < b.len() {
-        match a[i].cmp(&b[j]) {
-            std::cmp::Ordering::Less => i += 1,
-            std::cmp::Ordering::Greater => j += 1,
-            std::cmp::Ordering::Equal => {
-                inter += 1;
-                i += 1;
-                j += 1;
-            }
-        }
-    }
-    inter as f64 / (a.len() + b.len() - inter) as f64
+    crate::util::sorted_set::jaccard(a, b)
 }
 
 fn hashed_set<I: IntoIterator<Item = u64>>(it: I) -> Vec<u64> {

@@ -9,6 +9,7 @@ pub mod lock;
 pub mod new_folder;
 pub mod report;
 pub mod sanitize;
+pub mod sorted_set;
 pub mod toml_keys;
 pub mod user_data;
 

@@ -39,6 +39,7 @@ mod runs_tab;
 mod runs_tail;
 mod serve;
 mod smollm2;
+mod tasks;
 mod tui;
 mod tui_data;
 mod tui_tmux;

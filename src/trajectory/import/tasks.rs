@@ -1,10 +1,14 @@
 //! Public task lists into `tasks.jsonl`: WebVoyager (JSON Lines of
-//! `{web_name, id, ques, web}`) and Online-Mind2Web (a JSON array or JSON Lines of
-//! `{task_id, confirmed_task, website, reference_length, level}`).
+//! `{web_name, id, ques, web}`), Online-Mind2Web (a JSON array or JSON Lines of
+//! `{task_id, confirmed_task, website, reference_length, level}`), WebArena (the JSON
+//! array of `{task_id, sites, start_url | start_urls, intent, ...}` that ships in the
+//! `webarena-verified` wheel as `assets/dataset/test.raw.json` and
+//! `webarena-verified.json`) and rmsweb's own Task records (another dataset's
+//! `tasks.jsonl`).
 //!
-//! Neither format has a category; it is filled from a small table of well-known
-//! sites (empty for the rest). Online-Mind2Web's `level` and `reference_length` have
-//! no Task field and are not kept.
+//! The public formats have no category; it is filled from a small table of well-known
+//! sites (empty for the rest). Online-Mind2Web's `level` and `reference_length`, and
+//! WebArena's evaluation specs, have no Task field and are not kept.
 
 use super::commit::Journal;
 use super::{ImportError, ImportErrors, read_input};
@@ -41,6 +45,58 @@ pub enum TaskFormat {
     Webvoyager,
     /// Online-Mind2Web JSON array or JSON Lines: `task_id, confirmed_task, website, ...`.
     OnlineMind2web,
+    /// WebArena JSON array (`test.raw.json`, `webarena-verified.json`): `task_id,
+    /// sites, start_url | start_urls, intent, ...`.
+    Webarena,
+    /// rmsweb Task records, one a line (a dataset's `tasks.jsonl`).
+    Jsonl,
+}
+
+/// A WebArena task id: a number in the published files, a string accepted too.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum WebArenaId {
+    Number(u64),
+    Text(String),
+}
+
+#[derive(Deserialize)]
+struct WebArenaTask {
+    task_id: WebArenaId,
+    intent: String,
+    #[serde(default)]
+    sites: Vec<String>,
+    #[serde(default)]
+    start_url: Option<String>,
+    #[serde(default)]
+    start_urls: Vec<String>,
+}
+
+impl WebArenaTask {
+    fn into_task(self) -> Task {
+        let id = match self.task_id {
+            WebArenaId::Number(n) => n.to_string(),
+            WebArenaId::Text(s) => s,
+        };
+        let website = self
+            .start_url
+            .or_else(|| self.start_urls.into_iter().next())
+            .unwrap_or_default();
+        let site = self.sites.first().map(|s| slug(s)).unwrap_or_default();
+        Task {
+            task_id: format!("webarena-{id}"),
+            category: category_of(&site).to_string(),
+            domain: self
+                .sites
+                .iter()
+                .map(|s| slug(s))
+                .collect::<Vec<_>>()
+                .join("+"),
+            website,
+            instruction: self.intent,
+            source: format!("webarena:{id}"),
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -105,6 +161,10 @@ pub fn parse_task_file(
                     instruction: t.confirmed_task,
                 }
             }),
+            TaskFormat::Webarena => {
+                parse_one::<WebArenaTask>(raw, path, line).map(WebArenaTask::into_task)
+            }
+            TaskFormat::Jsonl => parse_one::<Task>(raw, path, line),
         };
         match task {
             Ok(t) => {
@@ -136,7 +196,7 @@ pub fn parse_task_file(
 fn id_field(format: TaskFormat) -> &'static str {
     match format {
         TaskFormat::Webvoyager => "id",
-        TaskFormat::OnlineMind2web => "task_id",
+        TaskFormat::OnlineMind2web | TaskFormat::Webarena | TaskFormat::Jsonl => "task_id",
     }
 }
 
@@ -370,6 +430,12 @@ pub fn category_of(site: &str) -> &'static str {
         "espn" | "nba" | "nfl" => "sports",
         "google-map" | "google-maps" => "maps",
         "google-search" | "google" | "bing" => "search",
+        // WebArena's self-hosted sites.
+        "shopping" => "shopping",
+        "shopping-admin" => "business",
+        "gitlab" => "development",
+        "reddit" => "social",
+        "map" => "maps",
         _ => "",
     }
 }
