@@ -12,6 +12,7 @@ pub mod curate;
 pub mod env;
 pub mod eval;
 pub mod export;
+pub mod judge;
 pub mod mine;
 pub mod model;
 pub mod policy;

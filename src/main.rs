@@ -20,8 +20,10 @@ struct Cli {
 enum Command {
     /// Import Browser Use histories or task lists into a dataset.
     Import(cli::import::Args),
-    /// Task sets: the lexical-overlap check of a training set against a benchmark.
+    /// Task sets: seed tasks from search queries, the overlap check against a benchmark.
     Tasks(cli::tasks::Args),
+    /// An LLM judge of task success for trajectories without a programmatic reward.
+    Judge(cli::judge::Args),
     /// Check every record of a dataset and report problems with file, line and field.
     Validate(cli::dataset::ValidateArgs),
     /// Counts, success rate, step distribution and action histogram of a dataset.
@@ -73,13 +75,14 @@ impl Command {
             Command::Miniwob(a) => a.opens_sockets(),
             Command::Mine(a) => a.opens_sockets(),
             Command::Eval(a) => a.opens_sockets(),
+            Command::Judge(a) => a.opens_sockets(),
+            Command::Tasks(a) => a.opens_sockets(),
             Command::Collect(_)
             | Command::Train(_)
             | Command::Verl(_)
             | Command::Recipe(_)
             | Command::Serve(_) => true,
             Command::Import(_)
-            | Command::Tasks(_)
             | Command::Validate(_)
             | Command::Stats(_)
             | Command::Show(_)
@@ -116,6 +119,7 @@ fn main() -> ExitCode {
         None => cli::workbench::run(cli.workbench),
         Some(Command::Import(a)) => cli::import::run(a),
         Some(Command::Tasks(a)) => cli::tasks::run(a),
+        Some(Command::Judge(a)) => cli::judge::run(a),
         Some(Command::Validate(a)) => cli::dataset::validate(a),
         Some(Command::Stats(a)) => cli::dataset::stats(a),
         Some(Command::Show(a)) => cli::dataset::show(a),

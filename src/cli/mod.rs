@@ -9,6 +9,8 @@ pub mod eval;
 pub mod export;
 pub mod generate;
 pub mod import;
+pub mod judge;
+pub mod llm_args;
 pub mod mine;
 pub mod miniwob;
 pub mod model;

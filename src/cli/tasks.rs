@@ -70,24 +70,8 @@ pub struct GenerateArgs {
     /// Dataset folder the tasks are appended to (created if missing).
     #[arg(long)]
     pub dataset: PathBuf,
-    /// The chat endpoint's base URL, e.g. http://127.0.0.1:8000/v1.
-    #[arg(long)]
-    pub llm_url: String,
-    /// The model name sent with each request (and recorded with each task).
-    #[arg(long)]
-    pub model: String,
-    /// Environment variable holding the API key (none: no auth header).
-    #[arg(long)]
-    pub api_key_env: Option<String>,
-    /// Requests in flight at once.
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
-    pub concurrency: u16,
-    /// Retries of a request that times out, fails to connect or gets 429/5xx.
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(0..=10))]
-    pub retries: u32,
-    /// Seconds a request may take.
-    #[arg(long, default_value_t = 120)]
-    pub timeout: u64,
+    #[command(flatten)]
+    pub llm: super::llm_args::LlmArgs,
     /// The categories, comma-separated (default: the paper's eleven).
     #[arg(long, value_delimiter = ',')]
     pub categories: Vec<String>,
@@ -99,6 +83,13 @@ pub struct GenerateArgs {
     pub report: Option<PathBuf>,
 }
 
+impl Args {
+    /// Whether the command talks to an endpoint (`generate`, not `overlap`).
+    pub fn opens_sockets(&self) -> bool {
+        matches!(self.what, What::Generate(_))
+    }
+}
+
 /// Runs the subcommand.
 pub fn run(args: Args) -> Result<()> {
     match args.what {
@@ -108,8 +99,6 @@ pub fn run(args: Args) -> Result<()> {
 }
 
 fn generate(a: GenerateArgs) -> Result<()> {
-    use rmsweb::policy::chat::{ChatClient, ChatConfig};
-    use rmsweb::policy::prompt::ChatMessage;
     use rmsweb::tasks::generate::{GenerateConfig, generate};
     use rmsweb::tasks::seed_prompt::CATEGORIES;
     if !(a.duplicate_jaccard > 0.0 && a.duplicate_jaccard <= 1.0) {
@@ -119,16 +108,7 @@ fn generate(a: GenerateArgs) -> Result<()> {
         );
     }
     let queries = rmsweb::tasks::queries::read_queries(&a.queries).map_err(ImportErrors)?;
-    let client = ChatClient::new(ChatConfig {
-        base_url: a.llm_url.clone(),
-        model: a.model.clone(),
-        api_key_env: a.api_key_env.clone(),
-        timeout: std::time::Duration::from_secs(a.timeout.max(1)),
-        max_retries: a.retries,
-        temperature: 0.0,
-        max_tokens: Some(768),
-        ..ChatConfig::default()
-    })?;
+    let client = a.llm.client(768, false)?;
     let categories: Vec<String> = if a.categories.is_empty() {
         CATEGORIES.iter().map(|c| c.to_string()).collect()
     } else {
@@ -139,18 +119,12 @@ fn generate(a: GenerateArgs) -> Result<()> {
             .collect()
     };
     let cfg = GenerateConfig {
-        model: a.model.clone(),
-        concurrency: usize::from(a.concurrency),
+        model: a.llm.model()?.to_string(),
+        concurrency: usize::from(a.llm.concurrency),
         categories: categories.clone(),
         duplicate_jaccard: a.duplicate_jaccard,
     };
-    let complete = |p: &str| {
-        client.complete(&[ChatMessage {
-            role: "user".into(),
-            content: p.to_string(),
-            image: None,
-        }])
-    };
+    let complete = |p: &str| super::llm_args::ask(&client, p, None);
     let r = generate(&a.dataset, &queries, &cfg, &complete)?;
     for f in &r.failed {
         println!(

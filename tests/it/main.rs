@@ -24,6 +24,7 @@ mod hostile_live;
 mod hostile_recipe;
 mod hostile_serve;
 mod import;
+mod judge;
 mod llama;
 mod mine;
 mod mine_balance;

@@ -1,0 +1,224 @@
+//! `rmsweb judge` against a loopback stub judge: key points, scored evidence and a
+//! verdict per trajectory, stored beside the trajectories and reused; the recorded
+//! outcome never reaches the judge; `judge eval` against the hand labels.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn rmsweb(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rmsweb"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), target).unwrap();
+        }
+    }
+}
+
+/// A copy of the mock-site dataset in `dir`.
+fn mocksites(dir: &Path) -> std::path::PathBuf {
+    let ds = dir.join("mocksites");
+    copy_dir(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/mocksites"),
+        &ds,
+    );
+    ds
+}
+
+/// The stub judge: a numbered list for key points, score 4 for every step, and a
+/// failure only where the agent gave no final answer.
+fn stub(prompt: &str) -> String {
+    if prompt.contains("List the key points") {
+        "1. The requested item or value is reached.".into()
+    } else if prompt.contains("Score 1 (nothing relevant)") {
+        "Score: 4\nReason: the page shows the task's item.".into()
+    } else if prompt.contains("The agent's final answer: (none)") {
+        "Thoughts: no answer was given.\nStatus: failure".into()
+    } else {
+        "Thoughts: every key point is met.\nStatus: success".into()
+    }
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn every_trajectory_gets_a_stored_verdict_that_labels_are_compared_with() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = mocksites(dir.path());
+    let (url, seen) = crate::mine_judge::endpoint_with(200, stub);
+    let judge = |extra: &[&str]| {
+        let mut args = vec![
+            "judge",
+            "--dataset",
+            ds.to_str().unwrap(),
+            "--llm-url",
+            &url,
+            "--model",
+            "stub-judge",
+            "--retries",
+            "0",
+        ];
+        args.extend_from_slice(extra);
+        rmsweb(&args)
+    };
+    let o = judge(&[]);
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{out}\n{}", text(&o.stderr));
+    assert!(
+        out.contains("judged 13 trajectories with stub-judge (12 success, 1 failure)"),
+        "{out}"
+    );
+    assert!(out.contains("postbox-send-q3-report-a2: failure"), "{out}");
+    let requests = seen.lock().unwrap().clone();
+    // Per trajectory: key points, one score per model step, the verdict.
+    let steps: usize = std::fs::read_to_string(ds.join("trajectories.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["steps"]
+                .as_array()
+                .unwrap()
+                .len()
+        })
+        .sum();
+    assert!(
+        requests.len() >= 2 * 13 && requests.len() <= 2 * 13 + steps,
+        "{}",
+        requests.len()
+    );
+    for r in &requests {
+        assert!(
+            !r.contains("marked failed at import") && !r.contains("success=true"),
+            "the recorded outcome reached the judge: {r}"
+        );
+        assert!(
+            !r.contains("data:image/png;base64"),
+            "no images without --vision"
+        );
+    }
+
+    let verdicts: Vec<serde_json::Value> = std::fs::read_to_string(ds.join("judge/verdicts.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(verdicts.len(), 13);
+    let v = &verdicts[0];
+    assert_eq!(v["judge_model"], "stub-judge");
+    assert_eq!(v["prompt_version"], "rmsweb-webjudge/1");
+    assert_eq!(
+        v["key_points"],
+        "1. The requested item or value is reached."
+    );
+    assert!(v["evidence"][0]["selected"].as_bool().unwrap());
+    assert_eq!(v["evidence"][0]["score"], 4);
+
+    // Again: every standing verdict is reused, nothing is sent.
+    let o = judge(&[]);
+    assert!(
+        text(&o.stdout).contains("13 standing verdicts reused"),
+        "{}",
+        text(&o.stdout)
+    );
+    assert_eq!(seen.lock().unwrap().len(), requests.len());
+
+    // With --vision one trajectory's screenshots go as data URLs.
+    let o = judge(&[
+        "--vision",
+        "--again",
+        "--trajectories",
+        "buyly-trailrunner-x2-size10-a2",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let sent = seen.lock().unwrap();
+    assert!(
+        sent[requests.len()..]
+            .iter()
+            .any(|r| r.contains("data:image/png;base64,"))
+    );
+    drop(sent);
+
+    // The hand labels: 13 of this dataset, 50 of the fixtures.
+    let labels = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/judge/labels.jsonl");
+    let o = rmsweb(&[
+        "judge",
+        "eval",
+        labels.to_str().unwrap(),
+        "--dataset",
+        ds.to_str().unwrap(),
+    ]);
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{out}\n{}", text(&o.stderr));
+    // Labels: 7 success, 6 failure; the stub fails only the unsent email.
+    assert!(
+        out.contains("label success                7              0"),
+        "{out}"
+    );
+    assert!(
+        out.contains("label failure                5              1"),
+        "{out}"
+    );
+    assert!(
+        out.contains("13 labels compared (0 without a verdict, 50 of other datasets): accuracy 0.615, Cohen's kappa 0.177"),
+        "{out}"
+    );
+    assert!(
+        out.contains("disagree: skyfare-bos-ord-mar14-a1 label failure (searched March 4"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_judge_that_answers_without_a_status_leaves_the_trajectory_unjudged() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = mocksites(dir.path());
+    let (url, _) = crate::mine_judge::endpoint_with(200, |_| "I am not sure.".to_string());
+    let o = rmsweb(&[
+        "judge",
+        "--dataset",
+        ds.to_str().unwrap(),
+        "--llm-url",
+        &url,
+        "--model",
+        "vague",
+        "--trajectories",
+        "codehub-widgets-newest-bug-a1",
+    ]);
+    assert!(!o.status.success());
+    let out = text(&o.stdout);
+    assert!(
+        out.contains(
+            "codehub-widgets-newest-bug-a1: not judged: the verdict has no `Status:` line"
+        ),
+        "{out}"
+    );
+    assert!(!ds.join("judge/verdicts.jsonl").exists());
+    let o = rmsweb(&[
+        "judge",
+        "--dataset",
+        ds.to_str().unwrap(),
+        "--llm-url",
+        &url,
+        "--model",
+        "vague",
+        "--trajectories",
+        "nope",
+    ]);
+    assert!(
+        text(&o.stderr).contains("no trajectory nope"),
+        "{}",
+        text(&o.stderr)
+    );
+}
