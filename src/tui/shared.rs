@@ -4,6 +4,7 @@
 use super::theme::Theme;
 use super::widgets::screenshot::ImageCache;
 use crate::annotate::{AnnotationEvent, AnnotationLog, Folded, Status};
+use crate::judge::verdicts::{self, Verdict};
 use crate::mine::pair::MinedPair;
 use crate::reward::RewardConfig;
 use crate::trajectory::jsonl::{self, JsonlFile};
@@ -18,6 +19,8 @@ pub enum Loaded {
     Early {
         tasks: HashMap<String, Task>,
         pairs: Vec<MinedPair>,
+        /// The standing LLM-judge verdict per trajectory id (`judge/verdicts.jsonl`).
+        verdicts: HashMap<String, Verdict>,
         /// Problems found, each naming file, line and field.
         errors: Vec<String>,
     },
@@ -58,10 +61,21 @@ pub fn load(ds: &Dataset, tx: &Sender<Loaded>) {
         }
         Err(e) => errors.push(e.to_string()),
     }
+    let verdicts = match verdicts::read(ds.root()) {
+        Ok(all) => verdicts::standing(&all, None)
+            .into_iter()
+            .map(|(id, v)| (id.to_string(), v.clone()))
+            .collect(),
+        Err(e) => {
+            errors.push(format!("{e:#}"));
+            HashMap::new()
+        }
+    };
     if tx
         .send(Loaded::Early {
             tasks,
             pairs,
+            verdicts,
             errors,
         })
         .is_err()
@@ -136,6 +150,8 @@ pub struct Shared {
     pub images: ImageCache,
     pub trajectories: TrajectoryCache,
     pub tasks: HashMap<String, Task>,
+    /// The standing LLM-judge verdict per trajectory id.
+    pub verdicts: HashMap<String, Verdict>,
     /// Summaries once the loader has read them all (None before).
     pub summaries: Option<Vec<Option<TrajectorySummary>>>,
     /// Summaries parsed one by one for the rows drawn before the loader is done.
@@ -173,6 +189,7 @@ impl Shared {
             images,
             trajectories: TrajectoryCache::default(),
             tasks: HashMap::new(),
+            verdicts: HashMap::new(),
             summaries: None,
             lazy_summaries: HashMap::new(),
             pairs: Vec::new(),
@@ -209,9 +226,11 @@ impl Shared {
                 Some(Loaded::Early {
                     tasks,
                     pairs,
+                    verdicts,
                     errors,
                 }) => {
                     self.tasks = tasks;
+                    self.verdicts = verdicts;
                     self.pairs = pairs;
                     self.pairs_loaded = true;
                     self.load_errors.extend(errors);

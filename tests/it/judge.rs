@@ -222,3 +222,40 @@ fn a_judge_that_answers_without_a_status_leaves_the_trajectory_unjudged() {
         text(&o.stderr)
     );
 }
+
+#[test]
+fn the_trajectories_tab_shows_the_standing_verdict_and_its_last_thought() {
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+    use rmsweb::tui::{App, Options, Theme};
+    let d = crate::tui::mocksites();
+    let verdict = serde_json::json!({
+        "trajectory_id": "codehub-widgets-newest-bug-a1", "task_id": "x", "success": false,
+        "reasoning": "Thoughts: the issue \u{1b}[31mis not labeled bug.\nStatus: failure",
+        "key_points": "1. bug", "evidence": [], "judge_model": "stub-judge",
+        "prompt_version": "rmsweb-webjudge/1", "content_hash": "", "created_at": ""
+    });
+    std::fs::create_dir_all(d.path().join("judge")).unwrap();
+    std::fs::write(
+        d.path().join("judge/verdicts.jsonl"),
+        format!("{verdict}\n"),
+    )
+    .unwrap();
+    let mut app = App::new(Options {
+        dataset: d.path().to_path_buf(),
+        annotator: "tester".into(),
+        theme: Theme::load("dark").unwrap(),
+        picker: ratatui_image::picker::Picker::halfblocks(),
+    })
+    .unwrap();
+    app.wait_loaded();
+    let mut t = Terminal::new(TestBackend::new(160, 40)).unwrap();
+    t.draw(|f| app.draw(f)).unwrap();
+    let screen = t.backend().to_string();
+    assert!(screen.contains("codehub-widgets-newest-bug-a1"), "{screen}");
+    assert!(
+        screen.contains("Judge: ✗ failure (stub-judge)  the issue is not labeled bug."),
+        "{screen}"
+    );
+    assert!(!screen.contains('\u{1b}'));
+}

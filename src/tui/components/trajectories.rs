@@ -202,8 +202,10 @@ impl Component for TrajectoriesView {
         };
         self.step_count = traj.steps.len();
         let th = sh.theme.clone();
+        let verdict = sh.verdicts.get(&traj.id);
+        let header_rows = if verdict.is_some() { 6 } else { 5 };
         let [header, body] =
-            Layout::vertical([Constraint::Length(5), Constraint::Min(5)]).areas(right);
+            Layout::vertical([Constraint::Length(header_rows), Constraint::Min(5)]).areas(right);
         let instruction = sh
             .tasks
             .get(&traj.task_id)
@@ -228,6 +230,9 @@ impl Component for TrajectoriesView {
                 ),
             ]),
         ];
+        if let Some(v) = verdict {
+            head.push(judge_line(v, &th));
+        }
         head.push(Line::from(vec![
             Span::styled("Reflection: ", th.label()),
             match &traj.reflection {
@@ -471,4 +476,30 @@ fn draw_shot(
 ) {
     let rel = step.state.screenshot.as_deref();
     images.draw_marked(f, area, root, rel, step_mark(step), dim);
+}
+
+/// The header line of an LLM judge's verdict: its decision, the judge model and the
+/// reasoning's last thought (the line before `Status:`, else the first).
+fn judge_line<'a>(v: &crate::judge::verdicts::Verdict, th: &crate::tui::theme::Theme) -> Line<'a> {
+    let decision = if v.success {
+        Span::styled("✓ success", th.good())
+    } else {
+        Span::styled("✗ failure", th.bad())
+    };
+    let thought = v
+        .reasoning
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.to_ascii_lowercase().starts_with("status:"))
+        .map(|l| l.strip_prefix("Thoughts:").unwrap_or(l).trim())
+        .next_back()
+        .unwrap_or_default();
+    Line::from(vec![
+        Span::styled("Judge: ", th.label()),
+        decision,
+        Span::styled(
+            format!(" ({})  {}", line(&v.judge_model), line(thought)),
+            th.dim(),
+        ),
+    ])
 }
