@@ -126,7 +126,7 @@ fn judge(a: RunArgs) -> Result<()> {
             todo.push((task, t));
         }
     }
-    let client = a.llm.client(512, a.vision)?;
+    let client = a.llm.client(512, a.vision, None)?;
     let ask = |text: &str, image: Option<&Path>| ask(&client, text, image);
     let cfg = JudgeConfig {
         model: model.clone(),

@@ -40,8 +40,13 @@ impl LlmArgs {
     }
 
     /// A chat client for these arguments: temperature 0, `max_tokens`, images sent
-    /// when `vision`.
-    pub fn client(&self, max_tokens: u32, vision: bool) -> Result<ChatClient> {
+    /// when `vision`, `response_format` sent when given.
+    pub fn client(
+        &self,
+        max_tokens: u32,
+        vision: bool,
+        response_format: Option<serde_json::Value>,
+    ) -> Result<ChatClient> {
         let Some(url) = &self.llm_url else {
             bail!("--llm-url is required");
         };
@@ -54,6 +59,7 @@ impl LlmArgs {
             vision,
             temperature: 0.0,
             max_tokens: Some(max_tokens),
+            response_format,
             ..ChatConfig::default()
         })
     }

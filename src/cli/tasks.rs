@@ -81,6 +81,10 @@ pub struct GenerateArgs {
     /// Also write the report as JSON here.
     #[arg(long)]
     pub report: Option<PathBuf>,
+    /// Do not send the answer's JSON schema as `response_format` (for a server that
+    /// refuses the field).
+    #[arg(long)]
+    pub no_schema: bool,
 }
 
 impl Args {
@@ -108,7 +112,8 @@ fn generate(a: GenerateArgs) -> Result<()> {
         );
     }
     let queries = rmsweb::tasks::queries::read_queries(&a.queries).map_err(ImportErrors)?;
-    let client = a.llm.client(768, false)?;
+    let schema = (!a.no_schema).then(rmsweb::tasks::seed_prompt::answer_schema);
+    let client = a.llm.client(768, false, schema)?;
     let categories: Vec<String> = if a.categories.is_empty() {
         CATEGORIES.iter().map(|c| c.to_string()).collect()
     } else {

@@ -36,6 +36,9 @@ pub struct ChatConfig {
     pub vision: bool,
     pub temperature: f64,
     pub max_tokens: Option<u32>,
+    /// Sent as the request's `response_format` (e.g. a `json_schema` the server
+    /// enforces while decoding); none: not sent.
+    pub response_format: Option<Value>,
 }
 
 impl Default for ChatConfig {
@@ -50,6 +53,7 @@ impl Default for ChatConfig {
             vision: false,
             temperature: 0.0,
             max_tokens: Some(1024),
+            response_format: None,
         }
     }
 }
@@ -131,6 +135,9 @@ impl ChatClient {
         });
         if let Some(n) = self.cfg.max_tokens {
             body["max_tokens"] = json!(n);
+        }
+        if let Some(f) = &self.cfg.response_format {
+            body["response_format"] = f.clone();
         }
         Ok(body)
     }

@@ -38,6 +38,37 @@ pub fn prompt(query: &str, categories: &[String]) -> String {
     )
 }
 
+/// The answer's JSON schema, sent as `response_format` so that a server which
+/// enforces schemas (`rmsweb serve`, vLLM, llama.cpp) cannot answer anything else.
+pub fn answer_schema() -> Value {
+    serde_json::json!({
+        "type": "json_schema",
+        "json_schema": {
+            "name": "seed_tasks",
+            "schema": {
+                "type": "object",
+                "properties": {
+                    "tasks": {
+                        "type": "array",
+                        "maxItems": 3,
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "website": {"type": "string"},
+                                "objective": {"type": "string"},
+                                "constraints": {"type": "array", "items": {"type": "string"}},
+                                "category": {"type": "string"}
+                            },
+                            "required": ["website", "objective", "constraints", "category"]
+                        }
+                    }
+                },
+                "required": ["tasks"]
+            }
+        }
+    })
+}
+
 /// One task as the generator wrote it, before checking.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Draft {

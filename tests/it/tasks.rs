@@ -316,6 +316,12 @@ fn queries_become_checked_deduplicated_tasks_and_a_rerun_sends_nothing() {
     assert_eq!(seen.lock().unwrap().len(), 3);
     let sent = seen.lock().unwrap()[0].clone();
     assert!(sent.contains("\"model\":\"stub-gen\""), "{sent}");
+    // The answer's schema goes as response_format (a schema-enforcing server such
+    // as rmsweb serve can answer nothing else).
+    assert!(
+        sent.contains("\"response_format\":{\"json_schema\""),
+        "{sent}"
+    );
 
     let tasks: Vec<serde_json::Value> =
         std::fs::read_to_string(dir.path().join("seed/tasks.jsonl"))
@@ -358,6 +364,10 @@ fn queries_become_checked_deduplicated_tasks_and_a_rerun_sends_nothing() {
         Dataset::open(dir.path().join("seed")).unwrap().task_count(),
         3
     );
+    // --no-schema leaves the field out, for a server that refuses it.
+    generate(dir.path(), &url, &["--no-schema"]);
+    let last = seen.lock().unwrap().last().cloned().unwrap();
+    assert!(!last.contains("response_format"), "{last}");
 }
 
 #[test]
