@@ -5,7 +5,7 @@ use super::llm_args::{LlmArgs, ask};
 use anyhow::{Context, Result, bail};
 use rayon::prelude::*;
 use rmsweb::judge::agreement::{agreement, read_labels};
-use rmsweb::judge::prompts::PROMPT_VERSION;
+use rmsweb::judge::prompts::{PROMPT_VERSION, Stage};
 use rmsweb::judge::verdicts::{self, Verdict, content_hash, standing};
 use rmsweb::judge::webjudge::{JudgeConfig, judge_trajectory};
 use rmsweb::trajectory::import::ImportErrors;
@@ -48,6 +48,10 @@ pub struct RunArgs {
     pub vision: bool,
     #[command(flatten)]
     pub llm: LlmArgs,
+    /// Do not send the answers' JSON schemas as `response_format` (for a server
+    /// that refuses the field); the plain `Score:`/`Status:` forms are read either way.
+    #[arg(long)]
+    pub no_schema: bool,
     /// Judge again even where a standing verdict of this model and prompt exists.
     #[arg(long)]
     pub again: bool,
@@ -126,8 +130,18 @@ fn judge(a: RunArgs) -> Result<()> {
             todo.push((task, t));
         }
     }
-    let client = a.llm.client(512, a.vision, None)?;
-    let ask = |text: &str, image: Option<&Path>| ask(&client, text, image);
+    // One client per question: its token budget and, unless --no-schema, its schema.
+    let client_for = |stage: Stage| {
+        let format = (!a.no_schema).then(|| stage.response_format()).flatten();
+        a.llm.client(stage.max_tokens(), a.vision, format)
+    };
+    let clients = [
+        client_for(Stage::KeyPoints)?,
+        client_for(Stage::Evidence)?,
+        client_for(Stage::Verdict)?,
+    ];
+    let ask =
+        |stage: Stage, text: &str, image: Option<&Path>| ask(&clients[stage as usize], text, image);
     let cfg = JudgeConfig {
         model: model.clone(),
         vision: a.vision,

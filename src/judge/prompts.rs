@@ -1,8 +1,62 @@
 //! The judge's three prompts and the reading of their answers. A new wording is a
 //! new [`PROMPT_VERSION`]: verdicts of the old one are not reused.
 
+use serde_json::{Value, json};
+
 /// Version of the prompts below, recorded with every verdict.
 pub const PROMPT_VERSION: &str = "rmsweb-webjudge/1";
+
+/// The judge's three questions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    KeyPoints,
+    Evidence,
+    Verdict,
+}
+
+impl Stage {
+    /// Tokens an answer may take.
+    pub fn max_tokens(self) -> u32 {
+        match self {
+            Stage::KeyPoints => 256,
+            Stage::Evidence => 96,
+            Stage::Verdict => 384,
+        }
+    }
+
+    /// The answer's JSON schema as a `response_format`, for servers that enforce
+    /// one while decoding (the readers below take the JSON or the plain form).
+    pub fn response_format(self) -> Option<Value> {
+        let schema = match self {
+            Stage::KeyPoints => return None,
+            Stage::Evidence => json!({
+                "type": "object",
+                "properties": {
+                    "score": {"type": "integer", "minimum": 1, "maximum": 5},
+                    "reason": {"type": "string"}
+                },
+                "required": ["score", "reason"]
+            }),
+            Stage::Verdict => json!({
+                "type": "object",
+                "properties": {
+                    "thoughts": {"type": "string"},
+                    "status": {"type": "string", "enum": ["success", "failure"]}
+                },
+                "required": ["thoughts", "status"]
+            }),
+        };
+        Some(json!({"type": "json_schema", "json_schema": {"name": "judge", "schema": schema}}))
+    }
+}
+
+/// The answer as a JSON object, when it is one.
+fn as_object(answer: &str) -> Option<serde_json::Map<String, Value>> {
+    match serde_json::from_str::<Value>(answer.trim()) {
+        Ok(Value::Object(m)) => Some(m),
+        _ => None,
+    }
+}
 
 /// Step 1: what a successful attempt must have done.
 pub fn key_points(task: &str) -> String {
@@ -49,8 +103,16 @@ pub fn verdict(
     )
 }
 
-/// The score of an evidence answer (`Score: N`, or the first digit 1–5).
+/// The score of an evidence answer (`{"score": N}`, `Score: N`, or the first digit
+/// 1–5).
 pub fn read_score(answer: &str) -> Option<u8> {
+    if let Some(m) = as_object(answer) {
+        return m
+            .get("score")
+            .and_then(Value::as_u64)
+            .filter(|n| (1..=5).contains(n))
+            .map(|n| n as u8);
+    }
     let lower = answer.to_ascii_lowercase();
     let after = lower.find("score").map_or(&lower[..], |i| &lower[i + 5..]);
     after
@@ -61,8 +123,12 @@ pub fn read_score(answer: &str) -> Option<u8> {
         .map(|d| d as u8)
 }
 
-/// The reason line of an evidence answer (the whole answer when it has none).
+/// The reason of an evidence answer (`{"reason"}`, a `Reason:` line, else the
+/// whole answer).
 pub fn read_reason(answer: &str) -> String {
+    if let Some(r) = as_object(answer).and_then(|m| m.get("reason")?.as_str().map(str::to_owned)) {
+        return r.chars().take(400).collect();
+    }
     answer
         .lines()
         .find_map(|l| l.trim().strip_prefix("Reason:").map(str::trim))
@@ -72,8 +138,16 @@ pub fn read_reason(answer: &str) -> String {
         .collect()
 }
 
-/// The status of a verdict answer: the last `Status:` line's success or failure.
+/// The status of a verdict answer: `{"status"}`, else the last `Status:` line's
+/// success or failure.
 pub fn read_status(answer: &str) -> Result<bool, String> {
+    if let Some(m) = as_object(answer) {
+        return match m.get("status").and_then(Value::as_str) {
+            Some("success") => Ok(true),
+            Some("failure") => Ok(false),
+            other => Err(format!("status {other:?} is neither success nor failure")),
+        };
+    }
     let line = answer
         .lines()
         .rev()
@@ -108,5 +182,12 @@ mod tests {
         assert_eq!(read_status("Status: failure."), Ok(false));
         assert!(read_status("Thoughts: hard to say").is_err());
         assert!(read_status("Status: maybe").is_err());
+        assert_eq!(read_score(r#"{"score": 5, "reason": "cart"}"#), Some(5));
+        assert_eq!(read_reason(r#"{"score": 5, "reason": "cart"}"#), "cart");
+        assert_eq!(
+            read_status(r#"{"thoughts": "ok", "status": "failure"}"#),
+            Ok(false)
+        );
+        assert!(read_status(r#"{"thoughts": "ok"}"#).is_err());
     }
 }

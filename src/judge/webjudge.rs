@@ -2,15 +2,16 @@
 //! them (its screenshot attached when the judge sees images, its page text always),
 //! the best-scored steps kept as key states, and the verdict.
 
-use super::prompts::{self, PROMPT_VERSION};
+use super::prompts::{self, PROMPT_VERSION, Stage};
 use super::verdicts::{Evidence, Verdict, content_hash};
 use crate::action::render::render_call;
 use crate::trajectory::{Dataset, Step, Task, Trajectory};
 use anyhow::{Result, anyhow};
 use std::path::{Path, PathBuf};
 
-/// Sends one prompt (with at most one image) and returns the answer's text.
-pub type Ask<'a> = dyn Fn(&str, Option<&Path>) -> Result<String> + Sync + 'a;
+/// Sends one of the judge's prompts (with at most one image) and returns the
+/// answer's text.
+pub type Ask<'a> = dyn Fn(Stage, &str, Option<&Path>) -> Result<String> + Sync + 'a;
 
 /// How to judge.
 #[derive(Debug, Clone)]
@@ -107,9 +108,13 @@ pub fn judge_trajectory(
     cfg: &JudgeConfig,
     ask: &Ask,
 ) -> Result<Verdict> {
-    let key_points = ask(&prompts::key_points(&task.instruction), None)?
-        .trim()
-        .to_string();
+    let key_points = ask(
+        Stage::KeyPoints,
+        &prompts::key_points(&task.instruction),
+        None,
+    )?
+    .trim()
+    .to_string();
     let mut evidence = Vec::new();
     for s in t.steps.iter().filter(|s| s.is_model_step()) {
         let image: Option<(String, PathBuf)> = match (&s.state.screenshot, cfg.vision) {
@@ -122,7 +127,11 @@ pub fn judge_trajectory(
             s.index as usize,
             &state_text(s, cfg.state_chars),
         );
-        let answer = ask(&prompt, image.as_ref().map(|(_, p)| p.as_path()))?;
+        let answer = ask(
+            Stage::Evidence,
+            &prompt,
+            image.as_ref().map(|(_, p)| p.as_path()),
+        )?;
         let (score, reason) = match prompts::read_score(&answer) {
             Some(n) => (n, prompts::read_reason(&answer)),
             None => (
@@ -161,6 +170,7 @@ pub fn judge_trajectory(
         key_states.join("\n\n")
     };
     let answer = ask(
+        Stage::Verdict,
         &prompts::verdict(
             &task.instruction,
             &key_points,

@@ -108,6 +108,16 @@ fn every_trajectory_gets_a_stored_verdict_that_labels_are_compared_with() {
             "no images without --vision"
         );
     }
+    // Scores and verdicts ask for their JSON schema; key points are free text.
+    let with_schema = requests
+        .iter()
+        .filter(|r| r.contains("\"response_format\""))
+        .count();
+    assert_eq!(
+        with_schema,
+        requests.len() - 13,
+        "all but the 13 key-point requests"
+    );
 
     let verdicts: Vec<serde_json::Value> = std::fs::read_to_string(ds.join("judge/verdicts.jsonl"))
         .unwrap()
