@@ -1,6 +1,6 @@
 //! `tasks overlap` at the size: 50,000 synthetic training tasks against
-//! 1,000 benchmark tasks (templated instructions over a Zipf-like vocabulary, with
-//! the benchmark's own phrasing), 50 of the training tasks planted copies of
+//! 1,000 benchmark tasks (each side's own templated phrasings filled from one
+//! Zipf-like vocabulary of 5,000 words), 50 of the training tasks planted copies of
 //! benchmark tasks inside a longer sentence. Prints the wall seconds of one check
 //! (both cores) and how many plants it found.
 //! Run: `cargo bench --bench overlap`; under `cargo test` a 2,000 × 100 check once.
@@ -14,7 +14,8 @@ use rmsweb::trajectory::Task;
 use std::hint::black_box;
 use std::time::Instant;
 
-const TEMPLATES: [&str; 8] = [
+/// Training tasks' phrasings (a seed-task generator's).
+const TRAIN_TEMPLATES: [&str; 8] = [
     "find the cheapest {} on the website and add it to the cart",
     "show me {} near {} with at least four stars",
     "what is the {} of the {} listed on the first page",
@@ -25,14 +26,24 @@ const TEMPLATES: [&str; 8] = [
     "how many {} were posted in the {} forum last month",
 ];
 
+/// The benchmark's own phrasings (a different author's).
+const BENCH_TEMPLATES: [&str; 6] = [
+    "get the {} of my most recent {} order",
+    "list every {} that mentions {} in its reviews",
+    "post a question about {} in the {} subreddit",
+    "how long does it take to walk from {} to {}",
+    "change the {} of the {} project to private",
+    "tell me the {} with the most {} this year",
+];
+
 fn word(rng: &mut ChaCha8Rng) -> String {
     // Zipf-like: small ids far more often than large ones (5,000 words).
     let u: f64 = rng.random();
     format!("w{}", (5000f64.powf(u)) as u32)
 }
 
-fn instruction(rng: &mut ChaCha8Rng) -> String {
-    let mut text = TEMPLATES[rng.random_range(0..TEMPLATES.len())].to_string();
+fn instruction(rng: &mut ChaCha8Rng, templates: &[&str]) -> String {
+    let mut text = templates[rng.random_range(0..templates.len())].to_string();
     while text.contains("{}") {
         let n = rng.random_range(1..4);
         let words: Vec<String> = (0..n).map(|_| word(rng)).collect();
@@ -57,11 +68,8 @@ fn corpus(train: usize, bench: usize) -> (Vec<Task>, Vec<Task>, usize) {
     let mut rng = ChaCha8Rng::seed_from_u64(7);
     let b: Vec<Task> = (0..bench)
         .map(|i| {
-            task(
-                format!("b{i}"),
-                instruction(&mut rng),
-                rng.random_range(0..200),
-            )
+            let text = instruction(&mut rng, &BENCH_TEMPLATES);
+            task(format!("b{i}"), text, rng.random_range(0..200))
         })
         .collect();
     let mut planted = 0;
@@ -73,11 +81,8 @@ fn corpus(train: usize, bench: usize) -> (Vec<Task>, Vec<Task>, usize) {
                 let text = format!("please help me: {} thanks", src.instruction);
                 task(format!("t{i}"), text, rng.random_range(200..400))
             } else {
-                task(
-                    format!("t{i}"),
-                    instruction(&mut rng),
-                    rng.random_range(0..400),
-                )
+                let text = instruction(&mut rng, &TRAIN_TEMPLATES);
+                task(format!("t{i}"), text, rng.random_range(0..400))
             }
         })
         .collect();
