@@ -35,7 +35,8 @@ impl Stage {
                     "score": {"type": "integer", "minimum": 1, "maximum": 5},
                     "reason": {"type": "string"}
                 },
-                "required": ["score", "reason"]
+                "required": ["score", "reason"],
+                "additionalProperties": false
             }),
             Stage::Verdict => json!({
                 "type": "object",
@@ -43,7 +44,8 @@ impl Stage {
                     "thoughts": {"type": "string"},
                     "status": {"type": "string", "enum": ["success", "failure"]}
                 },
-                "required": ["thoughts", "status"]
+                "required": ["thoughts", "status"],
+                "additionalProperties": false
             }),
         };
         Some(json!({"type": "json_schema", "json_schema": {"name": "judge", "schema": schema}}))

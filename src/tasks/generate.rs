@@ -178,6 +178,12 @@ pub fn generate(
     Ok(report)
 }
 
+/// Longest objective or constraint kept (characters).
+const MAX_OBJECTIVE_CHARS: usize = 300;
+/// Most distinct constraints a task may have.
+const MAX_CONSTRAINTS: usize = 8;
+
+/// A draft as a task, or why it is refused.
 fn check(q: &Query, k: usize, d: Draft, cfg: &GenerateConfig) -> Result<GeneratedTask, String> {
     if d.website.is_empty() {
         return Err("no website".into());
@@ -189,9 +195,37 @@ fn check(q: &Query, k: usize, d: Draft, cfg: &GenerateConfig) -> Result<Generate
     if d.objective.is_empty() {
         return Err("no objective".into());
     }
+    let chars = d.objective.chars().count();
+    if chars > MAX_OBJECTIVE_CHARS {
+        return Err(format!(
+            "objective of {chars} characters (at most {MAX_OBJECTIVE_CHARS}: runaway output?)"
+        ));
+    }
+    // Placeholders ("...") and repeats are not constraints.
+    let mut constraints: Vec<String> = Vec::new();
+    for c in d.constraints {
+        if c.chars().any(char::is_alphanumeric) && !constraints.contains(&c) {
+            constraints.push(c);
+        }
+    }
+    if constraints.len() > MAX_CONSTRAINTS {
+        return Err(format!(
+            "{} distinct constraints (at most {MAX_CONSTRAINTS}: runaway output?)",
+            constraints.len()
+        ));
+    }
+    if let Some(c) = constraints
+        .iter()
+        .find(|c| c.chars().count() > MAX_OBJECTIVE_CHARS)
+    {
+        return Err(format!(
+            "a constraint of {} characters (at most {MAX_OBJECTIVE_CHARS})",
+            c.chars().count()
+        ));
+    }
     let mut instruction = d.objective.clone();
-    if !d.constraints.is_empty() {
-        instruction.push_str(&format!(" Constraints: {}.", d.constraints.join("; ")));
+    if !constraints.is_empty() {
+        instruction.push_str(&format!(" Constraints: {}.", constraints.join("; ")));
     }
     let category = if cfg.categories.contains(&d.category) {
         d.category
@@ -206,7 +240,7 @@ fn check(q: &Query, k: usize, d: Draft, cfg: &GenerateConfig) -> Result<Generate
         instruction,
         source: format!("seed-query:{}", q.id),
         objective: d.objective,
-        constraints: d.constraints,
+        constraints,
         query_id: q.id.clone(),
         query: q.text.clone(),
         generator: Generator {
@@ -288,4 +322,63 @@ fn write(dataset: &Path, kept: &[GeneratedTask]) -> Result<()> {
     }
     crate::trajectory::jsonl::append(&dataset.join("tasks.jsonl"), kept)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg() -> GenerateConfig {
+        GenerateConfig {
+            model: "m".into(),
+            concurrency: 1,
+            categories: vec!["shopping".into()],
+            duplicate_jaccard: 0.9,
+        }
+    }
+
+    fn draft(objective: &str, constraints: &[&str]) -> Draft {
+        Draft {
+            website: "https://shoes.example.test".into(),
+            objective: objective.into(),
+            constraints: constraints.iter().map(|c| c.to_string()).collect(),
+            category: "shopping".into(),
+        }
+    }
+
+    #[test]
+    fn placeholders_and_repeats_are_dropped_and_runaway_drafts_refused() {
+        let q = Query {
+            id: "q".into(),
+            text: "running shoes".into(),
+            line: 1,
+        };
+        let t = check(
+            &q,
+            1,
+            draft("Find running shoes", &["...", "size 10", "size 10"]),
+            &cfg(),
+        )
+        .unwrap();
+        assert_eq!(t.constraints, vec!["size 10"]);
+        assert_eq!(t.instruction, "Find running shoes Constraints: size 10.");
+        assert_eq!(
+            (t.domain.as_str(), t.category.as_str()),
+            ("example", "shopping")
+        );
+
+        let many: Vec<String> = (0..9).map(|i| format!("python {i}")).collect();
+        let many: Vec<&str> = many.iter().map(String::as_str).collect();
+        let e = check(&q, 1, draft("Find a job", &many), &cfg()).unwrap_err();
+        assert!(e.starts_with("9 distinct constraints"), "{e}");
+        let e = check(&q, 1, draft(&"tacos-".repeat(60), &[]), &cfg()).unwrap_err();
+        assert!(e.starts_with("objective of 360 characters"), "{e}");
+        let mut no_site = draft("Find shoes", &[]);
+        no_site.website = "shoes".into();
+        assert!(
+            check(&q, 1, no_site, &cfg())
+                .unwrap_err()
+                .contains("is not a site")
+        );
+    }
 }

@@ -59,11 +59,13 @@ pub fn answer_schema() -> Value {
                                 "constraints": {"type": "array", "items": {"type": "string"}},
                                 "category": {"type": "string"}
                             },
-                            "required": ["website", "objective", "constraints", "category"]
+                            "required": ["website", "objective", "constraints", "category"],
+                            "additionalProperties": false
                         }
                     }
                 },
-                "required": ["tasks"]
+                "required": ["tasks"],
+                "additionalProperties": false
             }
         }
     })
