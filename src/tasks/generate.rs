@@ -180,6 +180,8 @@ pub fn generate(
 
 /// Longest objective or constraint kept (characters).
 const MAX_OBJECTIVE_CHARS: usize = 300;
+/// Fewest words of an objective (`...`, `Mine` are not objectives).
+const MIN_OBJECTIVE_WORDS: usize = 3;
 /// Most distinct constraints a task may have.
 const MAX_CONSTRAINTS: usize = 8;
 
@@ -199,6 +201,17 @@ fn check(q: &Query, k: usize, d: Draft, cfg: &GenerateConfig) -> Result<Generate
     if chars > MAX_OBJECTIVE_CHARS {
         return Err(format!(
             "objective of {chars} characters (at most {MAX_OBJECTIVE_CHARS}: runaway output?)"
+        ));
+    }
+    let words = d
+        .objective
+        .split_whitespace()
+        .filter(|w| w.chars().any(char::is_alphanumeric))
+        .count();
+    if words < MIN_OBJECTIVE_WORDS {
+        return Err(format!(
+            "objective {:?} has {words} words (at least {MIN_OBJECTIVE_WORDS})",
+            d.objective
         ));
     }
     // Placeholders ("...") and repeats are not constraints.
