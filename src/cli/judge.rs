@@ -171,13 +171,13 @@ fn judge(a: RunArgs) -> Result<()> {
             Ok(v) => {
                 successes += usize::from(v.success);
                 let selected = v.evidence.iter().filter(|e| e.selected).count();
-                let first = v.reasoning.lines().next().unwrap_or_default();
+                let first = v.summary();
                 println!(
                     "{}: {} ({selected} of {} steps as key states) {}",
                     clean_line(id),
                     if v.success { "success" } else { "failure" },
                     v.evidence.len(),
-                    clean_line(first)
+                    clean_line(&first)
                 );
             }
             Err(e) => {
@@ -247,7 +247,7 @@ fn eval(a: EvalArgs) -> Result<()> {
             if d.label { "success" } else { "failure" },
             clean_line(&d.label_reason),
             if d.verdict { "success" } else { "failure" },
-            clean_line(d.verdict_reasoning.lines().next().unwrap_or_default())
+            clean_line(&d.verdict_summary)
         );
     }
     let c = r.confusion;

@@ -54,6 +54,8 @@ pub struct Disagreement {
     pub verdict: bool,
     pub label_reason: String,
     pub verdict_reasoning: String,
+    /// The verdict's reasoning in one line ([`Verdict::summary`]).
+    pub verdict_summary: String,
 }
 
 /// Agreement of verdicts with labels over the labelled trajectories that have one.
@@ -89,6 +91,7 @@ pub fn agreement(labels: &[Label], verdicts: &HashMap<&str, &Verdict>) -> Agreem
                 verdict: v.success,
                 label_reason: l.reason.clone(),
                 verdict_reasoning: v.reasoning.clone(),
+                verdict_summary: v.summary(),
             });
         }
     }

@@ -40,6 +40,27 @@ pub struct Verdict {
     pub created_at: String,
 }
 
+impl Verdict {
+    /// The verdict's reasoning in one line: a JSON answer's `thoughts`, else the
+    /// last line before `Status:` without its `Thoughts:` label.
+    pub fn summary(&self) -> String {
+        if let Ok(serde_json::Value::Object(m)) =
+            serde_json::from_str::<serde_json::Value>(self.reasoning.trim())
+            && let Some(t) = m.get("thoughts").and_then(serde_json::Value::as_str)
+        {
+            return t.split_whitespace().collect::<Vec<_>>().join(" ");
+        }
+        self.reasoning
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.to_ascii_lowercase().starts_with("status:"))
+            .map(|l| l.strip_prefix("Thoughts:").unwrap_or(l).trim())
+            .next_back()
+            .unwrap_or_default()
+            .to_string()
+    }
+}
+
 /// Where a dataset's verdicts are.
 pub fn path(dataset: &Path) -> PathBuf {
     dataset.join("judge").join("verdicts.jsonl")
@@ -82,4 +103,29 @@ pub fn content_hash(task: &Task, t: &Trajectory) -> String {
     h.update([0]);
     h.update(serde_json::to_vec(t).unwrap_or_default());
     h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_summary_reads_json_and_plain_verdicts() {
+        let mut v = Verdict {
+            trajectory_id: "t".into(),
+            task_id: "t".into(),
+            success: true,
+            reasoning: "{\n \"thoughts\": \"size 10.5,\\n in the cart\",\n\"status\": \"success\"}"
+                .into(),
+            key_points: String::new(),
+            evidence: Vec::new(),
+            judge_model: "m".into(),
+            prompt_version: "v".into(),
+            content_hash: String::new(),
+            created_at: String::new(),
+        };
+        assert_eq!(v.summary(), "size 10.5, in the cart");
+        v.reasoning = "Thoughts: first.\nThoughts: the cart holds 10.5.\nStatus: failure".into();
+        assert_eq!(v.summary(), "the cart holds 10.5.");
+    }
 }

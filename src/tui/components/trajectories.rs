@@ -486,19 +486,12 @@ fn judge_line<'a>(v: &crate::judge::verdicts::Verdict, th: &crate::tui::theme::T
     } else {
         Span::styled("✗ failure", th.bad())
     };
-    let thought = v
-        .reasoning
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.to_ascii_lowercase().starts_with("status:"))
-        .map(|l| l.strip_prefix("Thoughts:").unwrap_or(l).trim())
-        .next_back()
-        .unwrap_or_default();
+    let thought = v.summary();
     Line::from(vec![
         Span::styled("Judge: ", th.label()),
         decision,
         Span::styled(
-            format!(" ({})  {}", line(&v.judge_model), line(thought)),
+            format!(" ({})  {}", line(&v.judge_model), line(&thought)),
             th.dim(),
         ),
     ])
