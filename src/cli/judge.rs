@@ -10,7 +10,7 @@ use rmsweb::judge::verdicts::{self, Verdict, content_hash, standing};
 use rmsweb::judge::webjudge::{JudgeConfig, judge_trajectory};
 use rmsweb::trajectory::import::ImportErrors;
 use rmsweb::trajectory::{Dataset, Task, Trajectory};
-use rmsweb::util::sanitize::clean_line;
+use rmsweb::util::sanitize::{clean_line, excerpt};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -177,7 +177,7 @@ fn judge(a: RunArgs) -> Result<()> {
                     clean_line(id),
                     if v.success { "success" } else { "failure" },
                     v.evidence.len(),
-                    clean_line(&first)
+                    excerpt(&first)
                 );
             }
             Err(e) => {
@@ -247,7 +247,7 @@ fn eval(a: EvalArgs) -> Result<()> {
             if d.label { "success" } else { "failure" },
             clean_line(&d.label_reason),
             if d.verdict { "success" } else { "failure" },
-            clean_line(&d.verdict_summary)
+            excerpt(&d.verdict_summary)
         );
     }
     let c = r.confusion;
