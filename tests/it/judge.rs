@@ -269,3 +269,56 @@ fn the_trajectories_tab_shows_the_standing_verdict_and_its_last_thought() {
     );
     assert!(!screen.contains('\u{1b}'));
 }
+
+/// Both LLM commands against `rmsweb serve` on a tiny random checkpoint: the
+/// schemas they send are enforced while decoding, so every answer reads, however
+/// meaningless its content.
+#[test]
+fn generate_and_judge_run_against_rmsweb_serve() {
+    let dir = tempfile::tempdir().unwrap();
+    let ck = dir.path().join("ck");
+    std::fs::create_dir_all(&ck).unwrap();
+    // A context long enough for a judge prompt with a page's text.
+    crate::serve::write_tiny_checkpoint(&ck, 4096, &[]);
+    let server = crate::serve::start(&ck, &dir.path().join("served"));
+    let url = server.base.clone();
+
+    let queries = dir.path().join("q.txt");
+    std::fs::write(&queries, "cheap flights rome\nlasagna recipe\n").unwrap();
+    let seed = dir.path().join("seed");
+    let o = rmsweb(&[
+        "tasks",
+        "generate",
+        "--queries",
+        queries.to_str().unwrap(),
+        "--dataset",
+        seed.to_str().unwrap(),
+        "--llm-url",
+        &url,
+        "--model",
+        "tiny",
+    ]);
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{out}\n{}", text(&o.stderr));
+    assert!(
+        out.contains("2 queries (0 answers from the cache, 2 sent)"),
+        "{out}"
+    );
+    assert!(out.contains("0 queries failed"), "{out}");
+
+    let ds = mocksites(dir.path());
+    let o = rmsweb(&[
+        "judge",
+        "--dataset",
+        ds.to_str().unwrap(),
+        "--llm-url",
+        &url,
+        "--model",
+        "tiny",
+        "--trajectories",
+        "codehub-widgets-newest-bug-a2",
+    ]);
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{out}\n{}", text(&o.stderr));
+    assert!(out.contains("judged 1 trajectories with tiny"), "{out}");
+}
