@@ -8,7 +8,7 @@ use rmsweb::judge::agreement::{agreement, read_labels};
 use rmsweb::judge::prompts::{PROMPT_VERSION, Stage};
 use rmsweb::judge::verdicts::{self, Verdict, content_hash, standing};
 use rmsweb::judge::webjudge::{JudgeConfig, judge_trajectory};
-use rmsweb::trajectory::import::ImportErrors;
+use rmsweb::trajectory::import::InputErrors;
 use rmsweb::trajectory::{Dataset, Task, Trajectory};
 use rmsweb::util::sanitize::{clean_line, excerpt};
 use std::collections::HashMap;
@@ -224,7 +224,7 @@ fn chosen_trajectories(ds: &Dataset, ids: &[String]) -> Result<Vec<Trajectory>> 
 }
 
 fn eval(a: EvalArgs) -> Result<()> {
-    let labels = read_labels(&a.labels).map_err(ImportErrors)?;
+    let labels = read_labels(&a.labels).map_err(InputErrors)?;
     let all = verdicts::read(&a.dataset)?;
     let standing = standing(&all, a.model.as_deref());
     let ids: std::collections::HashSet<String> = {

@@ -4,7 +4,7 @@
 use anyhow::{Context, Result, bail};
 use rmsweb::tasks::overlap::{Overlap, Pair, find_overlaps};
 use rmsweb::tasks::overlap_config::OverlapConfig;
-use rmsweb::trajectory::import::ImportErrors;
+use rmsweb::trajectory::import::InputErrors;
 use rmsweb::trajectory::import::tasks::{Limits, TaskFormat, parse_task_file};
 use rmsweb::trajectory::{Dataset, Task};
 use rmsweb::util::sanitize::clean_line;
@@ -111,7 +111,7 @@ fn generate(a: GenerateArgs) -> Result<()> {
             a.duplicate_jaccard
         );
     }
-    let queries = rmsweb::tasks::queries::read_queries(&a.queries).map_err(ImportErrors)?;
+    let queries = rmsweb::tasks::queries::read_queries(&a.queries).map_err(InputErrors)?;
     let schema = (!a.no_schema).then(rmsweb::tasks::seed_prompt::answer_schema);
     let client = a.llm.client(768, false, schema)?;
     let categories: Vec<String> = if a.categories.is_empty() {
@@ -256,7 +256,7 @@ fn overlap(a: OverlapArgs) -> Result<()> {
         .tasks()
         .with_context(|| format!("reading the tasks of {}", a.train.display()))?;
     let bench: Vec<Task> = parse_task_file(&a.benchmark, a.format, Limits::default())
-        .map_err(ImportErrors)?
+        .map_err(InputErrors)?
         .into_iter()
         .map(|(_, t)| t)
         .collect();

@@ -386,6 +386,7 @@ fn a_bad_query_file_is_refused_before_any_request() {
         err.contains("queries.jsonl") && err.contains("line 2") && err.contains("id"),
         "{err}"
     );
+    assert!(err.contains("nothing done"), "{err}");
     assert!(seen.lock().unwrap().is_empty());
     assert!(!dir.path().join("seed").exists());
 }

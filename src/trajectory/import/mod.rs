@@ -60,6 +60,12 @@ impl ImportError {
 #[error("{} input problem(s), nothing imported:\n{}", .0.len(), .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
 pub struct ImportErrors(pub Vec<ImportError>);
 
+/// Every problem found in an input file a command reads before it does anything
+/// (a benchmark list, a query file, a labels file): nothing was sent or written.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{} input problem(s), nothing done:\n{}", .0.len(), .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
+pub struct InputErrors(pub Vec<ImportError>);
+
 /// Reads a whole input file, refusing one over `max` bytes before reading it.
 pub fn read_input(path: &Path, max: u64) -> Result<Vec<u8>, ImportError> {
     let f =
