@@ -24,7 +24,10 @@ const MAX_STATES: usize = 100_000;
 /// The only bytes the search needs to try next from `m`, where fewer than every
 /// byte will do: inside a string's plain text its closing `"`, after a whole number
 /// `,`, `}` or `]` (once the value ends, the state is the same whatever it held, so
-/// making it longer never helps), inside literals their next bytes. `None` elsewhere.
+/// making it longer never helps), inside an object key its closing `"` and the next
+/// bytes of the declared keys still missing (an object open to any key would
+/// otherwise branch on every byte of every key), where any value may come `0` (and
+/// `]` to end an array of them), inside literals their next bytes. `None` elsewhere.
 fn useful_bytes(m: &Matcher) -> Option<Vec<u8>> {
     let top = |s: &Stack| s.frames.last().cloned();
     let stacks = m.stacks();
@@ -41,6 +44,27 @@ fn useful_bytes(m: &Matcher) -> Option<Vec<u8>> {
         return Some(b",}]".to_vec());
     }
     let mut next: Vec<u8> = Vec::new();
+    if let Some(all) = stacks
+        .iter()
+        .map(|s| m.any_value_bytes(s))
+        .collect::<Option<Vec<_>>>()
+    {
+        next = all.concat();
+        next.sort_unstable();
+        next.dedup();
+        return Some(next);
+    }
+    if stacks
+        .iter()
+        .all(|s| matches!(top(s), Some(Frame::Key { .. })))
+    {
+        for s in stacks {
+            next.extend(m.key_bytes(s)?);
+        }
+        next.sort_unstable();
+        next.dedup();
+        return Some(next);
+    }
     for s in stacks {
         match top(s) {
             Some(Frame::Lit { rest }) if !rest.is_empty() => next.push(rest[0]),
@@ -302,6 +326,42 @@ mod tests {
         let mut open = s.matcher();
         assert!(open.advance(b"{\"thinking\": \"x"));
         assert_eq!(open.shortest_completion(5), None);
+    }
+
+    /// An object open to any key (no `additionalProperties`) closes too: the
+    /// search writes only the declared keys still missing, not every key it could.
+    /// It gave up before (SmolLM2 answered `{"title": "…` and was cut, not closed).
+    #[test]
+    fn closes_an_object_open_to_any_key() {
+        let s = schema(json!({
+            "type": "object",
+            "properties": {
+                "website": {"type": "string"},
+                "objective": {"type": "string"},
+                "nested": {"type": "object", "properties": {"k": {"type": "integer"}}, "required": ["k"]}
+            },
+            "required": ["website", "objective", "nested"]
+        }));
+        for prefix in [
+            &b"{\"title\": \"Vegetarian lasagna"[..],
+            &b"{\"title\": \"x\", \"webs"[..],
+            &b"{\"nested\": {\"extra\": [1, {\"a\": \"b"[..],
+        ] {
+            let mut m = s.matcher();
+            assert!(m.advance(prefix));
+            let rest = m.shortest_completion(4096).unwrap_or_else(|| {
+                panic!("no completion after {}", String::from_utf8_lossy(prefix))
+            });
+            let mut whole = prefix.to_vec();
+            whole.extend_from_slice(&rest);
+            let text = String::from_utf8(whole).unwrap();
+            let v: serde_json::Value = serde_json::from_str(&text).expect(&text);
+            assert!(
+                v.get("website").is_some() && v.get("objective").is_some(),
+                "{text}"
+            );
+            assert!(v["nested"]["k"].is_i64(), "{text}");
+        }
     }
 
     /// An answer cut inside a multi-byte character (a byte-level model writes one a
