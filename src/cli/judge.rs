@@ -227,16 +227,11 @@ fn eval(a: EvalArgs) -> Result<()> {
     let labels = read_labels(&a.labels).map_err(InputErrors)?;
     let all = verdicts::read(&a.dataset)?;
     let standing = standing(&all, a.model.as_deref());
-    let ids: std::collections::HashSet<String> = {
-        let ds = Dataset::open(&a.dataset)?;
-        ds.summaries()
-            .into_iter()
-            .filter_map(|s| s.ok().map(|s| s.id))
-            .collect()
-    };
+    // The dataset's id index (built from each record's head, nothing parsed whole).
+    let ds = Dataset::open(&a.dataset)?;
     let here: Vec<_> = labels
         .iter()
-        .filter(|l| ids.contains(&l.trajectory_id))
+        .filter(|l| ds.position_of(&l.trajectory_id).is_some())
         .cloned()
         .collect();
     let r = agreement(&here, &standing);

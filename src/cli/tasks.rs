@@ -132,21 +132,10 @@ fn generate(a: GenerateArgs) -> Result<()> {
     let complete = |p: &str| super::llm_args::ask(&client, p, None);
     let r = generate(&a.dataset, &queries, &cfg, &complete)?;
     for f in &r.failed {
-        println!(
-            "failed: query {} (line {}): {}",
-            clean_line(&f.query_id),
-            f.line,
-            clean_line(&f.reason)
-        );
+        println!("failed: {}", refusal(f));
     }
     for f in &r.refused {
-        println!(
-            "refused: query {} (line {}) task {}: {}",
-            clean_line(&f.query_id),
-            f.line,
-            f.task,
-            clean_line(&f.reason)
-        );
+        println!("refused: {}", refusal(f));
     }
     for t in &r.kept {
         println!(
@@ -320,6 +309,21 @@ fn overlap(a: OverlapArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// `query ID (line N) task K: reason` (no task for a whole answer).
+fn refusal(f: &rmsweb::tasks::generate::Refusal) -> String {
+    let task = if f.task > 0 {
+        format!(" task {}", f.task)
+    } else {
+        String::new()
+    };
+    format!(
+        "query {} (line {}){task}: {}",
+        clean_line(&f.query_id),
+        f.line,
+        clean_line(&f.reason)
+    )
 }
 
 fn side(path: &Path, tasks: usize, format: Option<TaskFormat>) -> Side {

@@ -117,21 +117,7 @@ pub fn agreement(labels: &[Label], verdicts: &HashMap<&str, &Verdict>) -> Agreem
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn verdict(id: &str, success: bool) -> Verdict {
-        Verdict {
-            trajectory_id: id.into(),
-            task_id: "t".into(),
-            success,
-            reasoning: "r".into(),
-            key_points: String::new(),
-            evidence: Vec::new(),
-            judge_model: "m".into(),
-            prompt_version: "v".into(),
-            content_hash: String::new(),
-            created_at: String::new(),
-        }
-    }
+    use crate::judge::verdicts::test_verdict;
 
     fn label(id: &str, success: bool) -> Label {
         Label {
@@ -148,7 +134,7 @@ mod tests {
         // successes and 1 of the failures.
         let labels: Vec<Label> = (0..10).map(|i| label(&i.to_string(), i < 6)).collect();
         let vs: Vec<Verdict> = (0..10)
-            .map(|i| verdict(&i.to_string(), i < 5 || i == 9))
+            .map(|i| test_verdict(&i.to_string(), i < 5 || i == 9))
             .collect();
         let standing: HashMap<&str, &Verdict> =
             vs.iter().map(|v| (v.trajectory_id.as_str(), v)).collect();
@@ -164,7 +150,9 @@ mod tests {
         more.push(label("unjudged", true));
         assert_eq!(agreement(&more, &standing).missing, vec!["unjudged"]);
         // A judge that always says success agrees by chance only.
-        let yes: Vec<Verdict> = (0..10).map(|i| verdict(&i.to_string(), true)).collect();
+        let yes: Vec<Verdict> = (0..10)
+            .map(|i| test_verdict(&i.to_string(), true))
+            .collect();
         let standing: HashMap<&str, &Verdict> =
             yes.iter().map(|v| (v.trajectory_id.as_str(), v)).collect();
         let a = agreement(&labels, &standing);

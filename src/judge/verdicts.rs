@@ -105,25 +105,32 @@ pub fn content_hash(task: &Task, t: &Trajectory) -> String {
     h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// A verdict for tests: judge `m`, prompt `v`, reasoning `r`, no evidence.
+#[cfg(test)]
+pub(crate) fn test_verdict(id: &str, success: bool) -> Verdict {
+    Verdict {
+        trajectory_id: id.into(),
+        task_id: "t".into(),
+        success,
+        reasoning: "r".into(),
+        key_points: String::new(),
+        evidence: Vec::new(),
+        judge_model: "m".into(),
+        prompt_version: "v".into(),
+        content_hash: String::new(),
+        created_at: String::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn the_summary_reads_json_and_plain_verdicts() {
-        let mut v = Verdict {
-            trajectory_id: "t".into(),
-            task_id: "t".into(),
-            success: true,
-            reasoning: "{\n \"thoughts\": \"size 10.5,\\n in the cart\",\n\"status\": \"success\"}"
-                .into(),
-            key_points: String::new(),
-            evidence: Vec::new(),
-            judge_model: "m".into(),
-            prompt_version: "v".into(),
-            content_hash: String::new(),
-            created_at: String::new(),
-        };
+        let mut v = test_verdict("t", true);
+        v.reasoning =
+            "{\n \"thoughts\": \"size 10.5,\\n in the cart\",\n\"status\": \"success\"}".into();
         assert_eq!(v.summary(), "size 10.5, in the cart");
         v.reasoning = "Thoughts: first.\nThoughts: the cart holds 10.5.\nStatus: failure".into();
         assert_eq!(v.summary(), "the cart holds 10.5.");

@@ -100,23 +100,29 @@ pub fn generate(
         .num_threads(cfg.concurrency.max(1))
         .build()
         .context("starting the request threads")?;
-    let answers: Vec<Result<(String, bool), String>> = pool.install(|| {
+    // Each query's drafts and whether its answer came from the cache; an error
+    // (transport, or an answer without JSON) fails that query.
+    let answers: Vec<Result<(Vec<Draft>, bool), String>> = pool.install(|| {
         queries
             .par_iter()
             .map(|q| {
-                if let Some(a) = cache.get(&q.text, &cfg.model, PROMPT_VERSION) {
-                    return Ok((a, true));
-                }
-                let a =
-                    complete(&prompt(&q.text, &cfg.categories)).map_err(|e| format!("{e:#}"))?;
+                let (text, cached) = match cache.get(&q.text, &cfg.model, PROMPT_VERSION) {
+                    Some(a) => (a, true),
+                    None => (
+                        complete(&prompt(&q.text, &cfg.categories))
+                            .map_err(|e| format!("{e:#}"))?,
+                        false,
+                    ),
+                };
+                let drafts = parse_answer(&text)?;
                 // Only a readable answer is kept: one without JSON is asked again
                 // next time (another model, a fixed server).
-                if parse_answer(&a).is_ok() {
+                if !cached {
                     cache
-                        .put(&q.text, &cfg.model, PROMPT_VERSION, &a)
+                        .put(&q.text, &cfg.model, PROMPT_VERSION, &text)
                         .map_err(|e| format!("{e:#}"))?;
                 }
-                Ok((a, false))
+                Ok((drafts, cached))
             })
             .collect()
     });
@@ -133,19 +139,13 @@ pub fn generate(
             reason,
         };
         let drafts = match answer {
+            Ok((drafts, cached)) => {
+                report.cached += usize::from(cached);
+                drafts
+            }
             Err(e) => {
                 report.failed.push(refuse(0, e));
                 continue;
-            }
-            Ok((text, cached)) => {
-                report.cached += usize::from(cached);
-                match parse_answer(&text) {
-                    Ok(d) => d,
-                    Err(e) => {
-                        report.failed.push(refuse(0, e));
-                        continue;
-                    }
-                }
             }
         };
         for (k, d) in drafts.into_iter().enumerate() {

@@ -25,6 +25,23 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
+/// `rmsweb judge --dataset DS --llm-url URL --model MODEL --retries 0 EXTRA...`.
+fn judge(ds: &Path, url: &str, model: &str, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "judge",
+        "--dataset",
+        ds.to_str().unwrap(),
+        "--llm-url",
+        url,
+        "--model",
+        model,
+        "--retries",
+        "0",
+    ];
+    args.extend_from_slice(extra);
+    rmsweb(&args)
+}
+
 /// A copy of the mock-site dataset in `dir`.
 fn mocksites(dir: &Path) -> std::path::PathBuf {
     let ds = dir.join("mocksites");
@@ -58,21 +75,7 @@ fn every_trajectory_gets_a_stored_verdict_that_labels_are_compared_with() {
     let dir = tempfile::tempdir().unwrap();
     let ds = mocksites(dir.path());
     let (url, seen) = crate::mine_judge::endpoint_with(200, stub);
-    let judge = |extra: &[&str]| {
-        let mut args = vec![
-            "judge",
-            "--dataset",
-            ds.to_str().unwrap(),
-            "--llm-url",
-            &url,
-            "--model",
-            "stub-judge",
-            "--retries",
-            "0",
-        ];
-        args.extend_from_slice(extra);
-        rmsweb(&args)
-    };
+    let judge = |extra: &[&str]| judge(&ds, &url, "stub-judge", extra);
     let o = judge(&[]);
     let out = text(&o.stdout);
     assert!(o.status.success(), "{out}\n{}", text(&o.stderr));
@@ -195,17 +198,12 @@ fn a_judge_that_answers_without_a_status_leaves_the_trajectory_unjudged() {
     let dir = tempfile::tempdir().unwrap();
     let ds = mocksites(dir.path());
     let (url, _) = crate::mine_judge::endpoint_with(200, |_| "I am not sure.".to_string());
-    let o = rmsweb(&[
-        "judge",
-        "--dataset",
-        ds.to_str().unwrap(),
-        "--llm-url",
+    let o = judge(
+        &ds,
         &url,
-        "--model",
         "vague",
-        "--trajectories",
-        "codehub-widgets-newest-bug-a1",
-    ]);
+        &["--trajectories", "codehub-widgets-newest-bug-a1"],
+    );
     assert!(!o.status.success());
     let out = text(&o.stdout);
     assert!(
@@ -215,17 +213,7 @@ fn a_judge_that_answers_without_a_status_leaves_the_trajectory_unjudged() {
         "{out}"
     );
     assert!(!ds.join("judge/verdicts.jsonl").exists());
-    let o = rmsweb(&[
-        "judge",
-        "--dataset",
-        ds.to_str().unwrap(),
-        "--llm-url",
-        &url,
-        "--model",
-        "vague",
-        "--trajectories",
-        "nope",
-    ]);
+    let o = judge(&ds, &url, "vague", &["--trajectories", "nope"]);
     assert!(
         text(&o.stderr).contains("no trajectory nope"),
         "{}",
@@ -307,17 +295,12 @@ fn generate_and_judge_run_against_rmsweb_serve() {
     assert!(out.contains("0 queries failed"), "{out}");
 
     let ds = mocksites(dir.path());
-    let o = rmsweb(&[
-        "judge",
-        "--dataset",
-        ds.to_str().unwrap(),
-        "--llm-url",
+    let o = judge(
+        &ds,
         &url,
-        "--model",
         "tiny",
-        "--trajectories",
-        "codehub-widgets-newest-bug-a2",
-    ]);
+        &["--trajectories", "codehub-widgets-newest-bug-a2"],
+    );
     let out = text(&o.stdout);
     assert!(o.status.success(), "{out}\n{}", text(&o.stderr));
     assert!(out.contains("judged 1 trajectories with tiny"), "{out}");

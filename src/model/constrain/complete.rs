@@ -1,8 +1,8 @@
 //! The shortest bytes that make a matcher's output a whole accepted value: what
 //! constrained decoding appends when its token budget is about to run out.
 
-use super::Matcher;
-use super::matcher::{Frame, Stack};
+use super::matcher::{ArrState, Frame, Stack};
+use super::{Matcher, Node};
 use std::collections::{HashMap, HashSet};
 
 /// Bytes tried at each position: printable ASCII but the space, closing punctuation
@@ -46,7 +46,7 @@ fn useful_bytes(m: &Matcher) -> Option<Vec<u8>> {
     let mut next: Vec<u8> = Vec::new();
     if let Some(all) = stacks
         .iter()
-        .map(|s| m.any_value_bytes(s))
+        .map(|s| any_value_bytes(m, s))
         .collect::<Option<Vec<_>>>()
     {
         next = all.concat();
@@ -59,7 +59,7 @@ fn useful_bytes(m: &Matcher) -> Option<Vec<u8>> {
         .all(|s| matches!(top(s), Some(Frame::Key { .. })))
     {
         for s in stacks {
-            next.extend(m.key_bytes(s)?);
+            next.extend(key_bytes(m, s)?);
         }
         next.sort_unstable();
         next.dedup();
@@ -74,6 +74,48 @@ fn useful_bytes(m: &Matcher) -> Option<Vec<u8>> {
     next.sort_unstable();
     next.dedup();
     Some(next)
+}
+
+/// Where the stack's next value may be any JSON (a value of [`Node::Any`], an
+/// item of an array of them), the bytes the search needs to try: `0`, and `]`
+/// before an array's first item. Any value leaves the same state after it, so the
+/// shortest is enough; trying every opener nests `[[[[` without end.
+fn any_value_bytes(m: &Matcher, s: &Stack) -> Option<&'static [u8]> {
+    let any = |node| matches!(m.node(node), Node::Any);
+    match s.frames.last()? {
+        Frame::Value(node) if any(*node) => Some(b"0"),
+        Frame::Arr { node, st, .. } => match (m.node(*node), st) {
+            (Node::Array { items, min: 0, .. }, ArrState::Open) if any(*items) => Some(b"]0"),
+            (Node::Array { items, .. }, ArrState::Comma) if any(*items) => Some(b"0"),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// Inside an object key, the bytes the search needs to try: the closing `"` and the
+/// next byte of each declared key not yet seen that the key so far begins (writing
+/// any other key only makes the answer longer). `None` when the top is not a key.
+fn key_bytes(m: &Matcher, s: &Stack) -> Option<Vec<u8>> {
+    let n = s.frames.len();
+    let Some(Frame::Key { buf }) = s.frames.last() else {
+        return None;
+    };
+    let Some(Frame::Obj { node, seen, .. }) = s.frames.get(n.checked_sub(2)?) else {
+        return None;
+    };
+    let mut out = vec![b'"'];
+    // An object of any value declares no key: closing this one is shortest.
+    let Node::Object { props, .. } = m.node(*node) else {
+        return Some(out);
+    };
+    for (i, (k, _)) in props.iter().enumerate() {
+        let k = k.as_bytes();
+        if seen & (1 << i) == 0 && k.len() > buf.len() && k.starts_with(buf) {
+            out.push(k[buf.len()]);
+        }
+    }
+    Some(out)
 }
 
 impl Matcher {

@@ -207,51 +207,8 @@ impl Matcher {
         self.stacks.iter().all(|s| s.frames.is_empty())
     }
 
-    fn node(&self, id: NodeId) -> &Node {
+    pub(super) fn node(&self, id: NodeId) -> &Node {
         self.schema.get(id)
-    }
-
-    /// Where the stack's next value may be any JSON (a value of [`Node::Any`], an
-    /// item of an array of them), the bytes a completion search needs to try: `0`,
-    /// and `]` before an array's first item. Any value leaves the same state after
-    /// it, so the shortest is enough; trying every opener nests `[[[[` without end.
-    pub(super) fn any_value_bytes(&self, s: &Stack) -> Option<&'static [u8]> {
-        let any = |node: NodeId| matches!(self.node(node), Node::Any);
-        match s.frames.last()? {
-            Frame::Value(node) if any(*node) => Some(b"0"),
-            Frame::Arr { node, st, .. } => match (self.node(*node), st) {
-                (Node::Array { items, min: 0, .. }, ArrState::Open) if any(*items) => Some(b"]0"),
-                (Node::Array { items, .. }, ArrState::Comma) if any(*items) => Some(b"0"),
-                _ => None,
-            },
-            _ => None,
-        }
-    }
-
-    /// Inside an object key, the bytes a completion search needs to try: the
-    /// closing `"` and the next byte of each declared key not yet seen that the key
-    /// so far begins (writing any other key only makes the answer longer). `None`
-    /// when the stack's top is not a key.
-    pub(super) fn key_bytes(&self, s: &Stack) -> Option<Vec<u8>> {
-        let n = s.frames.len();
-        let Some(Frame::Key { buf }) = s.frames.last() else {
-            return None;
-        };
-        let Some(Frame::Obj { node, seen, .. }) = s.frames.get(n.checked_sub(2)?) else {
-            return None;
-        };
-        let mut out = vec![b'"'];
-        // An object of any value declares no key: closing this one is shortest.
-        let Node::Object { props, .. } = self.node(*node) else {
-            return Some(out);
-        };
-        for (i, (k, _)) in props.iter().enumerate() {
-            let k = k.as_bytes();
-            if seen & (1 << i) == 0 && k.len() > buf.len() && k.starts_with(buf) {
-                out.push(k[buf.len()]);
-            }
-        }
-        Some(out)
     }
 
     pub(super) fn number_complete(&self, node: NodeId, buf: &[u8]) -> bool {
