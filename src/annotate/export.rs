@@ -42,22 +42,7 @@ pub fn default_export_path(root: &Path) -> PathBuf {
 /// out; a settled conflict follows the reviewer's word. A log event whose
 /// value cannot be applied stops the export with its position.
 pub fn export_corrected(root: &Path, out: &Path) -> anyhow::Result<ExportReport> {
-    // A dataset of another schema version is refused, as every reader does.
-    crate::trajectory::store::read_meta(root)?;
-    let pairs_path = root.join("mined").join("pairs.jsonl");
-    if !pairs_path.exists() {
-        bail!(
-            "{}: no mined pairs (run `rmsweb mine` first)",
-            pairs_path.display()
-        );
-    }
-    let pairs: Vec<MinedPair> = JsonlFile::open(&pairs_path)?.all()?;
-    let log = AnnotationLog::for_dataset(root);
-    let folded = Folded::new(log.read()?);
-    let problems = folded.problems();
-    if !problems.is_empty() {
-        bail!("{}: {}", log.path().display(), problems.join("; "));
-    }
+    let (pairs, folded) = pairs_and_log(root)?;
     let mut report = ExportReport {
         out: out.to_path_buf(),
         pairs: pairs.len(),
@@ -104,6 +89,28 @@ pub fn export_corrected(root: &Path, out: &Path) -> anyhow::Result<ExportReport>
     crate::util::fs::write_atomic(out, &buf)
         .with_context(|| format!("writing {}", out.display()))?;
     Ok(report)
+}
+
+/// The dataset's mined pairs and its annotation log folded; a dataset of another
+/// schema version, missing pairs or a log event that cannot be applied are errors.
+pub(super) fn pairs_and_log(root: &Path) -> anyhow::Result<(Vec<MinedPair>, Folded)> {
+    // A dataset of another schema version is refused, as every reader does.
+    crate::trajectory::store::read_meta(root)?;
+    let pairs_path = root.join("mined").join("pairs.jsonl");
+    if !pairs_path.exists() {
+        bail!(
+            "{}: no mined pairs (run `rmsweb mine` first)",
+            pairs_path.display()
+        );
+    }
+    let pairs: Vec<MinedPair> = JsonlFile::open(&pairs_path)?.all()?;
+    let log = AnnotationLog::for_dataset(root);
+    let folded = Folded::new(log.read()?);
+    let problems = folded.problems();
+    if !problems.is_empty() {
+        bail!("{}: {}", log.path().display(), problems.join("; "));
+    }
+    Ok((pairs, folded))
 }
 
 /// Events per annotator and op: `{annotator: {op: n}}` (ops with no events left out).

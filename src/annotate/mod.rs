@@ -6,6 +6,7 @@
 //! workbenches on one dataset never interleave partial lines and an event reported as
 //! saved survives a crash.
 
+pub mod agreement;
 pub mod event;
 pub mod export;
 pub mod fold;

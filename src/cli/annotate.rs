@@ -1,4 +1,5 @@
-//! `rmsweb annotate`: export the corrected corpus, per-annotator counts.
+//! `rmsweb annotate`: export the corrected corpus, per-annotator counts, agreement
+//! between annotators per category.
 
 use super::dataset_arg::DatasetArg;
 use rmsweb::annotate::{self, AnnotationLog};
@@ -26,6 +27,16 @@ enum Command {
         #[command(flatten)]
         dataset: DatasetArg,
         /// Print one JSON object `{annotator: {op: n}}`.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Agreement between annotators per failure-mode category: pairs decided by two
+    /// or more, how many they agreed on, open and settled conflicts, Cohen's kappa
+    /// on keep / reject (Light's mean with three or more annotators).
+    Agreement {
+        #[command(flatten)]
+        dataset: DatasetArg,
+        /// Print the rows as a JSON array.
         #[arg(long)]
         json: bool,
     },
@@ -88,6 +99,49 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 println!("conflicts: {open} open, {settled} settled");
             }
         }
+        Command::Agreement { dataset, json } => {
+            let rows = annotate::agreement::for_dataset(&dataset)?;
+            if json {
+                println!("{}", serde_json::to_string(&rows)?);
+            } else {
+                print!("{}", agreement_table(&rows));
+            }
+        }
     }
     Ok(())
+}
+
+/// The agreement rows as an aligned text table.
+fn agreement_table(rows: &[annotate::agreement::CategoryAgreement]) -> String {
+    use std::fmt::Write;
+    let w = rows
+        .iter()
+        .map(|r| r.category.chars().count())
+        .max()
+        .unwrap_or(8)
+        .max(8);
+    let mut out = format!(
+        "{:w$}  {:>5}  {:>7}  {:>6}  {:>6}  {:>8}  {:>7}  {:>6}\n",
+        "category", "pairs", "decided", "shared", "agreed", "conflict", "settled", "kappa"
+    );
+    for r in rows {
+        let kappa = r.kappa.map_or("-".to_string(), |k| format!("{k:.2}"));
+        let _ = writeln!(
+            out,
+            "{:w$}  {:>5}  {:>7}  {:>6}  {:>6}  {:>8}  {:>7}  {:>6}",
+            rmsweb::util::sanitize::clean_line(&r.category),
+            r.pairs,
+            r.decided,
+            r.shared,
+            r.agreed,
+            r.open_conflicts,
+            r.settled,
+            kappa
+        );
+    }
+    out.push_str(
+        "shared: decided by two or more annotators; kappa: Cohen's on keep (accept, relabel) \
+         vs reject, '-' where no two annotators share a pair\n",
+    );
+    out
 }

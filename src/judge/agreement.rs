@@ -100,17 +100,8 @@ pub fn agreement(labels: &[Label], verdicts: &HashMap<&str, &Verdict>) -> Agreem
     if a.n == 0 {
         return a;
     }
-    let n = a.n as f64;
-    let po = (c[0][0] + c[1][1]) as f64 / n;
-    let label_yes = (c[0][0] + c[0][1]) as f64 / n;
-    let verdict_yes = (c[0][0] + c[1][0]) as f64 / n;
-    let pe = label_yes * verdict_yes + (1.0 - label_yes) * (1.0 - verdict_yes);
-    a.accuracy = po;
-    a.kappa = if pe >= 1.0 {
-        if po >= 1.0 { 1.0 } else { 0.0 }
-    } else {
-        (po - pe) / (1.0 - pe)
-    };
+    a.accuracy = (c[0][0] + c[1][1]) as f64 / a.n as f64;
+    a.kappa = crate::util::kappa::cohen_kappa(c).unwrap_or(0.0);
     a
 }
 

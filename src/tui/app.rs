@@ -398,8 +398,16 @@ impl App {
         // `? help` keeps its place at the right edge however long the rest is,
         // unless a message of the moment needs the room.
         let help = Line::from(vec![sep, Span::styled("? help", th.dim())]);
-        let left = Line::from(spans);
         let room = usize::from(area.width);
+        // A message of the moment matters more than the dataset's counts and the
+        // annotator's name (spans 2-5): they give way first on a narrow bar.
+        let width = |s: &[Span]| s.iter().map(Span::width).sum::<usize>();
+        let mut given_way = 0;
+        while sh.message.is_some() && given_way < 2 && width(&spans) + help.width() > room {
+            spans.drain(2..4);
+            given_way += 1;
+        }
+        let left = Line::from(spans);
         if sh.message.is_some() && left.width() + help.width() > room {
             f.render_widget(Paragraph::new(left), area);
             return;

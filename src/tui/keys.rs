@@ -61,6 +61,11 @@ pub const KEYMAP: &[KeyHelp] = &[
     k("Mined pairs", "A", "advance after a decision: on / off"),
     k(
         "Mined pairs",
+        "C",
+        "agreement per category (κ); Enter: its next conflict",
+    ),
+    k(
+        "Mined pairs",
         "S then a / x",
         "settle a conflict between annotators (accept / reject)",
     ),

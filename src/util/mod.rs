@@ -4,6 +4,7 @@ pub mod duration;
 pub mod fs;
 pub mod image;
 pub mod json;
+pub mod kappa;
 pub mod lines;
 pub mod lock;
 pub mod new_folder;

@@ -5,7 +5,8 @@ use rmsweb::mine::pair::{LabelSource, MinedPair};
 use serde_json::{Value, json};
 use std::process::Command;
 
-fn rmsweb(args: &[&str]) -> std::process::Output {
+/// Runs the binary with `args`.
+pub fn rmsweb(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_rmsweb"))
         .args(args)
         .output()

@@ -471,6 +471,95 @@ fn disagreeing_annotators_show_a_conflict_that_s_settles() {
     );
 }
 
+/// Alice and the tester decide the same pairs; `C` shows agreement per category
+/// (shared, agreed, conflicts, kappa) at 120×40 and 80×24, Enter goes to the
+/// category's open conflict, and settling it moves it to "settled". `annotate
+/// agreement` prints the same numbers.
+#[test]
+fn the_agreement_view_counts_per_category_and_leads_to_the_conflict() {
+    let d = dataset();
+    let log = AnnotationLog::for_dataset(d.path());
+    // The tester agrees on login-s2 (a relabel keeps it) and on search-s2, and
+    // rejects hostile-s0, which alice accepted (a conflict).
+    for (who, pair, op, value) in [
+        ("alice", "login-s2", Op::Accept, None),
+        ("alice", "search-s2", Op::Reject, None),
+        ("alice", "hostile-s0", Op::Accept, None),
+        ("tester", "login-s2", Op::Relabel, Some("missed_constraint")),
+        ("tester", "search-s2", Op::Reject, None),
+        ("tester", "hostile-s0", Op::Reject, None),
+    ] {
+        log.append(&AnnotationEvent::now(
+            who,
+            pair,
+            op,
+            value.map_or(serde_json::Value::Null, serde_json::Value::from),
+            serde_json::json!("pending"),
+        ))
+        .unwrap();
+    }
+    let mut app = open(d.path());
+    typ(&mut app, "2");
+    typ(&mut app, "C");
+    let t = render(&mut app);
+    let s = snap(&t);
+    insta::assert_snapshot!("agreement_view_120x40", s);
+    let row = |s: &str, name: &str| -> Vec<String> {
+        let l = s
+            .lines()
+            .skip_while(|l| !l.contains("pairs decided shared"))
+            .find(|l| l.contains(&format!("┃{name} ")))
+            .unwrap_or_else(|| panic!("no row {name}:\n{s}"));
+        let cells: Vec<String> = l
+            .split(|c: char| c == '┃' || c.is_whitespace())
+            .filter(|c| !c.is_empty() && *c != "\"")
+            .map(str::to_string)
+            .collect();
+        let at = cells.iter().position(|c| c == name).unwrap();
+        cells[at + 1..at + 8].to_vec()
+    };
+    // pairs decided shared agreed conflict settled kappa
+    assert_eq!(
+        row(&s, "premature_done"),
+        ["1", "1", "1", "0", "1", "0", "0.00"]
+    );
+    // alice keep keep reject, tester keep reject reject: po 2/3, pe 4/9, kappa 0.4.
+    assert_eq!(row(&s, "all"), ["3", "3", "3", "2", "1", "0", "0.40"]);
+    let mut small = Terminal::new(TestBackend::new(80, 24)).unwrap();
+    small.draw(|f| app.draw(f)).unwrap();
+    insta::assert_snapshot!("agreement_view_80x24", snap(&small));
+    // Enter on the total row: the next conflict, and a hint to settle it.
+    app.handle_key(key(KeyCode::Enter));
+    let s = screen(&mut app);
+    assert!(
+        s.contains("┌ hostile-s0 · fail_contrast") && s.contains("│ hostile-s0: S settles"),
+        "{s}"
+    );
+    typ(&mut app, "Sx");
+    typ(&mut app, "C");
+    let s = screen(&mut app);
+    assert_eq!(row(&s, "all")[3..6], ["2", "0", "1"]);
+    app.handle_key(key(KeyCode::Esc));
+    assert!(!screen(&mut app).contains("Agreement between annotators"));
+
+    let root = d.path().to_str().unwrap();
+    let out = crate::annotate::rmsweb(&["annotate", "agreement", "--dataset", root, "--json"]);
+    assert!(out.status.success(), "{out:?}");
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let all = rows.as_array().unwrap().last().unwrap();
+    let field = |k: &str| all[k].to_string();
+    assert_eq!(
+        ["category", "shared", "agreed", "open_conflicts", "settled"].map(field),
+        ["\"all\"", "3", "2", "0", "1"]
+    );
+    let text = crate::annotate::rmsweb(&["annotate", "agreement", "--dataset", root]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("premature_done") && text.contains("kappa"),
+        "{text}"
+    );
+}
+
 #[test]
 fn filter_narrows_the_list_and_esc_clears_it() {
     let d = dataset();

@@ -2,6 +2,7 @@
 //! changes happen there; effects on the app come back as an [`Action`]) and draws
 //! itself with `draw`.
 
+pub mod agreement;
 pub mod config_diff;
 pub mod curriculum;
 pub mod help;

@@ -2,6 +2,7 @@
 //! keys to accept, reject, relabel, edit the target, note and undo. Every change is
 //! an [`Action::Annotate`] that the app appends to `annotations.jsonl` at once.
 
+use super::agreement::{AgreementKey, AgreementView};
 use super::step_view::element_window;
 use super::{Component, Cursor, filter_indices, pane};
 use crate::action::Action as BrowserAction;
@@ -35,6 +36,8 @@ pub enum Popup {
     Edit(Box<EditBox>),
     /// Writing a note.
     Note(Box<TextArea<'static>>),
+    /// Agreement between annotators per category (`C`).
+    Agreement(Box<AgreementView>),
 }
 
 /// The target-action editor: the text, and what the parser and the rubric say
@@ -217,6 +220,29 @@ impl PairsView {
         false
     }
 
+    /// Moves to the next pair in conflict (of `category` as mined, if given), clearing
+    /// the filter when it hides it; a message when there is none.
+    fn next_conflict(&mut self, sh: &Shared, category: Option<&str>) -> Option<Action> {
+        let n = sh.pairs.len();
+        let from = self.rows.get(self.list.selected).copied().unwrap_or(0);
+        let hit = (1..=n).map(|k| (from + k) % n).find(|&i| {
+            let p = &sh.pairs[i];
+            category.is_none_or(|c| p.failure_mode.category == c)
+                && sh.folded.status(&p.id) == Status::Conflict
+        });
+        match hit {
+            Some(i) => {
+                let id = sh.pairs[i].id.clone();
+                self.select_pair(&id, sh);
+                Some(Action::Message(format!("{}: S settles", line(&id))))
+            }
+            None => Some(Action::Message(match category {
+                Some(c) => format!("no open conflict in {}", line(c)),
+                None => "no open conflict".into(),
+            })),
+        }
+    }
+
     fn jump_pending(&mut self, sh: &Shared, forward: bool) -> Option<Action> {
         let n = self.rows.len();
         (!self.move_to_pending(sh, forward, n))
@@ -280,6 +306,17 @@ impl PairsView {
             .unwrap_or_else(|| pair.target_action.clone());
         match &mut self.popup {
             Popup::None => None,
+            Popup::Agreement(view) => match view.key(&key) {
+                AgreementKey::Stay => None,
+                AgreementKey::Close => {
+                    self.popup = Popup::None;
+                    None
+                }
+                AgreementKey::NextConflict(category) => {
+                    self.popup = Popup::None;
+                    self.next_conflict(sh, category.as_deref())
+                }
+            },
             Popup::Settle => {
                 let value = match key.code {
                     KeyCode::Char('a') => "accept",
@@ -398,6 +435,16 @@ impl Component for PairsView {
             KeyCode::Char('[') => return self.jump_pending(sh, false),
             KeyCode::Char('J') => self.detail_scroll = self.detail_scroll.saturating_add(3),
             KeyCode::Char('K') => self.detail_scroll = self.detail_scroll.saturating_sub(3),
+            KeyCode::Char('C') => {
+                let rows = crate::annotate::agreement::by_category(
+                    &sh.folded,
+                    sh.pairs
+                        .iter()
+                        .map(|p| (p.id.as_str(), p.failure_mode.category.as_str())),
+                );
+                self.popup = Popup::Agreement(Box::new(AgreementView::new(rows)));
+                return None;
+            }
             _ => {}
         }
         let pair = pair?;
@@ -813,6 +860,7 @@ impl PairsView {
         };
         match &mut self.popup {
             Popup::None => {}
+            Popup::Agreement(view) => view.draw(f, area, &th),
             Popup::Settle => {
                 let st = sh.folded.state(&pair.id);
                 let mut lines: Vec<Line> = st
