@@ -26,8 +26,9 @@ fn cli(args: &[&str]) -> std::process::Output {
 }
 
 /// The JSON figures of the recorded run agree with its rollouts.jsonl read here
-/// directly: per state and step, accepted if any group was, else mastered when the
-/// best reward reaches r_comp; lower case when a group went to salvage.
+/// directly: per state and step, accepted if any group was, else competence-rejected
+/// if any group was, else mastered when the best reward reaches r_comp, else
+/// std-rejected; lower case when a group went to salvage.
 #[test]
 fn the_cli_json_matches_the_recorded_run() {
     let out = cli(&["fixtures/runs/rl-tiny", "--json"]);
@@ -43,30 +44,42 @@ fn the_cli_json_matches_the_recorded_run() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    let mut want: BTreeMap<String, BTreeMap<u64, (bool, f64, bool)>> = BTreeMap::new();
+    // (accepted, competence-rejected, best reward, salvaged) per state and step.
+    type Seen = (bool, bool, f64, bool);
+    let mut want: BTreeMap<String, BTreeMap<u64, Seen>> = BTreeMap::new();
     for g in &groups {
         let e = want
             .entry(g["prompt_id"].as_str().unwrap().to_string())
             .or_default()
             .entry(g["step"].as_u64().unwrap())
-            .or_insert((false, f64::MIN, false));
+            .or_insert((false, false, f64::MIN, false));
         e.0 |= g["gate"] == "accepted";
+        e.1 |= g["gate"] == "competence_gate";
         for s in g["samples"].as_array().unwrap() {
-            e.1 = e.1.max(s["reward"].as_f64().unwrap());
+            e.2 = e.2.max(s["reward"].as_f64().unwrap());
         }
-        e.2 |= g["routed"] == "salvage";
+        e.3 |= g["routed"] == "salvage";
     }
     assert_eq!(v["summary"]["groups"], groups.len());
     assert_eq!(v["summary"]["states"], want.len());
-    assert_eq!(v["steps"].as_array().unwrap().len(), 15);
+    let cfg: toml::Value = toml::from_str(
+        &std::fs::read_to_string(repo().join("fixtures/runs/rl-tiny/run.toml")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        v["steps"].as_array().unwrap().len() as i64,
+        cfg["steps"].as_integer().unwrap()
+    );
     assert_eq!(v["r_comp"], 0.55);
     for s in v["states"].as_array().unwrap() {
         let id = s["prompt_id"].as_str().unwrap();
         let expect: String = want[id]
             .values()
-            .map(|&(acc, best, salv)| {
+            .map(|&(acc, comp, best, salv)| {
                 let c = if acc {
                     'A'
+                } else if comp {
+                    'C'
                 } else if best >= 0.55 {
                     'M'
                 } else {
@@ -82,6 +95,7 @@ fn the_cli_json_matches_the_recorded_run() {
             .map(|p| {
                 let c = match p["phase"].as_str().unwrap() {
                     "accepted" => 'A',
+                    "competence_rejected" => 'C',
                     "mastered" => 'M',
                     "std_rejected" => 'S',
                     other => panic!("{other}"),

@@ -286,3 +286,51 @@ fn collecting_login_user_seed_0_again_gives_the_same_attempts() {
         );
     }
 }
+
+/// The bundled RL run was trained on the bundled fixtures themselves: its run.toml
+/// names them, and every rollout group's prompt is one of their mined pairs (so the
+/// curriculum and the Reward tab find each state's page).
+#[test]
+fn the_bundled_rl_run_trained_on_the_fixtures_own_pairs() {
+    let run = root().join("runs/rl-tiny");
+    let cfg: toml::Value =
+        toml::from_str(&std::fs::read_to_string(run.join("run.toml")).unwrap()).unwrap();
+    assert_eq!(cfg["dataset"].as_str(), Some("fixtures"));
+    assert_eq!(cfg["prompts"].as_str(), Some("mined"));
+    let ids: BTreeSet<String> = pairs(&root().join("mined/pairs.jsonl"))
+        .into_iter()
+        .map(|p| p.id)
+        .collect();
+    let rollouts = std::fs::read_to_string(run.join("rollouts.jsonl")).unwrap();
+    let mut prompts = BTreeSet::new();
+    for l in rollouts.lines() {
+        let g: serde_json::Value = serde_json::from_str(l).unwrap();
+        prompts.insert(g["prompt_id"].as_str().unwrap().to_string());
+    }
+    assert!(!prompts.is_empty());
+    let strangers: Vec<&String> = prompts.difference(&ids).collect();
+    assert!(
+        strangers.is_empty(),
+        "prompts not mined here: {strangers:?}"
+    );
+    assert!(
+        !run.join("checkpoints").exists(),
+        "kept small: no checkpoints"
+    );
+}
+
+/// The README's picture is there and is a terminal-shaped PNG
+/// (`scripts/workbench-picture.sh` renders it).
+#[test]
+fn the_readme_picture_is_a_terminal_capture() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(repo.join("README.md")).unwrap();
+    assert!(readme.contains("](docs/workbench.png)"));
+    let img = image::open(repo.join("docs/workbench.png")).unwrap();
+    assert!(
+        img.width() > img.height() && img.width() >= 800,
+        "{}x{}",
+        img.width(),
+        img.height()
+    );
+}

@@ -706,40 +706,6 @@ fn cli_rl_run_stops_on_sigterm_and_train_resume_dispatches_on_the_run_kind() {
     assert!(err.contains("--init"), "{err}");
 }
 
-/// Records the Runs-tab fixture `fixtures/runs/rl-tiny` (no checkpoints): the
-/// `tiny` preset on the toy task. Run by hand:
-/// `cargo test --test it rl_train::record_runs_tab_fixture -- --ignored`.
-#[test]
-#[ignore]
-fn record_runs_tab_fixture() {
-    let (ds, init) = sft_init();
-    let cfg = RlConfig::preset("tiny", Mode::SalvageDs, PromptSource::Mined, init, ds)
-        .unwrap()
-        .with_overrides(&[
-            "steps=15".into(),
-            "max_new_tokens=32".into(),
-            "checkpoint_every=0".into(),
-        ])
-        .unwrap();
-    let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/runs/rl-tiny");
-    if out.exists() {
-        std::fs::remove_dir_all(&out).unwrap();
-    }
-    assert_eq!(run_rl(&cfg, &out), Outcome::Finished);
-    std::fs::remove_dir_all(out.join("checkpoints")).unwrap();
-    // Temporary paths read as `toy/...`.
-    let tmp = ds.parent().unwrap().to_string_lossy().to_string();
-    let here = out.to_string_lossy().to_string();
-    for f in ["run.toml", "stdout.log", "status.json"] {
-        let p = out.join(f);
-        let text = std::fs::read_to_string(&p)
-            .unwrap()
-            .replace(&here, "fixtures/runs/rl-tiny")
-            .replace(&tmp, "toy");
-        std::fs::write(&p, text).unwrap();
-    }
-}
-
 #[test]
 fn full_corpus_prompts_are_the_sft_action_samples_and_bad_pairs_name_their_line() {
     let (ds, _) = sft_init();
