@@ -26,6 +26,10 @@ pub struct Args {
     /// repeatable.
     #[arg(long = "watch", value_name = "FILE")]
     pub watch: Vec<PathBuf>,
+    /// Leave the mouse to the terminal (its own text selection) instead of clicks
+    /// on tabs and rows and wheel scrolling.
+    #[arg(long)]
+    pub no_mouse: bool,
 }
 
 /// Opens the workbench.
@@ -65,6 +69,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             watch: args.watch,
             ..Default::default()
         },
+        !args.no_mouse,
     )
 }
 

@@ -15,8 +15,8 @@ use crate::annotate::AnnotationEvent;
 use crate::trajectory::Dataset;
 use crate::tui::widgets::text::line;
 use ratatui::Frame;
-use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
-use ratatui::layout::{Constraint, Layout};
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseEvent};
+use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Tabs};
 use ratatui_image::picker::Picker;
@@ -50,6 +50,10 @@ pub struct App {
     quit: bool,
     /// Whether the last frame was drawn with the highlighter loaded.
     highlighted: bool,
+    /// Where the last frame put the tab titles (one span of columns per tab, on
+    /// the top row) and the status bar's `? help` (for the mouse).
+    tab_spans: Vec<std::ops::Range<u16>>,
+    help_button: Rect,
 }
 
 impl App {
@@ -91,6 +95,8 @@ impl App {
             filter_input: None,
             quit: false,
             highlighted: false,
+            tab_spans: Vec::new(),
+            help_button: Rect::default(),
         })
     }
 
@@ -220,6 +226,52 @@ impl App {
         }
     }
 
+    /// Handles one mouse event: a click on a tab title switches to it, on `? help`
+    /// opens the help; while the help is open the wheel scrolls it and a click
+    /// closes it; everything else goes to the view (rows, panes, charts). Nothing
+    /// while the filter prompt is open.
+    pub fn handle_mouse(&mut self, ev: MouseEvent) {
+        let Some(p) = super::components::Pointer::of(&ev) else {
+            return;
+        };
+        if self.filter_input.is_some() {
+            return;
+        }
+        if self.help {
+            match p {
+                super::components::Pointer::Scroll(_, true) => self.help_offset += 1,
+                super::components::Pointer::Scroll(_, false) => {
+                    self.help_offset = self.help_offset.saturating_sub(1)
+                }
+                super::components::Pointer::Click(_) => self.help = false,
+            }
+            return;
+        }
+        if let super::components::Pointer::Click(at) = p {
+            if at.y == 0
+                && let Some(i) = self.tab_spans.iter().position(|r| r.contains(&at.x))
+            {
+                self.shared.message = None;
+                self.update(Action::SwitchTab(Tab::ALL[i]));
+                return;
+            }
+            if self.help_button.contains(at) {
+                self.update(Action::ToggleHelp);
+                return;
+            }
+        }
+        let sh = &mut self.shared;
+        let action = match self.tab {
+            Tab::Trajectories => self.trajectories.handle_mouse(ev, sh),
+            Tab::Pairs => self.pairs.handle_mouse(ev, sh),
+            Tab::Reward => self.reward.handle_mouse(ev, sh),
+            Tab::Runs => runs_pane(&mut self.runs, &mut self.curriculum).handle_mouse(ev, sh),
+        };
+        if let Some(a) = action {
+            self.update(a);
+        }
+    }
+
     /// Applies an action.
     pub fn update(&mut self, action: Action) {
         match action {
@@ -291,6 +343,18 @@ impl App {
             .map(|(i, t)| Line::from(format!("{} {}", i + 1, t.title())))
             .collect();
         let selected = Tab::ALL.iter().position(|t| *t == self.tab).unwrap_or(0);
+        // Each title is drawn with one cell of padding either side and a one-cell
+        // divider between titles.
+        let mut x = tabs.x;
+        self.tab_spans = titles
+            .iter()
+            .map(|t| {
+                let w = t.width() as u16 + 2;
+                let span = x..x.saturating_add(w);
+                x = x.saturating_add(w + 1);
+                span
+            })
+            .collect();
         f.render_widget(
             Tabs::new(titles)
                 .select(selected)
@@ -324,6 +388,7 @@ impl App {
                 Span::styled("  Enter keeps · Esc clears", th.dim()),
             ]);
             f.render_widget(Paragraph::new(l), area);
+            self.help_button = Rect::default();
             return;
         }
         let (done, total) = sh.reviewed();
@@ -409,6 +474,7 @@ impl App {
         }
         let left = Line::from(spans);
         if sh.message.is_some() && left.width() + help.width() > room {
+            self.help_button = Rect::default();
             f.render_widget(Paragraph::new(left), area);
             return;
         }
@@ -419,6 +485,12 @@ impl App {
         .areas(area);
         f.render_widget(Paragraph::new(left), left_area);
         f.render_widget(Paragraph::new(help), right);
+        // `? help` without the separator before it.
+        self.help_button = Rect {
+            x: right.x + 3,
+            width: right.width.saturating_sub(3),
+            ..right
+        };
     }
 }
 

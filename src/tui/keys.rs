@@ -32,6 +32,16 @@ pub const KEYMAP: &[KeyHelp] = &[
         "filter the current list (Enter keeps, Esc clears)",
     ),
     k("Global", "q  Ctrl-C", "quit"),
+    k(
+        "Mouse",
+        "click",
+        "tab title · row (again: open, as Enter) · pane · ? help",
+    ),
+    k(
+        "Mouse",
+        "wheel",
+        "rows and details under the pointer; over charts: step cursor",
+    ),
     k("Lists", "j k  ↓ ↑", "next / previous row"),
     k("Lists", "g G  Home End", "first / last row"),
     k("Lists", "PgDn PgUp", "ten rows down / up"),

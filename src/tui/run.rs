@@ -1,5 +1,5 @@
 //! The terminal event loop: crossterm input on a reader thread, a tokio loop that
-//! handles every pending key before drawing once, and terminal restoration on exit,
+//! handles every pending key and mouse event before drawing once, and terminal restoration on exit,
 //! error or panic.
 
 use super::app::{App, Options};
@@ -29,11 +29,21 @@ pub fn pick_protocol() -> Picker {
     graphics_query::picker_for(graphics_query::query(Duration::from_millis(timeout)))
 }
 
-/// Restores the terminal when dropped (normal exit, `?` error, or unwinding).
-struct Restore;
+/// Restores the terminal when dropped (normal exit, `?` error, or unwinding):
+/// mouse reporting off (when it was turned on), then raw mode and the alternate
+/// screen.
+struct Restore {
+    mouse: bool,
+}
 
 impl Drop for Restore {
     fn drop(&mut self) {
+        if self.mouse {
+            let _ = ratatui::crossterm::execute!(
+                std::io::stdout(),
+                ratatui::crossterm::event::DisableMouseCapture
+            );
+        }
         ratatui::restore();
     }
 }
@@ -42,11 +52,13 @@ impl Drop for Restore {
 /// replaced by the terminal's own graphics protocol. A dataset that cannot be
 /// opened is reported before the terminal is touched.
 pub fn run(opts: Options) -> anyhow::Result<()> {
-    run_with_runs(opts, RunsOptions::default())
+    run_with_runs(opts, RunsOptions::default(), true)
 }
 
-/// Like [`run`], with the Runs tab watching `runs` (polled on a background thread).
-pub fn run_with_runs(opts: Options, runs: RunsOptions) -> anyhow::Result<()> {
+/// Like [`run`], with the Runs tab watching `runs` (polled on a background thread);
+/// `mouse` turns on mouse reporting (clicks and the wheel; off leaves the
+/// terminal's own text selection to the user).
+pub fn run_with_runs(opts: Options, runs: RunsOptions, mouse: bool) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -65,7 +77,13 @@ pub fn run_with_runs(opts: Options, runs: RunsOptions) -> anyhow::Result<()> {
     app.runs.start_background()?;
     // ratatui::init installs a panic hook that restores the terminal first.
     let mut terminal = ratatui::try_init()?;
-    let _restore = Restore;
+    let _restore = Restore { mouse };
+    if mouse {
+        ratatui::crossterm::execute!(
+            std::io::stdout(),
+            ratatui::crossterm::event::EnableMouseCapture
+        )?;
+    }
     app.set_picker(pick_protocol());
     terminal.draw(|f| app.draw(f))?;
     rt.block_on(async {
@@ -108,6 +126,11 @@ fn apply(app: &mut App, ev: Event) -> bool {
         Event::Key(k) if k.kind == KeyEventKind::Press => {
             app.handle_key(k);
             true
+        }
+        Event::Mouse(m) => {
+            app.handle_mouse(m);
+            // Moves and drags without a button change nothing on screen.
+            super::components::Pointer::of(&m).is_some()
         }
         Event::Resize(..) => true,
         _ => false,

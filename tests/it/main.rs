@@ -43,6 +43,7 @@ mod smollm2;
 mod tasks;
 mod tui;
 mod tui_data;
+mod tui_mouse;
 mod tui_tmux;
 mod verl;
 mod vl;

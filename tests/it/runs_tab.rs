@@ -97,7 +97,8 @@ fn copy_dir(from: &Path, to: &Path) {
 }
 
 /// A runs folder holding copies of the named runs.
-fn runs_folder(names: &[&str]) -> tempfile::TempDir {
+/// A runs folder holding copies of the named recorded runs.
+pub fn runs_folder(names: &[&str]) -> tempfile::TempDir {
     let d = tempfile::tempdir().unwrap();
     for n in names {
         let from = match *n {
@@ -111,7 +112,8 @@ fn runs_folder(names: &[&str]) -> tempfile::TempDir {
     d
 }
 
-fn open(dataset: &Path, runs: RunsOptions) -> App {
+/// The workbench on `dataset`, in the Runs tab on `runs`, polled once.
+pub fn open(dataset: &Path, runs: RunsOptions) -> App {
     let mut app = App::new(Options {
         dataset: dataset.to_path_buf(),
         annotator: "tester".into(),
@@ -130,7 +132,8 @@ fn fixed_now() -> chrono::DateTime<chrono::Utc> {
     "2026-11-29T12:30:00Z".parse().unwrap()
 }
 
-fn opts(root: &Path) -> RunsOptions {
+/// Runs options on `root` with a fixed clock.
+pub fn opts(root: &Path) -> RunsOptions {
     RunsOptions {
         root: Some(root.to_path_buf()),
         now: Some(fixed_now()),

@@ -35,7 +35,8 @@ pub fn dataset() -> tempfile::TempDir {
     dir
 }
 
-fn open(root: &Path) -> App {
+/// Opens the workbench on `root` as the annotator `tester`, loaded.
+pub fn open(root: &Path) -> App {
     let mut app = App::new(Options {
         dataset: root.to_path_buf(),
         annotator: "tester".into(),
@@ -62,7 +63,8 @@ fn typ(app: &mut App, keys: &str) {
     }
 }
 
-fn render(app: &mut App) -> Terminal<TestBackend> {
+/// Draws one 120×40 frame.
+pub fn render(app: &mut App) -> Terminal<TestBackend> {
     let mut t = Terminal::new(TestBackend::new(120, 40)).unwrap();
     t.draw(|f| app.draw(f)).unwrap();
     t

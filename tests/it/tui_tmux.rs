@@ -207,3 +207,52 @@ fn tmux_bundled_fixtures_are_annotated_in_the_users_data_folder() {
         "the source tree is untouched"
     );
 }
+
+/// SGR mouse reports (what xterm, kitty, iTerm2 and tmux send once the workbench
+/// asks for the mouse) as hex bytes for `send-keys -H`: a left press and release,
+/// or one wheel notch down, at 0-based `(column, row)`.
+fn sgr_mouse(column: usize, row: usize, wheel: bool) -> Vec<String> {
+    let (x, y) = (column + 1, row + 1);
+    let seqs = if wheel {
+        vec![format!("\u{1b}[<65;{x};{y}M")]
+    } else {
+        vec![format!("\u{1b}[<0;{x};{y}M"), format!("\u{1b}[<0;{x};{y}m")]
+    };
+    seqs.concat().bytes().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Where `needle` is on the captured screen: 0-based (column, row).
+fn cell_of(screen: &str, needle: &str) -> (usize, usize) {
+    screen
+        .lines()
+        .enumerate()
+        .find_map(|(row, l)| l.find(needle).map(|byte| (l[..byte].chars().count(), row)))
+        .unwrap_or_else(|| panic!("`{needle}` not on the screen:\n{screen}"))
+}
+
+/// The real binary takes the mouse: a click on a tab title switches tabs, a click
+/// on a pair selects it, and the wheel moves through the queue.
+#[test]
+fn tmux_mouse_clicks_tabs_and_rows_and_the_wheel_scrolls() {
+    let d = crate::tui::dataset();
+    let t = Tmux::start(&workbench_cmd(d.path()));
+    let s = t.wait_for("Log in as alice");
+    let send = |bytes: Vec<String>| {
+        let mut args = vec!["send-keys", "-t", "wb", "-H"];
+        args.extend(bytes.iter().map(String::as_str));
+        assert!(t.cmd(&args).status.success());
+    };
+    let (x, y) = cell_of(&s, "2 Mined pairs");
+    send(sgr_mouse(x + 2, y, false));
+    let s = t.wait_for("Queue 0/3 reviewed");
+    // The queue's rows start with the pair's status icon (the detail's title also
+    // names the pair).
+    let (x, y) = cell_of(&s, "· hostile-s0 ");
+    send(sgr_mouse(x, y, false));
+    t.wait_for("┌ hostile-s0 ·");
+    let (x, y) = cell_of(&s, "· login-s2 ");
+    send(sgr_mouse(x, y, false));
+    t.wait_for("┌ login-s2 ·");
+    send(sgr_mouse(x, y, true));
+    t.wait_for("┌ search-s2 ·");
+}

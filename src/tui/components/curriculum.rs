@@ -5,7 +5,7 @@
 //! each phase over training. Enter jumps to the state's pair in the Mined pairs tab;
 //! Esc goes back to the runs. The numbers are `rmsweb rl curriculum RUN`'s.
 
-use super::{Component, Cursor, filter_indices, pane};
+use super::{Component, Cursor, ListPointer, Pointer, filter_indices, pane};
 use crate::runs::curriculum::{Curriculum, Phase, StateRoute, curriculum};
 use crate::tui::action::Action;
 use crate::tui::shared::Shared;
@@ -13,7 +13,7 @@ use crate::tui::theme::Theme;
 use crate::tui::widgets::chart::{PlotLine, View, draw_panel};
 use crate::tui::widgets::text::{line, trunc};
 use ratatui::Frame;
-use ratatui::crossterm::event::{KeyCode, KeyEvent};
+use ratatui::crossterm::event::{KeyCode, KeyEvent, MouseEvent};
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Style};
 use ratatui::symbols::Marker;
@@ -122,7 +122,7 @@ impl CurriculumView {
         let width = body.width as usize;
         let id_w = (width / 2).clamp(8, 34);
         let strip_w = width.saturating_sub(id_w + 2);
-        let range = self.list.window(self.rows.len(), body.height as usize);
+        let range = self.list.window_in(self.rows.len(), body);
         let mut lines = Vec::new();
         for pos in range {
             let s = &c.states[self.rows[pos]];
@@ -267,6 +267,15 @@ impl CurriculumView {
 }
 
 impl Component for CurriculumView {
+    /// A click selects a state (a click on the selected one jumps to its pair, as
+    /// Enter); the wheel moves through the states.
+    fn handle_mouse(&mut self, ev: MouseEvent, sh: &mut Shared) -> Option<Action> {
+        match self.list.pointer(Pointer::of(&ev)?, self.rows.len())? {
+            ListPointer::Again => self.handle_key(KeyEvent::from(KeyCode::Enter), sh),
+            _ => None,
+        }
+    }
+
     fn handle_key(&mut self, key: KeyEvent, _sh: &mut Shared) -> Option<Action> {
         if self.list.navigate(&key, self.rows.len()) {
             return None;

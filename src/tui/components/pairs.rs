@@ -4,7 +4,7 @@
 
 use super::agreement::{AgreementKey, AgreementView};
 use super::step_view::element_window;
-use super::{Component, Cursor, filter_indices, pane};
+use super::{Component, Cursor, ListPointer, Pointer, filter_indices, pane};
 use crate::action::Action as BrowserAction;
 use crate::action::parse::parse_response;
 use crate::annotate::{Op, Status};
@@ -16,7 +16,7 @@ use crate::tui::shared::Shared;
 use crate::tui::theme::Theme;
 use crate::tui::widgets::text::{line, trunc};
 use ratatui::Frame;
-use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseEvent};
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Clear, Paragraph, Wrap};
@@ -139,6 +139,8 @@ pub struct PairsView {
     /// Stay on the pair after a decision instead of moving to the next pending one
     /// (`A` toggles).
     pub stay: bool,
+    /// Where the pair detail was last drawn (for the mouse).
+    detail_area: Rect,
 }
 
 fn status_icon(s: Status) -> &'static str {
@@ -508,6 +510,28 @@ impl Component for PairsView {
         }
     }
 
+    /// A click selects a pair; the wheel moves through the queue, or scrolls the
+    /// pair's detail under the pointer. Nothing while a popup is open.
+    fn handle_mouse(&mut self, ev: MouseEvent, sh: &mut Shared) -> Option<Action> {
+        let p = Pointer::of(&ev)?;
+        if !matches!(self.popup, Popup::None) {
+            return None;
+        }
+        self.refresh_rows(sh);
+        match self.list.pointer(p, self.rows.len()) {
+            Some(ListPointer::Moved) => self.detail_scroll = 0,
+            Some(_) => {}
+            None if self.detail_area.contains(p.at()) => {
+                if let Pointer::Scroll(_, down) = p {
+                    let key = KeyCode::Char(if down { 'J' } else { 'K' });
+                    return self.handle_key(KeyEvent::from(key), sh);
+                }
+            }
+            None => {}
+        }
+        None
+    }
+
     fn captures_text(&self) -> bool {
         !matches!(self.popup, Popup::None)
     }
@@ -535,7 +559,7 @@ impl Component for PairsView {
         let block = pane(format!("Queue {done}/{total} reviewed{stays}"), true, &th);
         let inner = block.inner(left);
         f.render_widget(block, left);
-        let window = self.list.window(self.rows.len(), inner.height as usize);
+        let window = self.list.window_in(self.rows.len(), inner);
         let mut lines = Vec::new();
         for pos in window {
             let p = &sh.pairs[self.rows[pos]];
@@ -589,6 +613,7 @@ impl Component for PairsView {
             f.render_widget(pane("Pair", false, &th), right);
             return;
         };
+        self.detail_area = right;
         self.draw_detail(f, right, sh, &pair);
         self.draw_popup(f, area, sh, &pair);
     }

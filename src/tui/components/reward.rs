@@ -6,7 +6,7 @@
 //! and then edited to see which change flips it.
 
 use super::step_view::{action_json, element_window};
-use super::{Component, Cursor, pane};
+use super::{Component, Cursor, ListPointer, Pointer, pane};
 use crate::action::Action as BrowserAction;
 use crate::reward::{Level, score};
 use crate::runs::rollouts::{RolloutGroup, Rollouts};
@@ -16,7 +16,7 @@ use crate::tui::shared::Shared;
 use crate::tui::widgets::text::{line, trunc};
 use crate::util::sanitize::clean_text;
 use ratatui::Frame;
-use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseEvent};
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Wrap};
@@ -273,6 +273,19 @@ impl RewardView {
 }
 
 impl Component for RewardView {
+    /// A click selects a state; the wheel moves through them. Nothing while the
+    /// candidate box has the keyboard.
+    fn handle_mouse(&mut self, ev: MouseEvent, sh: &mut Shared) -> Option<Action> {
+        if self.editing {
+            return None;
+        }
+        let n = self.len(sh);
+        if self.list.pointer(Pointer::of(&ev)?, n)? == ListPointer::Moved {
+            self.sample = 0;
+        }
+        None
+    }
+
     fn handle_key(&mut self, key: KeyEvent, sh: &mut Shared) -> Option<Action> {
         if self.editing {
             match key.code {
@@ -352,7 +365,7 @@ impl Component for RewardView {
         let inner = block.inner(left);
         f.render_widget(block, left);
         let n = self.len(sh);
-        let window = self.list.window(n, inner.height as usize);
+        let window = self.list.window_in(n, inner);
         let mut rows = Vec::new();
         for i in window {
             let text = trunc(&self.label(sh, i), inner.width as usize);

@@ -15,8 +15,8 @@
 mod draw;
 mod view;
 
-use super::Component;
 use super::launch_form::{FormOutcome, LaunchForm};
+use super::{Component, ListPointer, Pointer};
 use crate::runs::launch;
 use crate::runs::monitor::Track;
 use crate::runs::series::EMA_LEVELS;
@@ -25,7 +25,7 @@ use crate::tui::shared::Shared;
 use crate::tui::widgets::text::{line, trunc};
 use draw::{draw_info, draw_log};
 use ratatui::Frame;
-use ratatui::crossterm::event::{KeyCode, KeyEvent};
+use ratatui::crossterm::event::{KeyCode, KeyEvent, MouseEvent};
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Modifier;
 use ratatui::text::{Line, Span};
@@ -49,6 +49,33 @@ impl Component for RunsView {
 
     fn set_filter(&mut self, filter: &str) {
         self.filter = filter.to_string();
+    }
+
+    /// A click selects a run; the wheel moves through the runs, or moves the step
+    /// cursor over the charts (as `,` and `.`). Nothing while a popup is open.
+    fn handle_mouse(&mut self, ev: MouseEvent, sh: &mut Shared) -> Option<Action> {
+        let p = Pointer::of(&ev)?;
+        if self.captures_text() {
+            return None;
+        }
+        if let Pointer::Scroll(at, down) = p
+            && self.charts_area.contains(at)
+        {
+            return self.handle_key(
+                KeyEvent::from(KeyCode::Char(if down { '.' } else { ',' })),
+                sh,
+            );
+        }
+        let state = Arc::clone(&self.state);
+        let st = lock(&state);
+        let vis = self.visible(&st);
+        if let Some(ListPointer::Moved) = self.cursor.pointer(p, vis.len()) {
+            self.awaiting = None;
+            self.selected = vis
+                .get(self.cursor.selected)
+                .map(|&i| st.runs[i].info.metrics.clone());
+        }
+        None
     }
 
     fn handle_key(&mut self, key: KeyEvent, sh: &mut Shared) -> Option<Action> {
@@ -269,6 +296,7 @@ impl Component for RunsView {
             );
         }
         self.draw_list(f, list_a, &st, &vis, &th);
+        self.charts_area = charts_a;
         self.draw_charts(f, charts_a, &plotted, &th);
         let [info_a, log_a] =
             Layout::horizontal([Constraint::Length(44), Constraint::Min(10)]).areas(bottom_a);

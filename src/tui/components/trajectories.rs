@@ -1,14 +1,14 @@
 //! The Trajectories tab: list · step timeline · step detail with screenshot.
 
 use super::step_view::step_lines;
-use super::{Component, Cursor, filter_indices, pane};
+use super::{Component, Cursor, ListPointer, Pointer, filter_indices, pane};
 use crate::trajectory::TrajectorySummary;
 use crate::trajectory::mark::step_mark;
 use crate::tui::action::Action;
 use crate::tui::shared::Shared;
 use crate::tui::widgets::text::{line, trunc, trunc_start};
 use ratatui::Frame;
-use ratatui::crossterm::event::{KeyCode, KeyEvent};
+use ratatui::crossterm::event::{KeyCode, KeyEvent, MouseEvent};
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Wrap};
@@ -38,6 +38,8 @@ pub struct TrajectoriesView {
     /// The screenshot view (`z`): the selected step's screenshot over the whole tab
     /// with its target drawn on it, and the trajectory's steps as a strip.
     pub zoom: bool,
+    /// Where the step detail was last drawn (for the mouse).
+    detail_area: Rect,
 }
 
 impl TrajectoriesView {
@@ -90,6 +92,47 @@ fn row_search_text(s: &TrajectorySummary, instruction: Option<&str>) -> String {
 }
 
 impl Component for TrajectoriesView {
+    /// A click selects a trajectory or a step and focuses its pane (a click on
+    /// the selected row opens it, as Enter); the wheel moves the selection of the
+    /// pane under the pointer, or scrolls the step detail, or walks the steps in
+    /// the screenshot view.
+    fn handle_mouse(&mut self, ev: MouseEvent, sh: &mut Shared) -> Option<Action> {
+        let p = Pointer::of(&ev)?;
+        self.refresh_rows(sh);
+        if self.zoom {
+            return self.handle_key(p.scroll_key()?, sh);
+        }
+        let (list_before, steps_before) = (self.list.selected, self.steps.selected);
+        let (pane, hit) = if let Some(h) = self.list.pointer(p, self.rows.len()) {
+            (Focus::List, Some(h))
+        } else if let Some(h) = self.steps.pointer(p, self.step_count) {
+            (Focus::Steps, Some(h))
+        } else if self.detail_area.contains(p.at()) {
+            (Focus::Detail, None)
+        } else {
+            return None;
+        };
+        if self.list.selected != list_before {
+            self.steps = Cursor::default();
+            self.detail_scroll = 0;
+        } else if self.steps.selected != steps_before {
+            self.detail_scroll = 0;
+        }
+        match (hit, p) {
+            (Some(ListPointer::Again), _) if self.focus == pane => {
+                self.handle_key(KeyEvent::from(KeyCode::Enter), sh)
+            }
+            (None, Pointer::Scroll(..)) => {
+                self.focus = Focus::Detail;
+                self.handle_key(p.scroll_key()?, sh)
+            }
+            _ => {
+                self.focus = pane;
+                None
+            }
+        }
+    }
+
     fn handle_key(&mut self, key: KeyEvent, sh: &mut Shared) -> Option<Action> {
         self.refresh_rows(sh);
         if self.zoom {
@@ -257,7 +300,7 @@ impl Component for TrajectoriesView {
         );
         let inner = tl_block.inner(timeline);
         f.render_widget(tl_block, timeline);
-        let window = self.steps.window(traj.steps.len(), inner.height as usize);
+        let window = self.steps.window_in(traj.steps.len(), inner);
         let tl_lines: Vec<Line> = window
             .map(|i| {
                 let s = &traj.steps[i];
@@ -297,6 +340,7 @@ impl Component for TrajectoriesView {
             self.focus == Focus::Detail,
             &th,
         );
+        self.detail_area = detail;
         let d_inner = d_block.inner(detail);
         f.render_widget(d_block, detail);
         let shot_h = (d_inner.height / 3).clamp(3, 14).min(d_inner.height);
@@ -417,7 +461,7 @@ impl TrajectoriesView {
         let inner = block.inner(area);
         f.render_widget(block, area);
         let width = inner.width as usize;
-        let window = self.list.window(self.rows.len(), inner.height as usize);
+        let window = self.list.window_in(self.rows.len(), inner);
         let mut lines = Vec::with_capacity(window.len());
         for pos in window {
             let record = self.rows[pos];

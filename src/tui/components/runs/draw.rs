@@ -141,8 +141,14 @@ impl RunsView {
             );
             return;
         }
-        let inner_h = area.height.saturating_sub(3) as usize;
-        let range = self.cursor.window(vis.len(), inner_h);
+        // The rows, under the top border and the header.
+        let rows_area = Rect::new(
+            area.x + 1,
+            area.y + 2,
+            area.width.saturating_sub(2),
+            area.height.saturating_sub(3),
+        );
+        let range = self.cursor.window_in(vis.len(), rows_area);
         // Below this width `kind` and `age` give their room to the others (an
         // 80-column terminal otherwise cuts every header: `prese`, `salva`).
         let narrow = area.width < 104;

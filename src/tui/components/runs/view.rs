@@ -79,6 +79,8 @@ pub struct RunsView {
     pub(super) diff: Option<crate::tui::components::config_diff::ConfigDiffView>,
     /// The recipe report table (`R`), while open.
     pub(super) report: Option<crate::tui::components::recipe_report::RecipeReportView>,
+    /// Where the chart panels were last drawn (for the mouse wheel).
+    pub(super) charts_area: ratatui::layout::Rect,
 }
 
 impl Default for RunsView {
@@ -127,6 +129,7 @@ impl RunsView {
             step_cursor: None,
             diff: None,
             report: None,
+            charts_area: ratatui::layout::Rect::default(),
         }
     }
 
