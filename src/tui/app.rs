@@ -132,12 +132,41 @@ impl App {
         self.quit
     }
 
+    /// The view of the current tab (in the Runs tab: the curriculum while open),
+    /// and the shared state beside it. The one place a tab is mapped to its view:
+    /// a new tab is a view file, a [`Tab`] variant and an arm here.
+    fn view_and_shared(&mut self) -> (&mut dyn Component, &mut Shared) {
+        let App {
+            shared,
+            tab,
+            trajectories,
+            pairs,
+            reward,
+            runs,
+            curriculum,
+            ..
+        } = self;
+        let view: &mut dyn Component = match tab {
+            Tab::Trajectories => trajectories,
+            Tab::Pairs => pairs,
+            Tab::Reward => reward,
+            Tab::Runs => match curriculum {
+                Some(c) => c,
+                None => runs,
+            },
+        };
+        (view, shared)
+    }
+
     fn view(&mut self) -> &mut dyn Component {
-        match self.tab {
-            Tab::Trajectories => &mut self.trajectories,
-            Tab::Pairs => &mut self.pairs,
-            Tab::Reward => &mut self.reward,
-            Tab::Runs => runs_pane(&mut self.runs, &mut self.curriculum),
+        self.view_and_shared().0
+    }
+
+    /// Passes a key or mouse event on to the current view and applies its action.
+    fn pass_to_view(&mut self, f: impl FnOnce(&mut dyn Component, &mut Shared) -> Option<Action>) {
+        let (view, sh) = self.view_and_shared();
+        if let Some(a) = f(view, sh) {
+            self.update(a);
         }
     }
 
@@ -183,43 +212,30 @@ impl App {
             }
             return;
         }
-        let action = if self.view().captures_text() {
-            let sh = &mut self.shared;
-            match self.tab {
-                Tab::Trajectories => self.trajectories.handle_key(key, sh),
-                Tab::Pairs => self.pairs.handle_key(key, sh),
-                Tab::Reward => self.reward.handle_key(key, sh),
-                Tab::Runs => runs_pane(&mut self.runs, &mut self.curriculum).handle_key(key, sh),
+        if self.view().captures_text() {
+            return self.pass_to_view(|v, sh| v.handle_key(key, sh));
+        }
+        let digit = match key.code {
+            KeyCode::Char(c) => c.to_digit(10),
+            _ => None,
+        };
+        let action = match key.code {
+            KeyCode::Char('q') => Some(Action::Quit),
+            // `1`… switch to the tab of that number.
+            _ if digit.is_some_and(|d| (1..=Tab::ALL.len() as u32).contains(&d)) => {
+                digit.map(|d| Action::SwitchTab(Tab::ALL[d as usize - 1]))
             }
-        } else {
-            match key.code {
-                KeyCode::Char('q') => Some(Action::Quit),
-                KeyCode::Char('1') => Some(Action::SwitchTab(Tab::Trajectories)),
-                KeyCode::Char('2') => Some(Action::SwitchTab(Tab::Pairs)),
-                KeyCode::Char('3') => Some(Action::SwitchTab(Tab::Reward)),
-                KeyCode::Char('4') => Some(Action::SwitchTab(Tab::Runs)),
-                KeyCode::Char('?') => Some(Action::ToggleHelp),
-                KeyCode::Char('/') => Some(Action::StartFilter),
-                KeyCode::Tab => {
-                    self.view().cycle_focus(true);
-                    None
-                }
-                KeyCode::BackTab => {
-                    self.view().cycle_focus(false);
-                    None
-                }
-                _ => {
-                    let sh = &mut self.shared;
-                    match self.tab {
-                        Tab::Trajectories => self.trajectories.handle_key(key, sh),
-                        Tab::Pairs => self.pairs.handle_key(key, sh),
-                        Tab::Reward => self.reward.handle_key(key, sh),
-                        Tab::Runs => {
-                            runs_pane(&mut self.runs, &mut self.curriculum).handle_key(key, sh)
-                        }
-                    }
-                }
+            KeyCode::Char('?') => Some(Action::ToggleHelp),
+            KeyCode::Char('/') => Some(Action::StartFilter),
+            KeyCode::Tab => {
+                self.view().cycle_focus(true);
+                None
             }
+            KeyCode::BackTab => {
+                self.view().cycle_focus(false);
+                None
+            }
+            _ => return self.pass_to_view(|v, sh| v.handle_key(key, sh)),
         };
         if let Some(a) = action {
             self.update(a);
@@ -260,16 +276,7 @@ impl App {
                 return;
             }
         }
-        let sh = &mut self.shared;
-        let action = match self.tab {
-            Tab::Trajectories => self.trajectories.handle_mouse(ev, sh),
-            Tab::Pairs => self.pairs.handle_mouse(ev, sh),
-            Tab::Reward => self.reward.handle_mouse(ev, sh),
-            Tab::Runs => runs_pane(&mut self.runs, &mut self.curriculum).handle_mouse(ev, sh),
-        };
-        if let Some(a) = action {
-            self.update(a);
-        }
+        self.pass_to_view(|v, sh| v.handle_mouse(ev, sh));
     }
 
     /// Applies an action.
@@ -363,16 +370,12 @@ impl App {
                 .divider("│"),
             tabs,
         );
-        let sh = &mut self.shared;
-        match self.tab {
-            Tab::Trajectories => self.trajectories.draw(f, body, sh),
-            Tab::Pairs => self.pairs.draw(f, body, sh),
-            Tab::Reward => self.reward.draw(f, body, sh),
-            Tab::Runs => runs_pane(&mut self.runs, &mut self.curriculum).draw(f, body, sh),
-        }
+        let (view, sh) = self.view_and_shared();
+        view.draw(f, body, sh);
+        let keys = view.keys();
         self.draw_status(f, status);
         if self.help {
-            self.help_offset = help::draw(f, body, &th, self.tab.title(), self.help_offset);
+            self.help_offset = help::draw(f, body, &th, keys, self.help_offset);
         }
     }
 
@@ -436,18 +439,15 @@ impl App {
                 th.warn(),
             ));
         }
-        let filter = match self.tab {
-            Tab::Trajectories => self.trajectories.filter(),
-            Tab::Pairs => self.pairs.filter(),
-            Tab::Runs => match &self.curriculum {
-                Some(c) => c.filter(),
-                None => self.runs.filter(),
-            },
-            Tab::Reward => "",
-        };
+        let filter = self.view().filter().to_string();
+        let sh = &self.shared;
+        let th = &sh.theme;
         if !filter.is_empty() {
             spans.push(sep.clone());
-            spans.push(Span::styled(format!("filter: {}", line(filter)), th.warn()));
+            spans.push(Span::styled(
+                format!("filter: {}", line(&filter)),
+                th.warn(),
+            ));
         }
         if !sh.load_errors.is_empty() {
             spans.push(sep.clone());
@@ -491,17 +491,6 @@ impl App {
             width: right.width.saturating_sub(3),
             ..right
         };
-    }
-}
-
-/// What the Runs tab shows: the curriculum view while it is open, else the runs.
-fn runs_pane<'a>(
-    runs: &'a mut RunsView,
-    curriculum: &'a mut Option<CurriculumView>,
-) -> &'a mut dyn Component {
-    match curriculum {
-        Some(c) => c,
-        None => runs,
     }
 }
 

@@ -1,4 +1,5 @@
-//! Every key the workbench answers to, in one table: the help overlay lists it.
+//! The keys the workbench answers to: the app's own here, each view's in its own
+//! module (`KEYS`), gathered by [`keymap`] for the help overlay.
 
 /// A key binding as shown in the help overlay.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -9,7 +10,8 @@ pub struct KeyHelp {
     pub what: &'static str,
 }
 
-const fn k(context: &'static str, keys: &'static str, what: &'static str) -> KeyHelp {
+/// A key binding (for the key tables of the views).
+pub const fn k(context: &'static str, keys: &'static str, what: &'static str) -> KeyHelp {
     KeyHelp {
         context,
         keys,
@@ -17,8 +19,8 @@ const fn k(context: &'static str, keys: &'static str, what: &'static str) -> Key
     }
 }
 
-/// The full key map.
-pub const KEYMAP: &[KeyHelp] = &[
+/// Keys the app itself answers, in every tab.
+pub const GLOBAL: &[KeyHelp] = &[
     k(
         "Global",
         "1 2 3 4",
@@ -47,113 +49,29 @@ pub const KEYMAP: &[KeyHelp] = &[
     k("Lists", "PgDn PgUp", "ten rows down / up"),
     k("Lists", "Enter", "open: focus the next pane"),
     k("Lists", "Esc", "back to the list; close a popup"),
-    k("Trajectories", "J K", "scroll the step detail"),
-    k(
-        "Trajectories",
-        "z",
-        "screenshot view, the step's target drawn on it; h l: steps",
-    ),
-    k(
-        "Mined pairs",
-        "a",
-        "accept the pair (then the next pending one)",
-    ),
-    k(
-        "Mined pairs",
-        "x",
-        "reject the pair (then the next pending one)",
-    ),
-    k(
-        "Mined pairs",
-        "l then 1-8",
-        "relabel: pick a failure-mode category (a decision)",
-    ),
-    k("Mined pairs", "A", "advance after a decision: on / off"),
-    k(
-        "Mined pairs",
-        "C",
-        "agreement per category (κ); Enter: its next conflict",
-    ),
-    k(
-        "Mined pairs",
-        "S then a / x",
-        "settle a conflict between annotators (accept / reject)",
-    ),
-    k(
-        "Mined pairs",
-        "e",
-        "edit the target action (Enter saves if valid)",
-    ),
-    k("Mined pairs", "n", "add a note (Enter saves)"),
-    k("Mined pairs", "u", "undo your latest change on this pair"),
-    k("Mined pairs", "] [", "next / previous pending pair"),
-    k("Mined pairs", "J K", "scroll the pair detail"),
-    k(
-        "Reward",
-        "t",
-        "state source: pairs / tab-1 trajectory / opened rollouts",
-    ),
-    k(
-        "Reward",
-        "h l  ← →",
-        "rollouts: previous / next sample (fills the candidate)",
-    ),
-    k(
-        "Reward",
-        "e  i  Enter",
-        "type a candidate response (scored live)",
-    ),
-    k(
-        "Runs",
-        "n",
-        "launch form: kind, preset, dataset, steps, lr, mode, init",
-    ),
-    k(
-        "Runs",
-        "s  r  K",
-        "stop (SIGTERM) · resume · kill (SIGKILL, asks y/n)",
-    ),
-    k(
-        "Runs",
-        "+ -  L  x",
-        "EMA smoothing · log scale · x by step / wall time",
-    ),
-    k(
-        "Runs",
-        ", .  < >  ;",
-        "step cursor (values there): ∓1 step · ∓1/10 run · off",
-    ),
-    k(
-        "Runs",
-        "D",
-        "diff of two marked runs' run.toml (keys set differently)",
-    ),
-    k(
-        "Runs",
-        "Space",
-        "mark the run for the overlay of marked runs",
-    ),
-    k(
-        "Runs",
-        "o",
-        "open the run's rollout groups in the Reward tab",
-    ),
-    k(
-        "Runs",
-        "R",
-        "recipe report table: task types × policies (recipe folders)",
-    ),
-    k(
-        "Runs",
-        "c",
-        "curriculum: each mined state's phases over the steps",
-    ),
-    k(
-        "Curriculum",
-        "Enter",
-        "jump to the state's pair in Mined pairs",
-    ),
-    k("Curriculum", "Esc", "back to the runs"),
+];
+
+/// Keys of every text box.
+pub const TEXT_BOXES: &[KeyHelp] = &[
     k("Text boxes", "Esc", "leave the box (edits are not saved)"),
     k("Text boxes", "Ctrl-U", "clear the box"),
 ];
+
+/// The full key map, as the help overlay lists it: the app's keys, then each
+/// view's own ([`crate::tui::components::Component::keys`]) in tab order, then the
+/// text boxes'.
+pub fn keymap() -> Vec<&'static KeyHelp> {
+    use crate::tui::components::{curriculum, pairs, reward, runs, trajectories};
+    [
+        GLOBAL,
+        trajectories::KEYS,
+        pairs::KEYS,
+        reward::KEYS,
+        runs::KEYS,
+        curriculum::KEYS,
+        TEXT_BOXES,
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}

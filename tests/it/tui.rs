@@ -158,7 +158,7 @@ fn help_lists_every_key_of_the_keymap() {
         typ(&mut app, "?");
         // The open tab's keys and the global ones on the first screen.
         let s = screen(&mut app);
-        for k in rmsweb::tui::keys::KEYMAP {
+        for k in rmsweb::tui::keys::keymap() {
             if k.context == tab.title() || k.context == "Global" {
                 assert!(
                     s.contains(k.keys),
@@ -170,11 +170,11 @@ fn help_lists_every_key_of_the_keymap() {
         }
         // Every key by scrolling down.
         let mut seen = s;
-        for _ in 0..rmsweb::tui::keys::KEYMAP.len() {
+        for _ in 0..rmsweb::tui::keys::keymap().len() {
             typ(&mut app, "j");
             seen.push_str(&screen(&mut app));
         }
-        for k in rmsweb::tui::keys::KEYMAP {
+        for k in rmsweb::tui::keys::keymap() {
             assert!(seen.contains(k.keys), "help never shows `{}`", k.keys);
         }
         typ(&mut app, "?");

@@ -8,6 +8,7 @@
 use super::{Component, Cursor, ListPointer, Pointer, filter_indices, pane};
 use crate::runs::curriculum::{Curriculum, Phase, StateRoute, curriculum};
 use crate::tui::action::Action;
+use crate::tui::keys::{KeyHelp, k};
 use crate::tui::shared::Shared;
 use crate::tui::theme::Theme;
 use crate::tui::widgets::chart::{PlotLine, View, draw_panel};
@@ -20,6 +21,16 @@ use ratatui::symbols::Marker;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 use std::path::Path;
+
+/// The keys of this view, for the help overlay.
+pub const KEYS: &[KeyHelp] = &[
+    k(
+        "Curriculum",
+        "Enter",
+        "jump to the state's pair in Mined pairs",
+    ),
+    k("Curriculum", "Esc", "back to the runs"),
+];
 
 /// State of the curriculum view.
 pub struct CurriculumView {
@@ -267,6 +278,10 @@ impl CurriculumView {
 }
 
 impl Component for CurriculumView {
+    fn keys(&self) -> &'static [&'static [KeyHelp]] {
+        &[super::runs::KEYS, KEYS]
+    }
+
     /// A click selects a state (a click on the selected one jumps to its pair, as
     /// Enter); the wheel moves through the states.
     fn handle_mouse(&mut self, ev: MouseEvent, sh: &mut Shared) -> Option<Action> {

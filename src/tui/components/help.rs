@@ -1,33 +1,47 @@
-//! The help overlay: every key of [`crate::tui::keys::KEYMAP`], the current tab's
-//! first, then those that work everywhere, then the other tabs'; `j`/`k` scroll
-//! what does not fit.
+//! The help overlay: every key of [`crate::tui::keys::keymap`], the current view's
+//! own first, then those that work everywhere, then the other views'; `j`/`k`
+//! scroll what does not fit.
 
-use crate::tui::keys::{KEYMAP, KeyHelp};
+use crate::tui::keys::{KeyHelp, keymap};
 use crate::tui::theme::Theme;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Row, Table};
 
-/// The key map in the order the overlay lists it on `tab` (a tab title, e.g.
-/// `Runs`): that tab's keys (and its sub-views'), the global ones, the others.
-pub fn ordered(tab: &str) -> Vec<&'static KeyHelp> {
-    let rank = |k: &KeyHelp| match k.context {
-        c if c == tab || (tab == "Runs" && c == "Curriculum") => 0,
-        "Global" | "Lists" | "Text boxes" => 1,
-        _ => 2,
+/// The key map in the order the overlay lists it over a view whose own key tables
+/// are `current`: those, the app's and the text boxes', the other views'.
+pub fn ordered(current: &[&[KeyHelp]]) -> Vec<&'static KeyHelp> {
+    let app = |k: &KeyHelp| {
+        crate::tui::keys::GLOBAL.contains(k) || crate::tui::keys::TEXT_BOXES.contains(k)
     };
-    let mut v: Vec<&KeyHelp> = KEYMAP.iter().collect();
+    let rank = |k: &KeyHelp| {
+        if current.iter().any(|t| t.contains(k)) {
+            0
+        } else if app(k) {
+            1
+        } else {
+            2
+        }
+    };
+    let mut v = keymap();
     v.sort_by_key(|k| rank(k));
     v
 }
 
-/// Draws the help overlay centred in `area` for the tab titled `tab`, its rows from
-/// `offset` on (clamped to the last row; the clamped value is returned).
-pub fn draw(f: &mut Frame, area: Rect, theme: &Theme, tab: &str, offset: usize) -> usize {
-    let rows_all = ordered(tab);
+/// Draws the help overlay centred in `area` over a view whose own key tables are
+/// `current`, its rows from `offset` on (clamped to the last row; the clamped value
+/// is returned).
+pub fn draw(
+    f: &mut Frame,
+    area: Rect,
+    theme: &Theme,
+    current: &[&[KeyHelp]],
+    offset: usize,
+) -> usize {
+    let rows_all = ordered(current);
     let offset = offset.min(rows_all.len().saturating_sub(1));
-    let h = (KEYMAP.len() as u16 + 4).min(area.height);
+    let h = (rows_all.len() as u16 + 4).min(area.height);
     let w = 96.min(area.width);
     let r = Rect::new(
         area.x + (area.width - w) / 2,

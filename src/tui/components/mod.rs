@@ -40,6 +40,11 @@ pub trait Component {
     fn set_filter(&mut self, _filter: &str) {}
     /// Moves focus to the next (`forward`) or previous pane.
     fn cycle_focus(&mut self, _forward: bool) {}
+    /// The view's own key tables (and its sub-views'), for the help overlay: listed
+    /// first on its tab.
+    fn keys(&self) -> &'static [&'static [crate::tui::keys::KeyHelp]] {
+        &[]
+    }
     /// Handles a mouse event inside the view's area (clicks select rows and focus
     /// panes, the wheel scrolls what is under the pointer); keys stay primary.
     fn handle_mouse(&mut self, _ev: MouseEvent, _sh: &mut Shared) -> Option<Action> {

@@ -12,6 +12,7 @@ use crate::reward::{Level, score};
 use crate::runs::rollouts::{RolloutGroup, Rollouts};
 use crate::trajectory::State;
 use crate::tui::action::Action;
+use crate::tui::keys::{KeyHelp, k};
 use crate::tui::shared::Shared;
 use crate::tui::widgets::text::{line, trunc};
 use crate::util::sanitize::clean_text;
@@ -21,6 +22,25 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Wrap};
 use ratatui_textarea::TextArea;
+
+/// The keys of this view, for the help overlay.
+pub const KEYS: &[KeyHelp] = &[
+    k(
+        "Reward",
+        "t",
+        "state source: pairs / tab-1 trajectory / opened rollouts",
+    ),
+    k(
+        "Reward",
+        "h l  ← →",
+        "rollouts: previous / next sample (fills the candidate)",
+    ),
+    k(
+        "Reward",
+        "e  i  Enter",
+        "type a candidate response (scored live)",
+    ),
+];
 
 /// Where the states come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -273,6 +293,10 @@ impl RewardView {
 }
 
 impl Component for RewardView {
+    fn keys(&self) -> &'static [&'static [KeyHelp]] {
+        &[KEYS]
+    }
+
     /// A click selects a state; the wheel moves through them. Nothing while the
     /// candidate box has the keyboard.
     fn handle_mouse(&mut self, ev: MouseEvent, sh: &mut Shared) -> Option<Action> {

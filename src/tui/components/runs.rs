@@ -21,6 +21,7 @@ use crate::runs::launch;
 use crate::runs::monitor::Track;
 use crate::runs::series::EMA_LEVELS;
 use crate::tui::action::Action;
+use crate::tui::keys::{KeyHelp, k};
 use crate::tui::shared::Shared;
 use crate::tui::widgets::text::{line, trunc};
 use draw::{draw_info, draw_log};
@@ -35,7 +36,60 @@ use std::sync::Arc;
 use view::lock;
 pub use view::{POLL_INTERVAL, RunsOptions, RunsView};
 
+/// The keys of this view, for the help overlay.
+pub const KEYS: &[KeyHelp] = &[
+    k(
+        "Runs",
+        "n",
+        "launch form: kind, preset, dataset, steps, lr, mode, init",
+    ),
+    k(
+        "Runs",
+        "s  r  K",
+        "stop (SIGTERM) · resume · kill (SIGKILL, asks y/n)",
+    ),
+    k(
+        "Runs",
+        "+ -  L  x",
+        "EMA smoothing · log scale · x by step / wall time",
+    ),
+    k(
+        "Runs",
+        ", .  < >  ;",
+        "step cursor (values there): ∓1 step · ∓1/10 run · off",
+    ),
+    k(
+        "Runs",
+        "D",
+        "diff of two marked runs' run.toml (keys set differently)",
+    ),
+    k(
+        "Runs",
+        "Space",
+        "mark the run for the overlay of marked runs",
+    ),
+    k(
+        "Runs",
+        "o",
+        "open the run's rollout groups in the Reward tab",
+    ),
+    k(
+        "Runs",
+        "R",
+        "recipe report table: task types × policies (recipe folders)",
+    ),
+    k(
+        "Runs",
+        "c",
+        "curriculum: each mined state's phases over the steps",
+    ),
+];
+
 impl Component for RunsView {
+    fn keys(&self) -> &'static [&'static [KeyHelp]] {
+        &[KEYS, super::curriculum::KEYS]
+    }
+
     fn captures_text(&self) -> bool {
         self.form.is_some()
             || self.confirm.is_some()

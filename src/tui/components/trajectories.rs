@@ -5,6 +5,7 @@ use super::{Component, Cursor, ListPointer, Pointer, filter_indices, pane};
 use crate::trajectory::TrajectorySummary;
 use crate::trajectory::mark::step_mark;
 use crate::tui::action::Action;
+use crate::tui::keys::{KeyHelp, k};
 use crate::tui::shared::Shared;
 use crate::tui::widgets::text::{line, trunc, trunc_start};
 use ratatui::Frame;
@@ -12,6 +13,16 @@ use ratatui::crossterm::event::{KeyCode, KeyEvent, MouseEvent};
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Wrap};
+
+/// The keys of this view, for the help overlay.
+pub const KEYS: &[KeyHelp] = &[
+    k("Trajectories", "J K", "scroll the step detail"),
+    k(
+        "Trajectories",
+        "z",
+        "screenshot view, the step's target drawn on it; h l: steps",
+    ),
+];
 
 /// Which pane has the keyboard.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -92,6 +103,10 @@ fn row_search_text(s: &TrajectorySummary, instruction: Option<&str>) -> String {
 }
 
 impl Component for TrajectoriesView {
+    fn keys(&self) -> &'static [&'static [KeyHelp]] {
+        &[KEYS]
+    }
+
     /// A click selects a trajectory or a step and focuses its pane (a click on
     /// the selected row opens it, as Enter); the wheel moves the selection of the
     /// pane under the pointer, or scrolls the step detail, or walks the steps in

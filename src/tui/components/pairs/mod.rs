@@ -17,6 +17,7 @@ use crate::annotate::{Op, Status};
 use crate::tui::action::Action;
 use crate::tui::components::agreement::AgreementView;
 use crate::tui::components::{Component, Cursor, ListPointer, Pointer, pane};
+use crate::tui::keys::{KeyHelp, k};
 use crate::tui::shared::Shared;
 use ratatui::Frame;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, MouseEvent};
@@ -24,7 +25,50 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui_textarea::TextArea;
 use serde_json::{Value, json};
 
+/// The keys of this view, for the help overlay.
+pub const KEYS: &[KeyHelp] = &[
+    k(
+        "Mined pairs",
+        "a",
+        "accept the pair (then the next pending one)",
+    ),
+    k(
+        "Mined pairs",
+        "x",
+        "reject the pair (then the next pending one)",
+    ),
+    k(
+        "Mined pairs",
+        "l then 1-8",
+        "relabel: pick a failure-mode category (a decision)",
+    ),
+    k("Mined pairs", "A", "advance after a decision: on / off"),
+    k(
+        "Mined pairs",
+        "C",
+        "agreement per category (κ); Enter: its next conflict",
+    ),
+    k(
+        "Mined pairs",
+        "S then a / x",
+        "settle a conflict between annotators (accept / reject)",
+    ),
+    k(
+        "Mined pairs",
+        "e",
+        "edit the target action (Enter saves if valid)",
+    ),
+    k("Mined pairs", "n", "add a note (Enter saves)"),
+    k("Mined pairs", "u", "undo your latest change on this pair"),
+    k("Mined pairs", "] [", "next / previous pending pair"),
+    k("Mined pairs", "J K", "scroll the pair detail"),
+];
+
 impl Component for PairsView {
+    fn keys(&self) -> &'static [&'static [KeyHelp]] {
+        &[KEYS]
+    }
+
     fn handle_key(&mut self, key: KeyEvent, sh: &mut Shared) -> Option<Action> {
         self.refresh_rows(sh);
         let pair = self
