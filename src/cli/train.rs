@@ -1,6 +1,6 @@
 //! `rmsweb train`: SFT and Salvage-DS RL runs into run folders, and resuming them.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::Subcommand;
 use indicatif::{ProgressBar, ProgressStyle};
 use rmsweb::train::rl::config::{PromptSource, RlConfig};
@@ -25,6 +25,15 @@ enum Command {
     Sft(SftArgs),
     /// Salvage-DS RL (or an ablation) from an SFT run into a run folder.
     Rl(RlArgs),
+    /// Start a run from a whole trainer config file (the run.toml format: `kind =
+    /// "sft"` or `"rl"` and every key), as the recipe does.
+    Start {
+        /// The config file.
+        config: PathBuf,
+        /// Run folder (a new one).
+        #[arg(long)]
+        run_dir: PathBuf,
+    },
     /// Continue a run (SFT or RL, read from its run.toml) from its latest checkpoint.
     Resume {
         /// The run folder (runs/ID).
@@ -110,8 +119,13 @@ fn init_dataset(init: &std::path::Path) -> Result<PathBuf> {
 fn run_kind(run_dir: &std::path::Path) -> Result<String> {
     let p = run_dir.join("run.toml");
     let text = rmsweb::util::fs::read_record(&p)?;
+    config_kind(&p, &text)
+}
+
+/// The `kind` of a trainer config's text (`sft` when absent, as older SFT runs).
+fn config_kind(p: &std::path::Path, text: &str) -> Result<String> {
     let t: toml::Table =
-        toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+        toml::from_str(text).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
     match t.get("kind") {
         None => Ok("sft".into()),
         Some(toml::Value::String(k)) => Ok(k.clone()),
@@ -215,6 +229,62 @@ fn report(outcome: Outcome, run: &std::path::Path) {
     }
 }
 
+/// A whole trainer config: what `train sft|rl` build from their options, what
+/// `train start` reads from a file, what `run.toml` holds.
+enum TrainerConfig {
+    Sft(SftConfig),
+    Rl(RlConfig),
+}
+
+impl TrainerConfig {
+    /// Reads a config file; errors name the file and the field.
+    fn read(path: &std::path::Path) -> Result<Self> {
+        let text = rmsweb::util::fs::read_record(path)?;
+        let invalid = || format!("{}: invalid trainer config", path.display());
+        match config_kind(path, &text)?.as_str() {
+            "sft" => Ok(Self::Sft(
+                SftConfig::from_toml(&text).with_context(invalid)?,
+            )),
+            "rl" => Ok(Self::Rl(RlConfig::from_toml(&text).with_context(invalid)?)),
+            other => anyhow::bail!(
+                "{}: field `kind` is `{}`; expected sft or rl",
+                path.display(),
+                rmsweb::util::sanitize::clean_line(other)
+            ),
+        }
+    }
+
+    /// Trains a new run in `dir` with a progress bar (a line per step without a
+    /// terminal), then says how it ended.
+    fn train_new(&self, dir: &std::path::Path) -> Result<()> {
+        let run = RunDir::open(dir)?;
+        let out = match self {
+            Self::Sft(cfg) => {
+                let (bar, mut cb) = progress();
+                let out = sft::train(cfg, &run, false, stop_flag()?, &mut cb);
+                bar.finish();
+                out
+            }
+            Self::Rl(cfg) => {
+                let (bar, mut cb) = rl_progress();
+                let out = rl::train(cfg, &run, false, stop_flag()?, &mut cb);
+                bar.finish();
+                out
+            }
+        };
+        report(out?, dir);
+        Ok(())
+    }
+}
+
+/// `runs/<kind>-<time>`, the default run folder.
+fn timestamped(kind: &str) -> PathBuf {
+    PathBuf::from("runs").join(format!(
+        "{kind}-{}",
+        chrono::Utc::now().format("%Y%m%d-%H%M%S")
+    ))
+}
+
 /// Runs the subcommand.
 pub fn run(args: Args) -> Result<()> {
     match args.command {
@@ -224,18 +294,8 @@ pub fn run(args: Args) -> Result<()> {
             if let Some(s) = a.steps {
                 cfg.max_steps = s;
             }
-            let cfg = cfg.with_overrides(&a.set)?;
-            let dir = a.run_dir.unwrap_or_else(|| {
-                PathBuf::from("runs").join(format!(
-                    "sft-{}",
-                    chrono::Utc::now().format("%Y%m%d-%H%M%S")
-                ))
-            });
-            let run = RunDir::open(&dir)?;
-            let (bar, mut cb) = progress();
-            let out = sft::train(&cfg, &run, false, stop_flag()?, &mut cb);
-            bar.finish();
-            report(out?, &dir);
+            let cfg = TrainerConfig::Sft(cfg.with_overrides(&a.set)?);
+            cfg.train_new(&a.run_dir.unwrap_or_else(|| timestamped("sft")))?;
         }
         Command::Rl(a) => {
             let dataset = match a.dataset {
@@ -247,17 +307,10 @@ pub fn run(args: Args) -> Result<()> {
             if let Some(s) = a.steps {
                 cfg.steps = s;
             }
-            let cfg = cfg.with_overrides(&a.set)?;
-            let dir = a.run_dir.unwrap_or_else(|| {
-                PathBuf::from("runs")
-                    .join(format!("rl-{}", chrono::Utc::now().format("%Y%m%d-%H%M%S")))
-            });
-            let run = RunDir::open(&dir)?;
-            let (bar, mut cb) = rl_progress();
-            let out = rl::train(&cfg, &run, false, stop_flag()?, &mut cb);
-            bar.finish();
-            report(out?, &dir);
+            let cfg = TrainerConfig::Rl(cfg.with_overrides(&a.set)?);
+            cfg.train_new(&a.run_dir.unwrap_or_else(|| timestamped("rl")))?;
         }
+        Command::Start { config, run_dir } => TrainerConfig::read(&config)?.train_new(&run_dir)?,
         Command::Resume { run_dir } => match run_kind(&run_dir)?.as_str() {
             "sft" => {
                 let (bar, mut cb) = progress();

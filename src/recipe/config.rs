@@ -458,9 +458,14 @@ impl RecipeConfig {
         BaseModel::of(&self.model, self.sft.model.as_deref())
     }
 
-    /// The SFT config the `sft` stage will run with (checks `[sft]` and its `set`).
-    pub fn sft_config(&self, dataset: &Path) -> Result<SftConfig> {
-        let base = self.base_model()?.map(|b| b.source);
+    /// The SFT config the `sft` stage will run with (checks `[sft]` and its `set`):
+    /// on `model` when given (the prepared base model's folder), else on the base
+    /// model's source.
+    pub fn sft_config(&self, dataset: &Path, model: Option<&Path>) -> Result<SftConfig> {
+        let base = match model {
+            Some(m) => Some(m.to_path_buf()),
+            None => self.base_model()?.map(|b| b.source),
+        };
         let mut c = SftConfig::preset(&self.sft.preset, dataset, base.as_deref())?;
         c.device = self.sft.device.clone();
         if let Some(s) = self.sft.steps {
@@ -607,7 +612,9 @@ impl RecipeConfig {
             self.sft.steps != Some(0),
             "key `sft.steps`: 0 is no number of steps (leave the key out to train by epochs)"
         );
-        let sft = self.sft_config(Path::new("dataset")).context("key `sft`")?;
+        let sft = self
+            .sft_config(Path::new("dataset"), None)
+            .context("key `sft`")?;
         check_trainer("sft", &self.sft.set, &sft, SFT_NEEDS)?;
         ensure!(
             self.rl.steps != Some(0),
@@ -789,7 +796,7 @@ mod tests {
         .unwrap();
         assert_eq!(set_args(&c.sft.set), vec!["epochs=2", "lr=0.001"]);
         assert_eq!(set_args(&c.rl.set), vec!["lora.r=4", "n=4"]);
-        let s = c.sft_config(Path::new("d")).unwrap();
+        let s = c.sft_config(Path::new("d"), None).unwrap();
         assert_eq!((s.max_steps, s.epochs, s.lr), (7, 2, 0.001));
         let v = Variant::parse("dapo+full-corpus").unwrap();
         assert_eq!(v.name(), "dapo+full-corpus");

@@ -385,6 +385,20 @@ fn smoke_recipe_runs_end_to_end_then_resumes_and_reruns_only_what_changed() {
     assert_eq!(ran.len(), 23, "{ran:?}");
     check_outputs(&out);
     check_report(&out);
+    // Each run was started from the config the recipe resolved and wrote into its
+    // folder: the trainer's run.toml holds exactly those values.
+    for run in std::fs::read_dir(out.join("runs")).unwrap() {
+        let run = run.unwrap().path();
+        let table = |f: &str| -> toml::Table {
+            toml::from_str(&std::fs::read_to_string(run.join(f)).unwrap()).unwrap()
+        };
+        assert_eq!(
+            table("recipe-config.toml"),
+            table("run.toml"),
+            "{}",
+            run.display()
+        );
+    }
     let first = records(&out);
     assert_eq!(first.len(), 23);
     for (u, r) in &first {

@@ -706,6 +706,69 @@ fn cli_rl_run_stops_on_sigterm_and_train_resume_dispatches_on_the_run_kind() {
     assert!(err.contains("--init"), "{err}");
 }
 
+/// `train start FILE` (how the recipe starts its children) runs the whole config
+/// it reads, and the run's run.toml holds the same config; a bad file is refused
+/// naming the file and the field, before any run folder is written.
+#[test]
+fn train_start_runs_a_whole_config_file_and_names_bad_fields() {
+    let (ds, init) = sft_init();
+    let cfg = RlConfig::preset("tiny", Mode::SalvageDs, PromptSource::Mined, init, ds)
+        .unwrap()
+        .with_overrides(&[
+            "steps=1".into(),
+            "max_new_tokens=16".into(),
+            "checkpoint_every=0".into(),
+        ])
+        .unwrap();
+    let d = tempfile::tempdir().unwrap();
+    let file = d.path().join("rl.toml");
+    std::fs::write(&file, toml::to_string_pretty(&cfg).unwrap()).unwrap();
+    let start = |file: &Path, run: &Path| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_rmsweb"))
+            .args(["train", "start"])
+            .arg(file)
+            .arg("--run-dir")
+            .arg(run)
+            .output()
+            .unwrap()
+    };
+    let run = d.path().join("run");
+    let out = start(&file, &run);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let written = RlConfig::from_toml(&std::fs::read_to_string(run.join("run.toml")).unwrap());
+    assert_eq!(written.unwrap(), cfg);
+    assert_eq!(RunDir::read_status(&run).unwrap().state, RunState::Finished);
+    for (bad, field) in [
+        (
+            toml::to_string(&cfg)
+                .unwrap()
+                .replace("\nn = 8\n", "\nn = 1\n"),
+            "`n`",
+        ),
+        (
+            format!("bogus = 1\n{}", toml::to_string(&cfg).unwrap()),
+            "bogus",
+        ),
+        ("kind = \"ppo\"\n".to_string(), "`kind`"),
+    ] {
+        let f = d.path().join("bad.toml");
+        std::fs::write(&f, &bad).unwrap();
+        let run = d.path().join("never");
+        let out = start(&f, &run);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success());
+        assert!(
+            err.contains("bad.toml") && err.contains(field),
+            "{field}: {err}"
+        );
+        assert!(!run.join("run.toml").exists());
+    }
+}
+
 #[test]
 fn full_corpus_prompts_are_the_sft_action_samples_and_bad_pairs_name_their_line() {
     let (ds, _) = sft_init();

@@ -1,6 +1,10 @@
-//! Training units as child processes of this executable: `rmsweb train sft|rl ...
-//! --run-dir DIR/runs/<name>`, stdout and stderr appended to the run's `stdout.log`,
-//! progress read from its `status.json`.
+//! Training units as child processes of this executable. The recipe resolves each
+//! unit's trainer config here (typed:
+//! [`RecipeConfig::sft_config`](crate::recipe::config::RecipeConfig::sft_config),
+//! [`RecipeConfig::rl_config`](crate::recipe::config::RecipeConfig::rl_config)), writes it into the run folder as [`CONFIG`] and
+//! starts `rmsweb train start CONFIG --run-dir DIR/runs/<name>`, which reads it back
+//! whole; stdout and stderr are appended to the run's `stdout.log`, progress is read
+//! from its `status.json`.
 //!
 //! A run folder carries `recipe-unit.json` with the key of the unit that started
 //! it. When the recipe runs again with the same key, a finished run is taken as it
@@ -9,7 +13,7 @@
 
 use super::collect::latest_checkpoint;
 use super::{Ctx, Done};
-use crate::recipe::config::{Variant, set_args};
+use crate::recipe::config::Variant;
 use crate::recipe::folder::clear;
 use crate::recipe::layout::Layout;
 use crate::recipe::layout::sft_run_name;
@@ -23,6 +27,10 @@ use std::time::Duration;
 
 /// The marker a recipe leaves in each run folder it starts.
 pub const MARKER: &str = "recipe-unit.json";
+
+/// The resolved trainer config the recipe hands a fresh run (the trainer writes the
+/// same values to `run.toml`).
+pub const CONFIG: &str = "recipe-config.toml";
 
 #[derive(Debug, Serialize, Deserialize)]
 struct Marker {
@@ -164,7 +172,10 @@ fn run_child(ctx: &Ctx<'_>, unit: &str, dir: &Path, args: &[String]) -> Result<(
     Ok(())
 }
 
-fn train(ctx: &Ctx<'_>, unit: &Unit, dir: &Path, args: Vec<String>) -> Result<PathBuf> {
+/// Trains the unit in `dir` with `config` (a trainer config serialized as TOML):
+/// taken as it is when finished under this key, resumed when stopped, else started
+/// fresh from the config written to [`CONFIG`].
+fn train(ctx: &Ctx<'_>, unit: &Unit, dir: &Path, config: &impl Serialize) -> Result<PathBuf> {
     match prepare(ctx.layout, dir, unit)? {
         Start::Finished => {
             ctx.progress.say(&format!(
@@ -182,7 +193,19 @@ fn train(ctx: &Ctx<'_>, unit: &Unit, dir: &Path, args: Vec<String>) -> Result<Pa
             let args = vec!["train".into(), "resume".into(), dir.display().to_string()];
             run_child(ctx, &unit.id, dir, &args)?;
         }
-        Start::Fresh => run_child(ctx, &unit.id, dir, &args)?,
+        Start::Fresh => {
+            let file = dir.join(CONFIG);
+            crate::util::fs::write_atomic(&file, toml::to_string_pretty(config)?.as_bytes())
+                .with_context(|| format!("writing {}", file.display()))?;
+            let args = vec![
+                "train".into(),
+                "start".into(),
+                file.display().to_string(),
+                "--run-dir".into(),
+                dir.display().to_string(),
+            ];
+            run_child(ctx, &unit.id, dir, &args)?;
+        }
     }
     latest_checkpoint(dir)
 }
@@ -203,72 +226,30 @@ fn done(ctx: &Ctx<'_>, dir: &Path, checkpoint: &Path) -> Done {
     }
 }
 
-fn push_sets(args: &mut Vec<String>, sets: Vec<String>) {
-    for s in sets {
-        args.push("--set".into());
-        args.push(s);
-    }
-}
-
 /// SFT on one collection (`runs/sft-<arm>`).
 pub fn sft(ctx: &Ctx<'_>, unit: &Unit, arm: Arm) -> Result<Done> {
-    let s = &ctx.cfg.sft;
     let dir = ctx.layout.run(&sft_run_name(arm));
-    let mut args: Vec<String> = vec![
-        "train".into(),
-        "sft".into(),
-        "--preset".into(),
-        s.preset.clone(),
-        "--dataset".into(),
-        ctx.layout.dataset(arm).display().to_string(),
-        "--run-dir".into(),
-        dir.display().to_string(),
-        "--device".into(),
-        s.device.clone(),
-    ];
-    if let Some(base) = ctx.cfg.base_model()? {
-        let folder = base.folder(&ctx.layout.model());
-        args.extend(["--model".into(), folder.display().to_string()]);
-    }
-    if let Some(n) = s.steps {
-        args.extend(["--steps".into(), n.to_string()]);
-    }
-    push_sets(&mut args, set_args(&s.set));
-    let checkpoint = train(ctx, unit, &dir, args)?;
+    let model = ctx
+        .cfg
+        .base_model()?
+        .map(|base| base.folder(&ctx.layout.model()));
+    let config = ctx
+        .cfg
+        .sft_config(&ctx.layout.dataset(arm), model.as_deref())
+        .context("key `sft`")?;
+    let checkpoint = train(ctx, unit, &dir, &config)?;
     Ok(done(ctx, &dir, &checkpoint))
 }
 
 /// One RL variant and seed from the reflection collection's SFT run, on the pool.
 pub fn rl(ctx: &Ctx<'_>, unit: &Unit, variant: Variant, seed: u64) -> Result<Done> {
-    let r = &ctx.cfg.rl;
     let dir = ctx.layout.run(&rl_run_name(&variant, seed));
-    let mut args: Vec<String> = vec![
-        "train".into(),
-        "rl".into(),
-        "--preset".into(),
-        r.preset.clone(),
-        "--mode".into(),
-        variant.mode_arg(),
-        "--prompts".into(),
-        variant.prompts_arg(),
-        "--init".into(),
-        ctx.layout
-            .run(&sft_run_name(Arm::Reflection))
-            .display()
-            .to_string(),
-        "--dataset".into(),
-        ctx.layout.pool().display().to_string(),
-        "--run-dir".into(),
-        dir.display().to_string(),
-        "--device".into(),
-        r.device.clone(),
-    ];
-    if let Some(n) = r.steps {
-        args.extend(["--steps".into(), n.to_string()]);
-    }
-    args.extend(["--set".into(), format!("seed={seed}")]);
-    push_sets(&mut args, set_args(&r.set));
-    let checkpoint = train(ctx, unit, &dir, args)?;
+    let init = ctx.layout.run(&sft_run_name(Arm::Reflection));
+    let config = ctx
+        .cfg
+        .rl_config(variant, seed, &init, &ctx.layout.pool())
+        .context("key `rl`")?;
+    let checkpoint = train(ctx, unit, &dir, &config)?;
     let mut d = done(ctx, &dir, &checkpoint);
     d.summary["variant"] = variant.name().into();
     d.summary["seed"] = seed.into();
