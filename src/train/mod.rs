@@ -2,6 +2,7 @@
 
 pub mod augment;
 pub mod cpu_tuning;
+pub mod lifecycle;
 pub mod metric_keys;
 pub mod nll;
 pub mod optim;

@@ -20,6 +20,7 @@ use super::sft_model::{SftModel, VlTrainee, tiny_vl};
 use crate::model::chat_template::{ChatTemplate, Encoded};
 use crate::model::vl::prompt::{self as vl_prompt, expand_images};
 use crate::model::{Decoder, DecoderConfig, parse_device, peft, tokenizer, weights};
+use crate::train::lifecycle;
 use crate::train::metric_keys as keys;
 use crate::trajectory::Dataset;
 use anyhow::{Context, Result};
@@ -31,7 +32,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 /// What the trainer reports after each optimizer step.
@@ -44,12 +45,7 @@ pub struct StepReport {
     pub tokens_per_s: f64,
 }
 
-/// How a training call ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    Finished,
-    Stopped,
-}
+pub use crate::train::lifecycle::Outcome;
 
 struct Prepared {
     model: SftModel,
@@ -445,15 +441,9 @@ pub fn train(
     stop: Arc<AtomicBool>,
     on_step: &mut dyn FnMut(&StepReport),
 ) -> Result<Outcome> {
-    crate::train::cpu_tuning::keep_tensor_memory();
-    if !resume {
-        run.ensure_new()?;
-    }
-    let result = train_inner(cfg, run, resume, stop, on_step);
-    if let Err(e) = &result {
-        run.record_failure(e, &[]);
-    }
-    result
+    lifecycle::run(run, cfg, resume, &mut Vec::new(), |_| {
+        train_inner(cfg, run, resume, stop, on_step)
+    })
 }
 
 fn train_inner(
@@ -464,10 +454,6 @@ fn train_inner(
     on_step: &mut dyn FnMut(&StepReport),
 ) -> Result<Outcome> {
     let device = parse_device(&cfg.device)?;
-    if !resume {
-        run.write_config(&toml::to_string_pretty(cfg)?)?;
-    }
-    run.set_status(RunState::Running, 0, "preparing")?;
     let Prepared {
         mut model,
         samples,
@@ -605,22 +591,17 @@ fn train_inner(
             lr,
             tokens_per_s: tokens as f64 / dt,
         });
-        let stopping = stop.load(Ordering::SeqCst);
-        if done == total
-            || stopping
-            || (cfg.checkpoint_every > 0 && done % cfg.checkpoint_every as u64 == 0)
-        {
-            let dir = save_checkpoint(cfg, run, &model, &opt, done, prompt_format.as_deref())?;
-            run.log(&format!("checkpoint {}", dir.display()))?;
-        }
-        if stopping && done < total {
-            run.set_status(
-                RunState::Stopped,
-                done,
-                "stopped on signal after a checkpoint",
-            )?;
-            run.log("stopped on signal")?;
-            return Ok(Outcome::Stopped);
+        let step_done = lifecycle::StepDone {
+            done,
+            total,
+            checkpoint_every: cfg.checkpoint_every,
+            stop: &stop,
+            alerts: &[],
+        };
+        if let Some(out) = step_done.checkpoint(run, || {
+            save_checkpoint(cfg, run, &model, &opt, done, prompt_format.as_deref())
+        })? {
+            return Ok(out);
         }
         // One line a step in stdout.log (what `train sft` prints and the Runs tab
         // tails): the step's loss and speed, the time left at this run's mean pace.
@@ -637,9 +618,7 @@ fn train_inner(
             &format!("step {done}/{total} loss {loss_sum:.4}"),
         )?;
     }
-    run.set_status(RunState::Finished, total, "finished")?;
-    run.log("finished")?;
-    Ok(Outcome::Finished)
+    lifecycle::finish(run, total, &[])
 }
 
 /// Continues the run in `run_dir` from its `run.toml` and latest checkpoint.

@@ -47,18 +47,19 @@ use crate::model::prefix::{PrefixCache, shared_prefix_len};
 use crate::model::vl::prompt::Screenshot;
 use crate::model::weights;
 use crate::reward::{RewardConfig, score_against};
+use crate::train::lifecycle::{self, Outcome};
 use crate::train::metric_keys as keys;
 use crate::train::optim::{AdamW, AdamWConfig};
 use crate::train::run::{Alert, RunDir, RunState, read_trainer_state, truncate_steps_after};
 use crate::train::schedule::warmup_steps;
-use crate::train::sft::{Outcome, stream_item};
+use crate::train::sft::stream_item;
 use crate::trajectory::Dataset;
 use anyhow::{Context, Result};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 /// What the trainer reports after each step.
@@ -82,17 +83,10 @@ pub fn train(
     stop: Arc<AtomicBool>,
     on_step: &mut dyn FnMut(&RlStepReport),
 ) -> Result<Outcome> {
-    crate::train::cpu_tuning::keep_tensor_memory();
-    if !resume {
-        run.ensure_new()?;
-    }
     cfg.validate()?;
-    let mut alerts = Vec::new();
-    let result = train_inner(cfg, run, resume, stop, on_step, &mut alerts);
-    if let Err(e) = &result {
-        run.record_failure(e, &alerts);
-    }
-    result
+    lifecycle::run(run, cfg, resume, &mut Vec::new(), |alerts| {
+        train_inner(cfg, run, resume, stop, on_step, alerts)
+    })
 }
 
 /// Continues the RL run in `run_dir` from its `run.toml` and latest checkpoint.
@@ -115,10 +109,6 @@ fn train_inner(
     on_step: &mut dyn FnMut(&RlStepReport),
     alerts: &mut Vec<Alert>,
 ) -> Result<Outcome> {
-    if !resume {
-        run.write_config(&toml::to_string_pretty(cfg)?)?;
-    }
-    run.set_status(RunState::Running, 0, "preparing")?;
     // Fail fast on a wrong --init, before prompts are built.
     resolve_init(&cfg.init)?;
     let ds = Dataset::open(&cfg.dataset)
@@ -304,29 +294,23 @@ fn train_inner(
             num_gen_batches: gen_batches,
             step_s: dt,
         });
-        let stopping = stop.load(Ordering::SeqCst);
-        if done == total
-            || stopping
-            || (cfg.checkpoint_every > 0 && done % cfg.checkpoint_every as u64 == 0)
-        {
+        let step_done = lifecycle::StepDone {
+            done,
+            total,
+            checkpoint_every: cfg.checkpoint_every,
+            stop: &stop,
+            alerts,
+        };
+        if let Some(out) = step_done.checkpoint(run, || {
             let st = TrainerState {
                 step: done,
                 optimizer_t: opt.t,
                 cursor,
                 alerts: alerts.clone(),
             };
-            let dir = save_checkpoint(cfg, run, &policy, &opt, &st)?;
-            run.log(&format!("checkpoint {}", dir.display()))?;
-        }
-        if stopping && done < total {
-            run.set_status_with_alerts(
-                RunState::Stopped,
-                done,
-                "stopped on signal after a checkpoint",
-                alerts,
-            )?;
-            run.log("stopped on signal")?;
-            return Ok(Outcome::Stopped);
+            save_checkpoint(cfg, run, &policy, &opt, &st)
+        })? {
+            return Ok(out);
         }
         run.set_status_with_alerts(
             RunState::Running,
@@ -335,9 +319,7 @@ fn train_inner(
             alerts,
         )?;
     }
-    run.set_status_with_alerts(RunState::Finished, total, "finished", alerts)?;
-    run.log("finished")?;
-    Ok(Outcome::Finished)
+    lifecycle::finish(run, total, alerts)
 }
 
 /// Seed of the `k`-th prompt drawn in the run.
