@@ -107,7 +107,7 @@ mod tests {
         let run = RunDir::open(d.path()).unwrap();
         let stop = AtomicBool::new(false);
         let mut saved = Vec::new();
-        let mut step = |done: u64, stop: &AtomicBool, saved: &mut Vec<u64>| {
+        let step = |done: u64, stop: &AtomicBool, saved: &mut Vec<u64>| {
             let s = StepDone {
                 done,
                 total: 7,
