@@ -1,23 +1,7 @@
 //! The keys the workbench answers to: the app's own here, each view's in its own
 //! module (`KEYS`), gathered by [`keymap`] for the help overlay.
 
-/// A key binding as shown in the help overlay.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct KeyHelp {
-    /// Where the key works (`Global`, `Lists`, `Trajectories`, ...).
-    pub context: &'static str,
-    pub keys: &'static str,
-    pub what: &'static str,
-}
-
-/// A key binding (for the key tables of the views).
-pub const fn k(context: &'static str, keys: &'static str, what: &'static str) -> KeyHelp {
-    KeyHelp {
-        context,
-        keys,
-        what,
-    }
-}
+pub use super::key_help::{KeyHelp, k};
 
 /// Keys the app itself answers, in every tab.
 pub const GLOBAL: &[KeyHelp] = &[

@@ -10,6 +10,7 @@ pub mod action;
 pub mod app;
 pub mod components;
 pub mod graphics_query;
+pub mod key_help;
 pub mod keys;
 pub mod run;
 pub mod shared;

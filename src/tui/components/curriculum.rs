@@ -8,7 +8,7 @@
 use super::{Component, Cursor, ListPointer, Pointer, filter_indices, pane};
 use crate::runs::curriculum::{Curriculum, Phase, StateRoute, curriculum};
 use crate::tui::action::Action;
-use crate::tui::keys::{KeyHelp, k};
+use crate::tui::key_help::{KeyHelp, k};
 use crate::tui::shared::Shared;
 use crate::tui::theme::Theme;
 use crate::tui::widgets::chart::{PlotLine, View, draw_panel};
@@ -279,7 +279,7 @@ impl CurriculumView {
 
 impl Component for CurriculumView {
     fn keys(&self) -> &'static [&'static [KeyHelp]] {
-        &[super::runs::KEYS, KEYS]
+        &[KEYS]
     }
 
     /// A click selects a state (a click on the selected one jumps to its pair, as

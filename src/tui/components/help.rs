@@ -2,7 +2,8 @@
 //! own first, then those that work everywhere, then the other views'; `j`/`k`
 //! scroll what does not fit.
 
-use crate::tui::keys::{KeyHelp, keymap};
+use crate::tui::key_help::KeyHelp;
+use crate::tui::keys::keymap;
 use crate::tui::theme::Theme;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Rect};

@@ -42,7 +42,7 @@ pub trait Component {
     fn cycle_focus(&mut self, _forward: bool) {}
     /// The view's own key tables (and its sub-views'), for the help overlay: listed
     /// first on its tab.
-    fn keys(&self) -> &'static [&'static [crate::tui::keys::KeyHelp]] {
+    fn keys(&self) -> &'static [&'static [crate::tui::key_help::KeyHelp]] {
         &[]
     }
     /// Handles a mouse event inside the view's area (clicks select rows and focus

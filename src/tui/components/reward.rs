@@ -12,7 +12,7 @@ use crate::reward::{Level, score};
 use crate::runs::rollouts::{RolloutGroup, Rollouts};
 use crate::trajectory::State;
 use crate::tui::action::Action;
-use crate::tui::keys::{KeyHelp, k};
+use crate::tui::key_help::{KeyHelp, k};
 use crate::tui::shared::Shared;
 use crate::tui::widgets::text::{line, trunc};
 use crate::util::sanitize::clean_text;

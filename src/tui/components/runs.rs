@@ -21,7 +21,7 @@ use crate::runs::launch;
 use crate::runs::monitor::Track;
 use crate::runs::series::EMA_LEVELS;
 use crate::tui::action::Action;
-use crate::tui::keys::{KeyHelp, k};
+use crate::tui::key_help::{KeyHelp, k};
 use crate::tui::shared::Shared;
 use crate::tui::widgets::text::{line, trunc};
 use draw::{draw_info, draw_log};

@@ -5,7 +5,7 @@ use super::{Component, Cursor, ListPointer, Pointer, filter_indices, pane};
 use crate::trajectory::TrajectorySummary;
 use crate::trajectory::mark::step_mark;
 use crate::tui::action::Action;
-use crate::tui::keys::{KeyHelp, k};
+use crate::tui::key_help::{KeyHelp, k};
 use crate::tui::shared::Shared;
 use crate::tui::widgets::text::{line, trunc, trunc_start};
 use ratatui::Frame;

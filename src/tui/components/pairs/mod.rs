@@ -17,7 +17,7 @@ use crate::annotate::{Op, Status};
 use crate::tui::action::Action;
 use crate::tui::components::agreement::AgreementView;
 use crate::tui::components::{Component, Cursor, ListPointer, Pointer, pane};
-use crate::tui::keys::{KeyHelp, k};
+use crate::tui::key_help::{KeyHelp, k};
 use crate::tui::shared::Shared;
 use ratatui::Frame;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, MouseEvent};
