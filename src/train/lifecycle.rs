@@ -2,7 +2,7 @@
 //! preparation and steps into it:
 //!
 //! - a new run is refused in a folder that already holds one, and writes its resolved
-//!   config to `run.toml`; a resumed run reads it back (each trainer's `resume`);
+//!   config to `run.toml`; a resumed run reads it back ([`reopen`]);
 //! - `status.json` says `running` from the start, with the step after each one;
 //! - after each step a checkpoint is written on the run's cadence, at the last step,
 //!   and when a stop was asked for (SIGTERM from the Runs tab or the recipe), after
@@ -11,9 +11,9 @@
 //!   `stdout.log`.
 
 use super::run::{Alert, RunDir, RunState};
-use anyhow::Result;
+use anyhow::{Context, Result};
 use serde::Serialize;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// How a training call ended.
@@ -42,6 +42,15 @@ pub fn run<C: Serialize>(
         run.record_failure(e, alerts);
     }
     result
+}
+
+/// Opens the run in `run_dir` to continue it: its folder and its `run.toml` read
+/// with `parse` (errors name the file).
+pub fn reopen<C>(run_dir: &Path, parse: impl FnOnce(&str) -> Result<C>) -> Result<(RunDir, C)> {
+    let run = RunDir::open(run_dir)?;
+    let cfg = parse(&run.read_config()?)
+        .with_context(|| format!("{}: invalid run.toml", run_dir.join("run.toml").display()))?;
+    Ok((run, cfg))
 }
 
 fn start<C: Serialize>(run: &RunDir, config: &C, resume: bool) -> Result<()> {

@@ -29,6 +29,21 @@ pub struct AdamW {
 
 impl AdamW {
     /// A fresh optimizer over `vars` (only trainable variables should be passed).
+    /// AdamW as both trainers use it: β (0.9, 0.999), ε 1e-8, the run's learning
+    /// rate and weight decay.
+    pub fn for_training(vars: Vec<(String, Var)>, lr: f64, weight_decay: f64) -> Result<Self> {
+        Self::new(
+            vars,
+            AdamWConfig {
+                lr,
+                beta1: 0.9,
+                beta2: 0.999,
+                eps: 1e-8,
+                weight_decay,
+            },
+        )
+    }
+
     pub fn new(vars: Vec<(String, Var)>, config: AdamWConfig) -> Result<Self> {
         let mut m = HashMap::new();
         let mut v = HashMap::new();

@@ -93,6 +93,20 @@ pub fn save_trainable_and_optimizer(
     Ok(())
 }
 
+/// Reads back what [`save_trainable_and_optimizer`] wrote: the optimizer state goes
+/// into `opt` (at its step `t`), the trainable tensors are returned for the model.
+pub fn load_trainable_and_optimizer(
+    dir: &Path,
+    device: &candle_core::Device,
+    opt: &mut super::optim::AdamW,
+    t: u64,
+) -> Result<std::collections::HashMap<String, candle_core::Tensor>> {
+    let params = crate::model::weights::load_file(&dir.join("trainable.safetensors"), device)?;
+    let ost = crate::model::weights::load_file(&dir.join("optimizer.safetensors"), device)?;
+    opt.load_state(&ost, t)?;
+    Ok(params)
+}
+
 /// A run folder.
 #[derive(Debug, Clone)]
 pub struct RunDir {

@@ -9,9 +9,10 @@
 //! micro-batch): a run resumed from a checkpoint continues exactly as it would have.
 
 pub use super::nll::{BatchNll, micro_batch_nll};
-use super::optim::{AdamW, AdamWConfig, accumulate_grads, clip_grad_norm};
+use super::optim::{AdamW, accumulate_grads, clip_grad_norm};
 use super::run::{
-    RunDir, RunState, read_trainer_state, save_trainable_and_optimizer, write_checkpoint,
+    RunDir, RunState, load_trainable_and_optimizer, read_trainer_state,
+    save_trainable_and_optimizer, write_checkpoint,
 };
 use super::samples;
 use super::schedule::{cosine_with_warmup, warmup_steps};
@@ -470,23 +471,12 @@ fn train_inner(
     }
     run.set_total_steps(total);
     let warmup = warmup_steps(cfg.warmup_ratio, total as usize);
-    let mut opt = AdamW::new(
-        model.trainable_vars(),
-        AdamWConfig {
-            lr: cfg.lr,
-            beta1: 0.9,
-            beta2: 0.999,
-            eps: 1e-8,
-            weight_decay: cfg.weight_decay,
-        },
-    )?;
+    let mut opt = AdamW::for_training(model.trainable_vars(), cfg.lr, cfg.weight_decay)?;
     let mut start = 0u64;
     if resume && let Some((step, dir)) = run.latest_checkpoint() {
         let st: TrainerState = read_trainer_state(&dir)?;
-        let params = weights::load_file(&dir.join("trainable.safetensors"), &device)?;
+        let params = load_trainable_and_optimizer(&dir, &device, &mut opt, st.optimizer_t)?;
         model.load_params(&params)?;
-        let ost = weights::load_file(&dir.join("optimizer.safetensors"), &device)?;
-        opt.load_state(&ost, st.optimizer_t)?;
         start = step;
         run.truncate_metrics_after(step)?;
         run.log(&format!("resumed from checkpoint step {step}"))?;
@@ -627,9 +617,7 @@ pub fn resume(
     stop: Arc<AtomicBool>,
     on_step: &mut dyn FnMut(&StepReport),
 ) -> Result<Outcome> {
-    let run = RunDir::open(run_dir)?;
-    let cfg = SftConfig::from_toml(&run.read_config()?)
-        .with_context(|| format!("{}: invalid run.toml", run_dir.join("run.toml").display()))?;
+    let (run, cfg) = lifecycle::reopen(run_dir, SftConfig::from_toml)?;
     train(&cfg, &run, true, stop, on_step)
 }
 

@@ -45,12 +45,13 @@ use super::update::update;
 use crate::action::parse::parse_response;
 use crate::model::prefix::{PrefixCache, shared_prefix_len};
 use crate::model::vl::prompt::Screenshot;
-use crate::model::weights;
 use crate::reward::{RewardConfig, score_against};
 use crate::train::lifecycle::{self, Outcome};
 use crate::train::metric_keys as keys;
-use crate::train::optim::{AdamW, AdamWConfig};
-use crate::train::run::{Alert, RunDir, RunState, read_trainer_state, truncate_steps_after};
+use crate::train::optim::AdamW;
+use crate::train::run::{
+    Alert, RunDir, RunState, load_trainable_and_optimizer, read_trainer_state, truncate_steps_after,
+};
 use crate::train::schedule::warmup_steps;
 use crate::train::sft::stream_item;
 use crate::trajectory::Dataset;
@@ -95,9 +96,7 @@ pub fn resume(
     stop: Arc<AtomicBool>,
     on_step: &mut dyn FnMut(&RlStepReport),
 ) -> Result<Outcome> {
-    let run = RunDir::open(run_dir)?;
-    let cfg = RlConfig::from_toml(&run.read_config()?)
-        .with_context(|| format!("{}: invalid run.toml", run_dir.join("run.toml").display()))?;
+    let (run, cfg) = lifecycle::reopen(run_dir, RlConfig::from_toml)?;
     train(&cfg, &run, true, stop, on_step)
 }
 
@@ -159,25 +158,14 @@ fn train_inner(
             prompts.len()
         ))?;
     }
-    let mut opt = AdamW::new(
-        policy.model().trainable_vars(),
-        AdamWConfig {
-            lr: cfg.lr,
-            beta1: 0.9,
-            beta2: 0.999,
-            eps: 1e-8,
-            weight_decay: cfg.weight_decay,
-        },
-    )?;
+    let mut opt = AdamW::for_training(policy.model().trainable_vars(), cfg.lr, cfg.weight_decay)?;
     let mut monitor = Monitor::new(cfg.sharpening);
     let (mut start, mut cursor) = (0u64, 0u64);
     if resume && let Some((step, dir)) = run.latest_checkpoint() {
         let st: TrainerState = read_trainer_state(&dir)?;
         let device = policy.model().device().clone();
-        let params = weights::load_file(&dir.join("trainable.safetensors"), &device)?;
+        let params = load_trainable_and_optimizer(&dir, &device, &mut opt, st.optimizer_t)?;
         load_adapters(policy.model(), &params)?;
-        let ost = weights::load_file(&dir.join("optimizer.safetensors"), &device)?;
-        opt.load_state(&ost, st.optimizer_t)?;
         start = step;
         cursor = st.cursor;
         *alerts = st.alerts;
