@@ -1,9 +1,9 @@
 //! Loading, checking and resolving `recipe.toml`.
 
 use super::*;
+use crate::policy::format::PromptFormat;
 use crate::train::rl::groups::Mode;
 
-use crate::policy::format::PromptFormat;
 const MIN: &str = "tasks = [\"click-button\", \"miniwob:enter-text\"]\n";
 
 fn err(text: &str) -> String {
