@@ -464,11 +464,12 @@ impl App {
         // unless a message of the moment needs the room.
         let help = Line::from(vec![sep, Span::styled("? help", th.dim())]);
         let room = usize::from(area.width);
-        // A message of the moment matters more than the dataset's counts and the
-        // annotator's name (spans 2-5): they give way first on a narrow bar.
+        // On a narrow bar the dataset's counts and the annotator's name (spans 2-5)
+        // give way first: the save state, the review count, conflicts, the filter and
+        // a message of the moment matter more.
         let width = |s: &[Span]| s.iter().map(Span::width).sum::<usize>();
         let mut given_way = 0;
-        while sh.message.is_some() && given_way < 2 && width(&spans) + help.width() > room {
+        while given_way < 2 && width(&spans) + help.width() > room {
             spans.drain(2..4);
             given_way += 1;
         }

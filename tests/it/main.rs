@@ -44,6 +44,7 @@ mod tasks;
 mod tui;
 mod tui_data;
 mod tui_mouse;
+mod tui_sizes;
 mod tui_tmux;
 mod verl;
 mod vl;
