@@ -14,3 +14,4 @@ pub mod schedule;
 pub mod sft;
 pub mod sft_config;
 pub mod sft_model;
+pub mod sft_prepare;
