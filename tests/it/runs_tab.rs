@@ -1081,11 +1081,13 @@ fn a_launched_run_is_selected_and_its_row_drawn_readable() {
         t.draw(|f| app.draw(f)).unwrap();
         assert_eq!(app.runs.selected(), Some(launched.as_path()), "kept");
         let buf = t.backend().buffer().clone();
+        // A row of the runs table (the one pane with a thick border): the id may also
+        // be in the status bar's "launched" message before the run is listed.
         let row = (0..buf.area.height).find(|&y| {
             let text: String = (0..buf.area.width)
                 .map(|x| buf[(x, y)].symbol().to_string())
                 .collect();
-            text.contains(&id[..id.len().min(20)])
+            text.starts_with('┃') && text.contains(&id[..id.len().min(20)])
         });
         if let Some(y) = row {
             // Every cell of the row carries the selection's background.
