@@ -1,0 +1,224 @@
+//! The scripted teacher: plans, mistakes at their rates, reflection, notes.
+
+use super::*;
+use crate::trajectory::State;
+use std::collections::BTreeMap;
+
+fn el(index: u32, tag: &str, text: &str, attrs: &[(&str, &str)]) -> Element {
+    Element {
+        index,
+        tag: tag.into(),
+        role: String::new(),
+        text: text.into(),
+        attrs: attrs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect::<BTreeMap<_, _>>(),
+        bbox: [0.0; 4],
+    }
+}
+
+fn task(name: &str, instr: &str) -> Task {
+    Task {
+        task_id: format!("miniwob/{name}/s1"),
+        website: "miniwob".into(),
+        domain: "miniwob".into(),
+        category: name.into(),
+        instruction: instr.into(),
+        source: format!("miniwob:{name}"),
+    }
+}
+
+fn act(t: &mut ScriptedTeacher, task: &Task, elements: Vec<Element>, hist: usize) -> PolicyOutput {
+    let state = State {
+        elements,
+        ..Default::default()
+    };
+    let steps: Vec<crate::trajectory::Step> = (0..hist)
+        .map(|i| crate::trajectory::Step {
+            index: i as u32,
+            state: State::default(),
+            output: ModelOutput::default(),
+            result: vec![],
+            timing: None,
+            ..Default::default()
+        })
+        .collect();
+    t.act(&PolicyInput {
+        task,
+        state: &state,
+        history: &steps,
+        reflection: None,
+        max_steps: 10,
+        screenshot: None,
+    })
+    .unwrap()
+}
+
+#[test]
+fn plans_cover_every_supported_task_instruction_form() {
+    let cases = [
+        ("click-button", "Click on the \"ok\" button."),
+        ("click-link", "Click on the link \"nunc\"."),
+        (
+            "enter-text",
+            "Enter \"Kasie\" into the text field and press Submit.",
+        ),
+        (
+            "login-user",
+            "Enter the username \"ana\" and the password \"x1\" into the text fields and press login.",
+        ),
+        ("click-checkboxes", "Select nothing and click Submit."),
+        ("click-option", "Select Qe and click Submit."),
+        ("choose-list", "Select Ulm from the list and click Submit."),
+        ("focus-text-2", "Focus into the 2nd input textbox."),
+        ("click-tab", "Click on Tab #2."),
+        (
+            "click-dialog-2",
+            "Click the button in the dialog box labeled \"x\".",
+        ),
+        (
+            "enter-password",
+            "Enter the password \"Ab1\" into both text fields and press submit.",
+        ),
+        (
+            "click-button-sequence",
+            "Click button ONE, then click button TWO.",
+        ),
+    ];
+    for (t, i) in cases {
+        assert!(!plan(t, i).unwrap().is_empty(), "{t}");
+    }
+    assert_eq!(
+        plan("click-checkboxes", "Select a1, b2 and click Submit.")
+            .unwrap()
+            .len(),
+        3
+    );
+    assert!(plan("drag-box", "Drag it").is_err());
+    assert!(ScriptedTeacher::supports("miniwob:click-tab"));
+}
+
+#[test]
+fn solves_from_elements_and_writes_browser_use_json() {
+    let t = task(
+        "enter-text",
+        "Enter \"Kasie\" into the text field and press Submit.",
+    );
+    let mut teacher = ScriptedTeacher::new(MistakeRates::default());
+    teacher.reset(&t, 7);
+    let els = vec![
+        el(1, "input", "", &[("id", "tt")]),
+        el(2, "button", "Submit", &[("id", "subbtn")]),
+    ];
+    let o1 = act(&mut teacher, &t, els.clone(), 0);
+    assert_eq!(
+        o1.output.actions[0].short(),
+        "input(1, \"Kasie\", clear=true)"
+    );
+    let parsed = crate::action::parse::parse_response(&o1.raw).unwrap();
+    assert_eq!(parsed.actions, o1.output.actions);
+    let o2 = act(&mut teacher, &t, els, 1);
+    assert_eq!(o2.output.actions[0].target_index(), Some(2));
+    assert!(teacher.notes().is_empty());
+}
+
+#[test]
+fn a_click_names_the_elements_text_before_its_index() {
+    // The order the `rmsweb-echo` prompt shows them in: `[2]<button />ok [2]`.
+    let t = task("click-button", "Click on the \"ok\" button.");
+    let mut teacher = ScriptedTeacher::new(MistakeRates::default());
+    teacher.reset(&t, 1);
+    let els = vec![el(1, "button", "no", &[]), el(2, "button", "ok", &[])];
+    let o = act(&mut teacher, &t, els, 0);
+    assert_eq!(
+        o.output.thinking,
+        "To click the \"ok\" button, click ok [2]."
+    );
+    let bare = el(3, "button", "", &[]);
+    assert_eq!(click_thinking("go", &bare), "To go, click element [3].");
+}
+
+#[test]
+fn mistakes_follow_the_rates_and_are_reproducible() {
+    let t = task("click-button", "Click on the \"ok\" button.");
+    let els = vec![
+        el(1, "button", "no", &[]),
+        el(2, "button", "ok", &[]),
+        el(3, "button", "yes", &[]),
+    ];
+    let mut always = ScriptedTeacher::new(MistakeRates {
+        misclick: 1.0,
+        ..Default::default()
+    });
+    always.reset(&t, 1);
+    let o = act(&mut always, &t, els.clone(), 0);
+    assert_ne!(o.output.actions[0].target_index(), Some(2));
+    assert!(always.notes()[0].starts_with("misclick@0"));
+    let run = |seed| {
+        let mut tt = ScriptedTeacher::new(MistakeRates::uniform(0.5));
+        tt.reset(&t, seed);
+        (act(&mut tt, &t, els.clone(), 0).output.actions, tt.notes())
+    };
+    assert_eq!(run(42), run(42));
+    let distinct: std::collections::BTreeSet<String> =
+        (0..40).map(|s| format!("{:?}", run(s).0)).collect();
+    assert!(
+        distinct.len() > 1,
+        "rates of 0.5 must sometimes err and sometimes not"
+    );
+}
+
+#[test]
+fn a_reflection_cuts_the_mistake_rates() {
+    let t = task("click-button", "Click on the \"ok\" button.");
+    let els = vec![el(1, "button", "no", &[]), el(2, "button", "ok", &[])];
+    let state = State {
+        elements: els,
+        ..Default::default()
+    };
+    let misclicks = |reflection: Option<&str>| {
+        (0..400u64)
+            .filter(|&seed| {
+                let mut tt = ScriptedTeacher::new(MistakeRates {
+                    misclick: 0.5,
+                    ..Default::default()
+                });
+                tt.reset(&t, seed);
+                let o = tt
+                    .act(&PolicyInput {
+                        task: &t,
+                        state: &state,
+                        history: &[],
+                        reflection,
+                        max_steps: 10,
+                        screenshot: None,
+                    })
+                    .unwrap();
+                o.output.actions[0].target_index() != Some(2)
+            })
+            .count() as f64
+            / 400.0
+    };
+    let plain = misclicks(None);
+    let reflected = misclicks(Some("Step 1 clicked the wrong button."));
+    assert!((plain - 0.5).abs() < 0.1, "plain misclick rate {plain}");
+    let want = 0.5 * REFLECTION_MISTAKE_FACTOR;
+    assert!(
+        (reflected - want).abs() < 0.07,
+        "reflected rate {reflected}"
+    );
+    // A blank reflection is no reflection.
+    assert_eq!(misclicks(Some("  ")), plain);
+}
+
+#[test]
+fn wrong_values_differ_from_the_truth() {
+    let mut rng = StdRng::seed_from_u64(3);
+    for _ in 0..50 {
+        let (w, _) = corrupt("secret", &mut rng);
+        assert_ne!(w, "secret");
+    }
+    let (w, _) = corrupt("a", &mut rng);
+    assert_ne!(w, "a");
+}
