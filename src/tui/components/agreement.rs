@@ -59,14 +59,7 @@ impl AgreementView {
 
     /// Draws the popup centred in `area`.
     pub fn draw(&mut self, f: &mut Frame, area: Rect, th: &Theme) {
-        let w = 78.min(area.width);
-        let h = (self.rows.len() as u16 + 5).min(area.height);
-        let r = Rect::new(
-            area.x + (area.width - w) / 2,
-            area.y + (area.height - h) / 2,
-            w,
-            h,
-        );
+        let r = super::centered(area, 78, self.rows.len() as u16 + 5);
         f.render_widget(Clear, r);
         let block = pane("Agreement between annotators", true, th);
         let inner = block.inner(r);

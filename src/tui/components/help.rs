@@ -42,14 +42,8 @@ pub fn draw(
 ) -> usize {
     let rows_all = ordered(current);
     let offset = offset.min(rows_all.len().saturating_sub(1));
-    let h = (rows_all.len() as u16 + 4).min(area.height);
-    let w = 96.min(area.width);
-    let r = Rect::new(
-        area.x + (area.width - w) / 2,
-        area.y + (area.height - h) / 2,
-        w,
-        h,
-    );
+    let r = super::centered(area, 96, rows_all.len() as u16 + 4);
+    let h = r.height;
     f.render_widget(Clear, r);
     let visible = usize::from(h.saturating_sub(4));
     let more = rows_all.len() > visible;

@@ -274,14 +274,7 @@ impl LaunchForm {
 
     /// Draws the form as a popup centred in `area`.
     pub fn draw(&self, f: &mut Frame, area: Rect, th: &Theme) {
-        let w = 90.min(area.width);
-        let h = (FIELDS.len() as u16 * 2 + 5).min(area.height);
-        let r = Rect::new(
-            area.x + (area.width - w) / 2,
-            area.y + (area.height - h) / 2,
-            w,
-            h,
-        );
+        let r = super::centered(area, 90, FIELDS.len() as u16 * 2 + 5);
         f.render_widget(Clear, r);
         let mut lines = Vec::new();
         let hints = if self.is_verl() { VERL_HINTS } else { HINTS };

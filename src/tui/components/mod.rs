@@ -93,6 +93,17 @@ impl Pointer {
     }
 }
 
+/// A `w`×`h` rectangle centred in `area`, each side clamped to `area`'s (popups).
+pub fn centered(area: Rect, w: u16, h: u16) -> Rect {
+    let (w, h) = (w.min(area.width), h.min(area.height));
+    Rect::new(
+        area.x + (area.width - w) / 2,
+        area.y + (area.height - h) / 2,
+        w,
+        h,
+    )
+}
+
 /// A bordered pane with a title.
 pub fn pane<'a>(title: impl Into<String>, focused: bool, theme: &Theme) -> Block<'a> {
     Block::default()

@@ -373,13 +373,7 @@ impl Component for RunsView {
             d.draw(f, area, &th);
         }
         if let Some(c) = &self.confirm {
-            let (w, h) = (60.min(area.width), 4.min(area.height));
-            let r = Rect::new(
-                area.x + (area.width - w) / 2,
-                area.y + (area.height - h) / 2,
-                w,
-                h,
-            );
+            let r = super::centered(area, 60, 4);
             f.render_widget(Clear, r);
             f.render_widget(
                 Paragraph::new(vec![

@@ -351,16 +351,7 @@ impl PairsView {
         pair: &MinedPair,
     ) {
         let th = sh.theme.clone();
-        let centered = |w: u16, h: u16| {
-            let w = w.min(area.width);
-            let h = h.min(area.height);
-            Rect::new(
-                area.x + (area.width - w) / 2,
-                area.y + (area.height - h) / 2,
-                w,
-                h,
-            )
-        };
+        let centered = |w: u16, h: u16| crate::tui::components::centered(area, w, h);
         match &mut self.popup {
             Popup::None => {}
             Popup::Agreement(view) => view.draw(f, area, &th),
