@@ -2,6 +2,8 @@
 //! (`Matcher::shortest_completion`), which constrained decoding runs every few tokens
 //! once an answer nears its token budget: from the start of an answer, from inside
 //! its free text, and from inside its action.
+//! The same from three prefixes of an answer under Browser Use 0.13's `AgentOutput`
+//! schema (seven required keys, 24 kinds of action), which `rmsweb serve` enforces.
 //! Then the `Closer` over a whole answer that babbles in its `thinking` until the
 //! close is due (one call every 4 tokens from 160 left).
 //! Run: `cargo bench --bench close` (prints the milliseconds per search of each
@@ -36,38 +38,60 @@ fn schema() -> std::sync::Arc<Schema> {
     Schema::compile(&answer_schema(instruction, &[3, 5, 7], &elements)).expect("schema")
 }
 
-/// The prefixes searched from, each with the matcher after it.
-fn prefixes(schema: &std::sync::Arc<Schema>) -> Vec<(&'static str, Matcher)> {
+/// Browser Use 0.13's `AgentOutput` schema, as recorded in `tests/data`.
+fn agent_output_schema() -> std::sync::Arc<Schema> {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/browser_use/agent_output_schema.json"
+    );
+    let text = std::fs::read_to_string(path).expect(path);
+    Schema::compile(&serde_json::from_str(&text).expect(path)).expect("schema")
+}
+
+/// The prefixes searched from, each with the matcher after it and the longest
+/// completion searched for.
+fn prefixes() -> Vec<(&'static str, Matcher, usize)> {
+    let login = schema();
+    let agent = agent_output_schema();
     let babble = "executed ".repeat(40);
-    let cases: [(&'static str, String); 4] = [
-        ("start", String::new()),
-        ("in_thinking", format!("{{\"thinking\": \"{babble}")),
+    let cases: [(&'static str, &std::sync::Arc<Schema>, String); 7] = [
+        ("start", &login, String::new()),
+        ("in_thinking", &login, format!("{{\"thinking\": \"{babble}")),
         (
             "in_memory",
+            &login,
             format!("{{\"evaluation_previous_goal\": \"{babble}\", \"memory\": \"{babble}"),
         ),
         (
             "in_action",
+            &login,
             "{\"evaluation_previous_goal\": \"\", \"memory\": \"\", \"next_goal\": \"log in\", \"action\": [{\"input\": {\"index\": 3, \"text\": \"kan".into(),
+        ),
+        ("bu_start", &agent, String::new()),
+        ("bu_in_thinking", &agent, format!("{{\"thinking\": \"{babble}")),
+        (
+            "bu_in_action_key",
+            &agent,
+            "{\"thinking\": null, \"memory\": \"on the results page\", \"action\": [{\"in".into(),
         ),
     ];
     cases
         .into_iter()
-        .map(|(name, text)| {
+        .map(|(name, schema, text)| {
             let mut m = schema.matcher();
             assert!(m.advance(text.as_bytes()), "{name}: outside the schema");
-            (name, m)
+            let bound = if name.starts_with("bu_") { 4096 } else { 400 };
+            (name, m, bound)
         })
         .collect()
 }
 
 fn bench(c: &mut Criterion) {
-    let schema = schema();
     let mut g = c.benchmark_group("close");
     g.sample_size(10);
-    for (name, m) in prefixes(&schema) {
+    for (name, m, bound) in prefixes() {
         g.bench_function(name, |b| {
-            b.iter(|| black_box(black_box(&m).shortest_completion(400)))
+            b.iter(|| black_box(black_box(&m).shortest_completion(bound)))
         });
     }
     g.finish();
@@ -75,9 +99,8 @@ fn bench(c: &mut Criterion) {
 
 /// Prints the CPU milliseconds of one search from each prefix (best of 5).
 fn milliseconds_per_search() {
-    let schema = schema();
-    for (name, m) in prefixes(&schema) {
-        let (best, rest) = best_cpu_seconds(5, || black_box(m.shortest_completion(400)));
+    for (name, m, bound) in prefixes() {
+        let (best, rest) = best_cpu_seconds(5, || black_box(m.shortest_completion(bound)));
         let rest = rest.unwrap_or_default();
         println!(
             "close {name:>12}: {:>7.2} ms, {} bytes: {}",
@@ -143,11 +166,10 @@ fn main() {
         milliseconds_per_answer();
     } else {
         // `cargo test --all-targets`: each search once; what it finds closes the answer.
-        let schema = schema();
-        for (name, mut m) in prefixes(&schema) {
-            let rest = m.shortest_completion(400).expect(name);
+        for (name, mut m, bound) in prefixes() {
+            let rest = m.shortest_completion(bound).expect(name);
             assert!(m.advance(&rest) && m.can_finish(), "{name}");
         }
-        close_babbling_answer(&schema, &byte_tokens());
+        close_babbling_answer(&schema(), &byte_tokens());
     }
 }

@@ -14,6 +14,11 @@ use std::collections::{HashMap, HashSet};
 const ALPHABET: &[u8] = b"\"}],:{[10tfn-_abcdeghijklmopqrsuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ\
 23456789.!#$%&'()*+/;<=>?@\\^`|~\x80\x90\xA0";
 
+/// The bytes that may follow where the output is between values or about to start
+/// one: punctuation and every byte a JSON value may start with, in [`ALPHABET`]'s
+/// order (so the search finds the same completion as over the whole alphabet).
+const STRUCTURAL: &[u8] = b"\"}],:{[10tfn-23456789";
+
 /// States kept per length: beyond it the search drops the latest-found ones.
 const MAX_FRONTIER: usize = 4096;
 
@@ -65,6 +70,17 @@ fn useful_bytes(m: &Matcher) -> Option<Vec<u8>> {
         next.dedup();
         return Some(next);
     }
+    // Between values (an object's or array's punctuation, or a value about to
+    // start) only structural bytes and a value's first byte can come next: the
+    // alphabet's letters would each be tried and refused.
+    if stacks.iter().all(|s| {
+        matches!(
+            top(s),
+            Some(Frame::Obj { .. } | Frame::Arr { .. } | Frame::Value(_))
+        )
+    }) {
+        return Some(STRUCTURAL.to_vec());
+    }
     for s in stacks {
         match top(s) {
             Some(Frame::Lit { rest }) if !rest.is_empty() => next.push(rest[0]),
@@ -106,12 +122,26 @@ fn key_bytes(m: &Matcher, s: &Stack) -> Option<Vec<u8>> {
     };
     let mut out = vec![b'"'];
     // An object of any value declares no key: closing this one is shortest.
-    let Node::Object { props, .. } = m.node(*node) else {
+    let Node::Object {
+        props, required, ..
+    } = m.node(*node)
+    else {
         return Some(out);
     };
+    let missing = |i: usize| seen & (1 << i) == 0;
+    // A key just opened while required keys are missing: the first of them, in the
+    // schema's order. Every completion writes them all, in some order, and every
+    // order is as long; trying each one multiplies the states by the orders (seven
+    // required keys, as Browser Use's `AgentOutput` has, gave up at the state cap).
+    if buf.is_empty()
+        && let Some(i) = (0..props.len()).find(|&i| required[i] && missing(i))
+    {
+        // An empty key name is closed at once.
+        return Some(vec![props[i].0.as_bytes().first().copied().unwrap_or(b'"')]);
+    }
     for (i, (k, _)) in props.iter().enumerate() {
         let k = k.as_bytes();
-        if seen & (1 << i) == 0 && k.len() > buf.len() && k.starts_with(buf) {
+        if missing(i) && k.len() > buf.len() && k.starts_with(buf) {
             out.push(k[buf.len()]);
         }
     }
@@ -403,6 +433,42 @@ mod tests {
                 "{text}"
             );
             assert!(v["nested"]["k"].is_i64(), "{text}");
+        }
+    }
+
+    /// Browser Use 0.13's `AgentOutput` (seven required keys, 24 kinds of action)
+    /// closes from its start, from inside a field and from inside an action's key.
+    /// The search tried every order of the missing keys and gave up at its state
+    /// cap: `rmsweb serve` left such answers cut at `max_tokens`, not closed.
+    #[test]
+    fn closes_browser_uses_agent_output() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/data/browser_use/agent_output_schema.json"
+        );
+        let s = schema(serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap());
+        for prefix in [
+            "",
+            "{\"thinking\": \"The search box is [12]",
+            "{\"thinking\": null, \"memory\": \"on the results\", \"action\": [{\"in",
+            "{\"action\": [{\"click\": {\"index\": 4}}, ",
+        ] {
+            let mut m = s.matcher();
+            assert!(m.advance(prefix.as_bytes()), "{prefix}");
+            let rest = m
+                .shortest_completion(4096)
+                .unwrap_or_else(|| panic!("no completion after {prefix}"));
+            let whole = format!("{prefix}{}", String::from_utf8(rest).unwrap());
+            assert!(s.accepts(&whole), "{whole}");
+            let v: serde_json::Value = serde_json::from_str(&whole).expect(&whole);
+            for key in [
+                "thinking",
+                "evaluation_previous_goal",
+                "memory",
+                "next_goal",
+            ] {
+                assert!(v.get(key).is_some(), "{key} missing: {whole}");
+            }
         }
     }
 
