@@ -407,6 +407,50 @@ fn serve_answers_browser_use_requests_over_loopback() {
     assert_eq!(ds.task_count(), 5);
 }
 
+/// Browser Use's own `AgentOutput` (seven required keys, 24 kinds of action, free
+/// text unbounded): a babbling answer is closed within its budget, a whole answer
+/// ended by itself. The search for the close gave up on this schema, and the answer
+/// came back cut at `max_completion_tokens`.
+#[test]
+fn serve_closes_browser_uses_agent_output_within_its_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let ckpt = dir.path().join("tiny");
+    std::fs::create_dir_all(&ckpt).unwrap();
+    // `W` wherever it is allowed: every string runs on until the budget.
+    write_tiny_checkpoint(&ckpt, 1024, &[("W", 3.0)]);
+    let mut server = start(&ckpt, &dir.path().join("deployed"));
+    let client = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(300))
+        .build()
+        .unwrap();
+    let schema: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/data/browser_use/agent_output_schema.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let compiled = rmsweb::model::constrain::Schema::compile(&schema).unwrap();
+    let mut body = request(
+        "Find W-132.",
+        json!({"temperature": 0, "max_completion_tokens": 300}),
+    );
+    body["response_format"]["json_schema"]["schema"] = schema;
+    let (status, r) = post(&client, &server.base, &body);
+    assert_eq!(status, 200, "{r}");
+    for c in r["choices"].as_array().unwrap() {
+        let text = c["message"]["content"].as_str().unwrap();
+        assert_eq!(c["finish_reason"], "stop", "{text}");
+        assert!(compiled.accepts(text), "{text}");
+        assert!(
+            text.contains("WWWW"),
+            "the model's own text is kept: {text}"
+        );
+    }
+    assert!(server.exited().is_none(), "the server is still up");
+}
+
 /// The `AgentOutput` schema browser-use 0.13.14 sends (written by
 /// `tests/data/browser_use/generate.py --schema-out`) compiles, takes every model
 /// output the recorded histories hold, and refuses what Browser Use would reject.
