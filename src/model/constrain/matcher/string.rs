@@ -105,19 +105,22 @@ fn plain_byte(chars: u32, b: u8, min: usize, over: impl Fn(u32) -> bool) -> StrB
     }
 }
 
+/// An escape sequence completed: one more character, unless that is too many.
+fn one_more(chars: u32, over: impl Fn(u32) -> bool) -> StrByte {
+    if over(chars + 1) {
+        Refused
+    } else {
+        Next {
+            chars: chars + 1,
+            esc: 0,
+        }
+    }
+}
+
 /// The byte after a backslash: a one-letter escape (one character) or `u`.
 fn escaped_byte(chars: u32, b: u8, over: impl Fn(u32) -> bool) -> StrByte {
     match b {
-        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => {
-            if over(chars + 1) {
-                Refused
-            } else {
-                Next {
-                    chars: chars + 1,
-                    esc: 0,
-                }
-            }
-        }
+        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => one_more(chars, over),
         b'u' => Next { chars, esc: 5 },
         _ => Refused,
     }
@@ -135,14 +138,7 @@ fn hex_digit(chars: u32, n: u8, b: u8, over: impl Fn(u32) -> bool) -> StrByte {
             esc: SURROGATE_GUARD,
         }
     } else if n == 2 {
-        if over(chars + 1) {
-            Refused
-        } else {
-            Next {
-                chars: chars + 1,
-                esc: 0,
-            }
-        }
+        one_more(chars, over)
     } else {
         Next { chars, esc: n - 1 }
     }
