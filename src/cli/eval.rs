@@ -1,19 +1,26 @@
 //! `rmsweb eval`: evaluate a policy on live MiniWoB++ tasks (pass@1, pass@k, steps on
 //! solved tasks), with a progress bar, a per-task table, a results JSON and every
-//! episode saved as a trajectory into a dataset.
+//! episode saved as a trajectory into a dataset. Live-web tasks (`--tasks-file`),
+//! whose sites do not score themselves, are scored by an LLM judge (`--judge-url`).
 
 use anyhow::{Context, Result, bail};
 use rmsweb::env::miniwob::{resolve_dir, task_name};
-use rmsweb::env::{ChromeOptions, MiniwobEnv};
+use rmsweb::env::{ChromeOptions, MiniwobEnv, WebEnv};
+use rmsweb::eval::judged::{EpisodeJudge, JudgeHandle};
 use rmsweb::eval::stop::{CutShort, Stoppable};
-use rmsweb::eval::{EvalConfig, evaluate, table, write_report};
+use rmsweb::eval::{
+    EpisodeEnv, EpisodeRecord, EvalConfig, EvalReport, evaluate, table, write_report,
+};
+use rmsweb::judge::prompts::Stage;
+use rmsweb::judge::verdicts::Verdict;
+use rmsweb::judge::webjudge::{JudgeConfig, judge_trajectory};
 use rmsweb::policy::Policy;
 use rmsweb::policy::chat::{ChatClient, ChatConfig, ChatPolicy};
 use rmsweb::policy::format::PromptFormat;
 use rmsweb::policy::scripted::{MistakeRates, ScriptedTeacher};
-use rmsweb::trajectory::Dataset;
+use rmsweb::trajectory::{Dataset, Task, Trajectory};
 use rmsweb::util::sanitize::clean_line;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Which policy acts, and how it is configured.
@@ -210,14 +217,120 @@ impl EnvArgs {
     /// Launches the browser and serves the pages.
     pub fn open(&self) -> Result<MiniwobEnv> {
         let dir = resolve_dir(self.miniwob_dir.as_deref());
-        MiniwobEnv::open(
-            &dir,
-            &ChromeOptions {
-                executable: self.chromium.clone(),
-                ..Default::default()
-            },
-        )
+        MiniwobEnv::open(&dir, &self.chrome())
     }
+
+    /// Launches the browser for live-web tasks.
+    pub fn open_web(&self, tasks: Vec<Task>) -> Result<WebEnv> {
+        WebEnv::open(&self.chrome(), tasks)
+    }
+
+    fn chrome(&self) -> ChromeOptions {
+        ChromeOptions {
+            executable: self.chromium.clone(),
+            ..Default::default()
+        }
+    }
+}
+
+/// The LLM judge of episodes on sites without a checker.
+#[derive(clap::Args, Debug, Clone)]
+pub struct JudgeArgs {
+    /// Judge endpoint base URL (up to /v1): episodes whose pages do not score
+    /// themselves (`--tasks-file`) are judged there with WebJudge's protocol, and
+    /// each verdict is stored in the dataset (`judge/verdicts.jsonl`).
+    #[arg(long)]
+    pub judge_url: Option<String>,
+    /// Judge model name (recorded with each verdict).
+    #[arg(long, requires = "judge_url")]
+    pub judge_model: Option<String>,
+    /// Name of the environment variable holding the judge's API key.
+    #[arg(long, requires = "judge_url")]
+    pub judge_api_key_env: Option<String>,
+    /// Send each step's screenshot to the judge with its evidence prompt.
+    #[arg(long, requires = "judge_url")]
+    pub judge_vision: bool,
+}
+
+impl JudgeArgs {
+    /// The judge, if one is asked for.
+    pub fn build(&self) -> Result<Option<JudgeHandle>> {
+        let Some(url) = &self.judge_url else {
+            return Ok(None);
+        };
+        let Some(model) = &self.judge_model else {
+            bail!("--judge-url needs --judge-model (the judge model's name)");
+        };
+        let llm = super::llm_args::LlmArgs {
+            llm_url: Some(url.clone()),
+            model: Some(model.clone()),
+            api_key_env: self.judge_api_key_env.clone(),
+            concurrency: 1,
+            retries: 3,
+            timeout: 120,
+        };
+        let client_for = |stage: Stage| {
+            llm.client(
+                stage.max_tokens(),
+                self.judge_vision,
+                stage.response_format(),
+            )
+        };
+        let judge = WebJudge {
+            clients: [
+                client_for(Stage::KeyPoints)?,
+                client_for(Stage::Evidence)?,
+                client_for(Stage::Verdict)?,
+            ],
+            cfg: JudgeConfig {
+                model: model.clone(),
+                vision: self.judge_vision,
+                ..JudgeConfig::default()
+            },
+        };
+        Ok(Some(JudgeHandle(std::sync::Arc::new(judge))))
+    }
+}
+
+/// WebJudge over an OpenAI-compatible endpoint, one client per question.
+struct WebJudge {
+    clients: [rmsweb::policy::chat::ChatClient; 3],
+    cfg: JudgeConfig,
+}
+
+impl EpisodeJudge for WebJudge {
+    fn model(&self) -> &str {
+        &self.cfg.model
+    }
+
+    fn judge(&self, ds: &Dataset, task: &Task, t: &Trajectory) -> Result<Verdict> {
+        let ask = |stage: Stage, text: &str, image: Option<&Path>| {
+            super::llm_args::ask(&self.clients[stage as usize], text, image)
+        };
+        judge_trajectory(ds, task, t, &self.cfg, &ask)
+    }
+}
+
+/// Reads a tasks file (JSON Lines of task records: `task_id`, `website`,
+/// `instruction`, ...), as `tasks generate` and `import tasks` write them.
+fn read_tasks_file(path: &Path) -> Result<Vec<Task>> {
+    let tasks: Vec<Task> = rmsweb::trajectory::jsonl::JsonlFile::open(path)?
+        .all()
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    if tasks.is_empty() {
+        bail!("{}: no tasks", path.display());
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for t in &tasks {
+        if !seen.insert(t.task_id.as_str()) {
+            bail!(
+                "{}: task {} is listed twice",
+                path.display(),
+                clean_line(&t.task_id)
+            );
+        }
+    }
+    Ok(tasks)
 }
 
 /// Arguments of `rmsweb eval`.
@@ -227,8 +340,14 @@ pub struct Args {
     #[command(subcommand)]
     pub command: Option<EvalCommand>,
     /// Comma-separated tasks: `miniwob:click-button,miniwob:enter-text`.
-    #[arg(long, value_delimiter = ',', required = true)]
+    #[arg(long, value_delimiter = ',', required_unless_present = "tasks_file")]
     pub tasks: Vec<String>,
+    /// Live-web tasks instead: a JSON Lines file of task records (`task_id`,
+    /// `website`, `instruction`), each played from its website once per attempt
+    /// (`--k`; `--episodes` and `--seed` do not apply) and scored by the judge
+    /// (`--judge-url`, which this needs, with `--dataset`).
+    #[arg(long, conflicts_with = "tasks")]
+    pub tasks_file: Option<PathBuf>,
     /// Task instances per task type (seeds S, S+1, ...).
     #[arg(long, default_value_t = 10)]
     pub episodes: usize,
@@ -259,6 +378,8 @@ pub struct Args {
     pub policy: Box<PolicyArgs>,
     #[command(flatten)]
     pub env: Box<EnvArgs>,
+    #[command(flatten)]
+    pub judge: Box<JudgeArgs>,
 }
 
 /// `rmsweb eval` subcommands.
@@ -334,6 +455,31 @@ pub fn run(args: Args) -> Result<()> {
     if args.max_steps == 0 {
         bail!("--max-steps must be at least 1");
     }
+    let web_tasks = match &args.tasks_file {
+        Some(f) => Some(read_tasks_file(f)?),
+        None => None,
+    };
+    let mut judge = args.judge.build()?;
+    if let Some(file) = &args.tasks_file {
+        if judge.is_none() {
+            bail!(
+                "{}: live-web tasks have no checker; pass --judge-url URL --judge-model M to have an LLM judge score them",
+                file.display()
+            );
+        }
+        if args.dataset.is_none() {
+            bail!(
+                "--tasks-file needs --dataset: the episodes' screenshots and the judge's verdicts are kept there"
+            );
+        }
+        if args.policy.policy == "scripted" {
+            bail!(
+                "the scripted teacher plays MiniWoB tasks only: use --policy chat or --policy local with --tasks-file"
+            );
+        }
+    } else if judge.take().is_some() {
+        eprintln!("note: MiniWoB pages score themselves; --judge-url is not used");
+    }
     for t in &args.tasks {
         if !t.starts_with("miniwob:") && t.contains(':') {
             bail!("task {t:?}: only miniwob:<name> tasks can be evaluated live");
@@ -356,12 +502,26 @@ pub fn run(args: Args) -> Result<()> {
     }
     let parallel = args.parallel as usize;
     let policies = args.policy.build_side_by_side(parallel)?;
-    let mut env = args.env.open()?;
-    for t in &args.tasks {
-        if !env.tasks().iter().any(|x| x == task_name(t)) {
-            bail!("unknown MiniWoB task {t:?} (see `rmsweb miniwob list`)");
+    let (env, tasks) = match web_tasks {
+        Some(tasks) => {
+            let ids = tasks.iter().map(|t| t.task_id.clone()).collect();
+            (Envs::Web(args.env.open_web(tasks)?), ids)
         }
-    }
+        None => {
+            let env = args.env.open()?;
+            for t in &args.tasks {
+                if !env.tasks().iter().any(|x| x == task_name(t)) {
+                    bail!("unknown MiniWoB task {t:?} (see `rmsweb miniwob list`)");
+                }
+            }
+            (Envs::Miniwob(env), args.tasks.clone())
+        }
+    };
+    // A site has no seeds: each live-web task is one instance, played --k times.
+    let (episodes, seed) = match env {
+        Envs::Web(_) => (1, 0),
+        Envs::Miniwob(_) => (args.episodes, args.seed),
+    };
     let mut dataset = match &args.dataset {
         Some(d) => Some(
             Dataset::create(d, "rmsweb-eval", "episodes written by rmsweb eval")
@@ -370,14 +530,15 @@ pub fn run(args: Args) -> Result<()> {
         None => None,
     };
     let cfg = EvalConfig {
-        tasks: args.tasks.clone(),
-        episodes: args.episodes,
+        tasks,
+        episodes,
         k: args.k,
-        seed: args.seed,
+        seed,
         max_steps: args.max_steps,
         reflection: args.reflection.clone(),
+        judge,
     };
-    let bar = indicatif::ProgressBar::new((args.tasks.len() * args.episodes * args.k) as u64);
+    let bar = indicatif::ProgressBar::new((cfg.tasks.len() * episodes * args.k) as u64);
     bar.set_style(
         indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} episodes {elapsed} {msg}")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
@@ -385,7 +546,7 @@ pub fn run(args: Args) -> Result<()> {
     // The first SIGINT/SIGTERM ends the episodes at work unrecorded; the episodes
     // done are written below (a second signal ends the process at once).
     let stop = rmsweb::eval::stop::on_signals()?;
-    let mut policies: Vec<Box<dyn Policy + Send>> = policies
+    let policies: Vec<Box<dyn Policy + Send>> = policies
         .into_iter()
         .map(|inner| {
             Box::new(Stoppable {
@@ -405,28 +566,23 @@ pub fn run(args: Args) -> Result<()> {
         ));
         bar.inc(1);
     };
-    let result = if parallel > 1 {
-        let mut envs = vec![];
-        for _ in 1..parallel {
-            envs.push(env.open_tab()?);
-        }
-        envs.insert(0, env);
-        rmsweb::eval::parallel::evaluate_parallel(
-            &mut envs,
+    let result = match env {
+        Envs::Miniwob(env) => play_all(
+            env,
+            MiniwobEnv::open_tab,
             policies,
             &cfg,
             dataset.as_mut(),
             &mut on_episode,
-        )
-    } else {
-        let mut policy = policies.pop().context("no policy")?;
-        evaluate(
-            &mut env,
-            policy.as_mut(),
+        ),
+        Envs::Web(env) => play_all(
+            env,
+            WebEnv::open_tab,
+            policies,
             &cfg,
             dataset.as_mut(),
             &mut on_episode,
-        )
+        ),
     };
     bar.finish_and_clear();
     // Cut short (a stop, the browser gone): what was done is still written.
@@ -458,4 +614,34 @@ pub fn run(args: Args) -> Result<()> {
         );
     }
     failure.map_or(Ok(()), Err)
+}
+
+/// The browser tab of either kind of task.
+enum Envs {
+    Miniwob(MiniwobEnv),
+    Web(WebEnv),
+}
+
+/// Plays `cfg`'s episodes in `env`, side by side in as many tabs as there are
+/// policies (more tabs opened with `open_tab`).
+fn play_all<E: EpisodeEnv + Send>(
+    env: E,
+    open_tab: fn(&E) -> Result<E>,
+    mut policies: Vec<Box<dyn Policy + Send>>,
+    cfg: &EvalConfig,
+    dataset: Option<&mut Dataset>,
+    on_episode: &mut dyn FnMut(&EpisodeRecord),
+) -> Result<EvalReport> {
+    if policies.len() > 1 {
+        let mut envs = vec![];
+        for _ in 1..policies.len() {
+            envs.push(open_tab(&env)?);
+        }
+        envs.insert(0, env);
+        rmsweb::eval::parallel::evaluate_parallel(&mut envs, policies, cfg, dataset, on_episode)
+    } else {
+        let mut env = env;
+        let mut policy = policies.pop().context("no policy")?;
+        evaluate(&mut env, policy.as_mut(), cfg, dataset, on_episode)
+    }
 }

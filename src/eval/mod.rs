@@ -8,11 +8,15 @@
 //! so it can be browsed and mined.
 
 pub mod compare;
+pub mod episode_env;
+pub mod judged;
 pub mod parallel;
 pub mod stop;
 
+pub use episode_env::EpisodeEnv;
+
+use crate::env::is_browser_gone;
 use crate::env::miniwob::task_name;
-use crate::env::{MiniwobEnv, is_browser_gone};
 use crate::policy::attempt::AttemptSeeded;
 use crate::policy::{Policy, PolicyInput};
 use crate::trajectory::{ActionResult, Dataset, Outcome, Step, Task, Timing, Trajectory};
@@ -38,6 +42,9 @@ pub struct EvalConfig {
     pub max_steps: usize,
     /// Reflection text given to every attempt, if any.
     pub reflection: Option<String>,
+    /// Judges the episodes whose pages do not score themselves (live-web tasks);
+    /// their verdicts go to the dataset, which must then be given.
+    pub judge: Option<judged::JudgeHandle>,
 }
 
 /// One finished episode.
@@ -232,9 +239,10 @@ pub struct EpisodeOptions<'a> {
 }
 
 /// Runs one seeded episode. The outcome is the page's: success when it finished with
-/// a positive raw reward.
+/// a positive raw reward. A page without a checker (a live-web task) leaves the
+/// outcome unscored (no `judge`, not a success) for [`judged::judge_episode`].
 pub fn run_episode(
-    env: &mut MiniwobEnv,
+    env: &mut dyn EpisodeEnv,
     policy: &mut dyn Policy,
     task: &str,
     seed: u64,
@@ -246,12 +254,7 @@ pub fn run_episode(
         attempt: opts.attempt,
     };
     let started = Instant::now();
-    let instruction = env.start_episode(&name, seed)?;
-    let task = miniwob_task(
-        &name,
-        seed,
-        &crate::util::sanitize::clean_text(&instruction),
-    );
+    let task = env.begin(&name, seed)?;
     policy.reset(&task, seed);
     let mut steps: Vec<Step> = Vec::new();
     let mut final_answer = None;
@@ -333,7 +336,7 @@ pub fn run_episode(
                 break;
             }
             match env.reward() {
-                Ok(p) if p.done => break,
+                Ok(Some(p)) if p.done => break,
                 Ok(_) => {}
                 Err(e) if is_browser_gone(&e) => return Err(e),
                 Err(e) => {
@@ -361,7 +364,7 @@ pub fn run_episode(
             break;
         }
         match env.reward() {
-            Ok(p) if p.done => break,
+            Ok(Some(p)) if p.done => break,
             Ok(_) => {}
             Err(e) if is_browser_gone(&e) => return Err(e),
             Err(e) => {
@@ -378,12 +381,22 @@ pub fn run_episode(
     let page = match env.reward() {
         Ok(p) => p,
         Err(e) if is_browser_gone(&e) => return Err(e),
-        Err(_) => crate::env::miniwob::PageReward {
+        Err(_) => Some(crate::env::miniwob::PageReward {
             done: false,
             raw_reward: 0.0,
             reason: None,
-        },
+        }),
     };
+    let checked = page.is_some();
+    // A site without a checker: the episode ends when the agent says it is done.
+    if !checked && done_called(&steps) {
+        ended = Some("the agent called done".into());
+    }
+    let page = page.unwrap_or(crate::env::miniwob::PageReward {
+        done: false,
+        raw_reward: 0.0,
+        reason: None,
+    });
     let success = page.done && page.raw_reward > 0.0;
     let mut reason = if page.done {
         match &page.reason {
@@ -413,8 +426,8 @@ pub fn run_episode(
         teacher: policy.name(),
         outcome: Outcome {
             success,
-            score: Some(reward),
-            judge: Some("miniwob-page".into()),
+            score: checked.then_some(reward),
+            judge: checked.then(|| "miniwob-page".to_string()),
             reason: Some(reason.clone()),
             final_answer,
             ..Default::default()
@@ -437,10 +450,17 @@ pub fn run_episode(
     Ok((task, traj, record))
 }
 
+/// Whether the agent's last step called `done`.
+fn done_called(steps: &[Step]) -> bool {
+    steps
+        .last()
+        .is_some_and(|s| s.result.iter().any(|r| r.is_done))
+}
+
 /// The task ids a dataset already holds and where episode screenshots go (none
 /// without a dataset, and then the environment skips taking them).
 pub fn prepare_dataset(
-    env: &mut MiniwobEnv,
+    env: &mut dyn EpisodeEnv,
     dataset: Option<&Dataset>,
 ) -> Result<(BTreeSet<String>, Option<ScreenshotSink>)> {
     let known = match dataset {
@@ -455,7 +475,7 @@ pub fn prepare_dataset(
     let sink = dataset.map(|d| ScreenshotSink {
         root: d.root().to_path_buf(),
     });
-    env.screenshots = sink.is_some();
+    env.set_screenshots(sink.is_some());
     Ok((known, sink))
 }
 
@@ -474,7 +494,7 @@ pub fn new_run_id() -> String {
 /// for or a browser gone ends it with an error carrying [`stop::CutShort`]: the
 /// report of the episodes done before.
 pub fn evaluate(
-    env: &mut MiniwobEnv,
+    env: &mut dyn EpisodeEnv,
     policy: &mut dyn Policy,
     cfg: &EvalConfig,
     mut dataset: Option<&mut Dataset>,
@@ -485,13 +505,14 @@ pub fn evaluate(
     let started = Instant::now();
     let mut records = Vec::new();
     for p in &parallel::plan(cfg, &run_id) {
-        let (t, traj, rec) = match parallel::play(env, policy, p, cfg, sink.as_ref()) {
+        let (t, mut traj, mut rec) = match parallel::play(env, policy, p, cfg, sink.as_ref()) {
             Ok(done) => done,
             Err(e) => {
                 let elapsed = started.elapsed().as_secs_f64();
                 return Err(cut_short(e, &policy.name(), cfg, records, elapsed));
             }
         };
+        parallel::judge(cfg, dataset.as_deref(), &t, &mut traj, &mut rec)?;
         parallel::record(dataset.as_deref_mut(), &mut known, &t, &traj)?;
         on_episode(&rec);
         records.push(rec);
@@ -607,6 +628,7 @@ mod tests {
             seed: 0,
             max_steps: 5,
             reflection: None,
+            judge: None,
         };
         let r = summarize(
             "p",
@@ -639,6 +661,7 @@ mod tests {
             seed: 0,
             max_steps: 5,
             reflection: None,
+            judge: None,
         };
         let at = |seed: u64, attempt: u32, success: bool| EpisodeRecord {
             seed,

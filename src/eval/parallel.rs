@@ -1,13 +1,13 @@
-//! Episodes played side by side: each worker owns a tab ([`MiniwobEnv::open_tab`]) and a
+//! Episodes played side by side: each worker owns a tab
+//! ([`crate::env::MiniwobEnv::open_tab`], [`crate::env::WebEnv::open_tab`]) and a
 //! policy (for a local model, a client of one batching engine, so that the workers'
 //! steps are decoded together), and takes the next (task, seed, attempt) as it
 //! finishes one. Trajectories are written as episodes finish; the report lists the
 //! episodes in the order [`super::evaluate`] plays them, with the same ids, so a
 //! parallel evaluation compares episode by episode with a sequential one.
 
+use super::{EpisodeEnv, new_run_id, prepare_dataset, run_episode, summarize};
 use super::{EpisodeOptions, EpisodeRecord, EvalConfig, EvalReport, ScreenshotSink};
-use super::{new_run_id, prepare_dataset, run_episode, summarize};
-use crate::env::MiniwobEnv;
 use crate::env::miniwob::task_name;
 use crate::policy::Policy;
 use crate::trajectory::{Dataset, Task, Trajectory};
@@ -53,7 +53,7 @@ pub(super) fn plan(cfg: &EvalConfig, run_id: &str) -> Vec<Planned> {
 
 /// Plays one planned episode.
 pub(super) fn play(
-    env: &mut MiniwobEnv,
+    env: &mut dyn EpisodeEnv,
     policy: &mut dyn Policy,
     p: &Planned,
     cfg: &EvalConfig,
@@ -68,6 +68,22 @@ pub(super) fn play(
     };
     run_episode(env, policy, &p.task, p.seed, &opts)
         .with_context(|| format!("episode {} seed {} attempt {}", p.task, p.seed, p.attempt))
+}
+
+/// Has `cfg`'s judge score an episode its page did not ([`super::judged`]); the
+/// dataset holds its screenshots and receives the verdict.
+pub(super) fn judge(
+    cfg: &EvalConfig,
+    dataset: Option<&Dataset>,
+    t: &Task,
+    traj: &mut Trajectory,
+    rec: &mut EpisodeRecord,
+) -> Result<()> {
+    match (&cfg.judge, dataset) {
+        (Some(j), Some(ds)) => super::judged::judge_episode(j.0.as_ref(), ds, t, traj, rec),
+        (Some(_), None) => anyhow::bail!("a judged evaluation needs a dataset for its verdicts"),
+        (None, _) => Ok(()),
+    }
 }
 
 /// Appends an episode's trajectory (and its task, the first time) to the dataset.
@@ -93,8 +109,8 @@ type Played = (usize, Result<(Task, Trajectory, EpisodeRecord)>);
 /// episode stops the others (after the episode each is playing) and is returned
 /// (with the report of the episodes done when a stop or a browser gone caused it,
 /// as [`super::evaluate`]).
-pub fn evaluate_parallel(
-    envs: &mut [MiniwobEnv],
+pub fn evaluate_parallel<E: EpisodeEnv + Send>(
+    envs: &mut [E],
     mut policies: Vec<Box<dyn Policy + Send>>,
     cfg: &EvalConfig,
     mut dataset: Option<&mut Dataset>,
@@ -109,7 +125,7 @@ pub fn evaluate_parallel(
     let run_id = new_run_id();
     let (mut known, sink) = prepare_dataset(&mut envs[0], dataset.as_deref())?;
     for e in &mut envs[1..] {
-        e.screenshots = sink.is_some();
+        e.set_screenshots(sink.is_some());
     }
     let name = policies[0].name();
     let planned = plan(cfg, &run_id);
@@ -144,7 +160,8 @@ pub fn evaluate_parallel(
         }
         drop(tx);
         for (i, r) in rx {
-            let written = r.and_then(|(t, traj, rec)| {
+            let written = r.and_then(|(t, mut traj, mut rec)| {
+                judge(cfg, dataset.as_deref(), &t, &mut traj, &mut rec)?;
                 record(dataset.as_deref_mut(), &mut known, &t, &traj)?;
                 Ok(rec)
             });
@@ -186,6 +203,7 @@ mod tests {
             seed: 10,
             max_steps: 5,
             reflection: None,
+            judge: None,
         };
         let p = plan(&cfg, "run");
         let got: Vec<(&str, u64, u32, &str)> = p

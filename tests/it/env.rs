@@ -61,7 +61,7 @@ fn scripted_teacher_solves_tasks_by_the_pages_own_reward() {
     ] {
         for seed in [1u64, 2] {
             let (t, traj, rec) =
-                run_episode(&mut env, &mut teacher, task, seed, &opts("t")).unwrap();
+                run_episode(&mut *env, &mut teacher, task, seed, &opts("t")).unwrap();
             assert!(
                 rec.success && rec.reward > 0.0,
                 "{task} seed {seed} ({}): {rec:?}\n{:#?}",
@@ -131,7 +131,7 @@ fn a_forced_wrong_click_fails_with_the_pages_reward() {
     let mut page_failures = 0;
     for seed in 0..8u64 {
         let (_, traj, rec) =
-            run_episode(&mut env, &mut teacher, "click-button", seed, &opts("m")).unwrap();
+            run_episode(&mut *env, &mut teacher, "click-button", seed, &opts("m")).unwrap();
         assert!(rec.reason.contains("misclick"), "{rec:?}");
         assert!(!rec.success && !traj.outcome.success, "{rec:?}");
         assert!(rec.reward == -1.0 || rec.reward == 0.0, "{rec:?}");
@@ -191,7 +191,7 @@ fn invalid_index_and_foreign_urls_are_error_results_not_crashes() {
     );
     // The episode is still playable afterwards.
     let mut teacher = ScriptedTeacher::new(MistakeRates::default());
-    let (_, _, rec) = run_episode(&mut env, &mut teacher, "enter-text", 5, &opts("e")).unwrap();
+    let (_, _, rec) = run_episode(&mut *env, &mut teacher, "enter-text", 5, &opts("e")).unwrap();
     assert!(rec.success);
 }
 
@@ -268,9 +268,10 @@ fn evaluation_saves_trajectories_with_screenshots_into_a_dataset() {
         seed: 100,
         max_steps: 6,
         reflection: None,
+        judge: None,
     };
     let mut seen = 0;
-    let report = evaluate(&mut env, &mut teacher, &cfg, Some(&mut ds), &mut |_| {
+    let report = evaluate(&mut *env, &mut teacher, &cfg, Some(&mut ds), &mut |_| {
         seen += 1
     })
     .unwrap();
@@ -368,7 +369,7 @@ fn chat_policy_plays_live_episodes_through_the_rendered_prompt() {
     let mut env = lock(&env);
     for seed in [1u64, 2, 3] {
         let (_, traj, rec) =
-            run_episode(&mut env, &mut policy, "click-button", seed, &opts("c")).unwrap();
+            run_episode(&mut *env, &mut policy, "click-button", seed, &opts("c")).unwrap();
         assert!(rec.success, "{rec:?}");
         assert_eq!(traj.teacher, "reading-model");
         assert_eq!(traj.steps.len(), 1);
@@ -400,7 +401,7 @@ fn an_unparseable_answer_is_kept_raw_in_its_step() {
     let mut env = lock(&env);
     let mut o = opts("g");
     o.max_steps = 1;
-    let (_, traj, rec) = run_episode(&mut env, &mut Garbled, "click-button", 1, &o).unwrap();
+    let (_, traj, rec) = run_episode(&mut *env, &mut Garbled, "click-button", 1, &o).unwrap();
     assert!(!rec.success);
     let err = traj.steps[0].result[0].error.clone().unwrap();
     assert!(err.contains("EOF while parsing"), "{err}");
@@ -442,13 +443,19 @@ fn leaving_the_task_page_fails_the_episode_not_the_run() {
     let mut teacher = ScriptedTeacher::new(MistakeRates::default());
     for seed in 0..3u64 {
         let (_, _, solved) =
-            run_episode(&mut env, &mut teacher, "click-button", seed, &opts("t")).unwrap();
+            run_episode(&mut *env, &mut teacher, "click-button", seed, &opts("t")).unwrap();
         assert!(solved.success, "{solved:?}");
-        let (_, traj, rec) =
-            run_episode(&mut env, &mut Leaver, "click-button", seed + 10, &opts("g")).unwrap();
+        let (_, traj, rec) = run_episode(
+            &mut *env,
+            &mut Leaver,
+            "click-button",
+            seed + 10,
+            &opts("g"),
+        )
+        .unwrap();
         assert!(!rec.success && !traj.outcome.success, "{rec:?}");
         assert_eq!(rec.reward, 0.0, "{rec:?}");
     }
-    let (_, _, rec) = run_episode(&mut env, &mut teacher, "click-button", 4, &opts("t")).unwrap();
+    let (_, _, rec) = run_episode(&mut *env, &mut teacher, "click-button", 4, &opts("t")).unwrap();
     assert!(rec.success, "{rec:?}");
 }

@@ -12,6 +12,7 @@ mod dataset;
 mod engine;
 mod env;
 mod eval_compare;
+mod eval_judge;
 mod eval_parallel;
 mod fixtures;
 mod fused;

@@ -153,6 +153,7 @@ fn episodes(
         seed: seed_start,
         max_steps: e.max_steps,
         reflection: None,
+        judge: None,
     };
     let bar = ctx
         .progress

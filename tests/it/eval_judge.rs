@@ -1,0 +1,228 @@
+//! `rmsweb eval --tasks-file` on live-web tasks, which have no checker: each episode
+//! plays from its task's website (a loopback page here) and an LLM judge (a
+//! loopback stub) scores it; the verdict decides the episode, is stored in the
+//! dataset and stands for a later `rmsweb judge`.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// A loopback site answering every request with one product page; returns its origin.
+fn site() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let origin = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { break };
+            let mut reader = BufReader::new(conn.try_clone().unwrap());
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+            }
+            let page = "<!doctype html><html><head><title>Part W-132</title></head><body>\
+                <h1>Part W-132</h1><p>Colour: red</p><button>Add to cart</button></body></html>";
+            let _ = write!(
+                conn,
+                "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{page}",
+                page.len()
+            );
+        }
+    });
+    origin
+}
+
+/// The endpoint's answers: the agent reports the colour at once; the judge lists a
+/// key point, scores every page 4, and passes an attempt only at a colour task.
+fn stub(prompt: &str) -> String {
+    if prompt.contains("List the key points") {
+        "1. The part's requested attribute is reported.".into()
+    } else if prompt.contains("Score 1 (nothing relevant)") {
+        "Score: 4\nReason: the page shows the part.".into()
+    } else if prompt.contains("You decide whether a web agent completed a task") {
+        if prompt.contains("Task: Find the colour") {
+            "Thoughts: the colour red is on the page and was reported.\nStatus: success".into()
+        } else {
+            "Thoughts: the agent reported a colour, not the price.\nStatus: failure".into()
+        }
+    } else {
+        r#"{"thinking": "The page says Colour: red.", "evaluation_previous_goal": "", "memory": "", "next_goal": "report it", "action": [{"done": {"text": "red", "success": true}}]}"#.into()
+    }
+}
+
+fn rmsweb(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rmsweb"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn tasks_file(dir: &Path, origin: &str) -> std::path::PathBuf {
+    let path = dir.join("tasks.jsonl");
+    let task = |id: &str, what: &str| {
+        serde_json::json!({"task_id": id, "website": format!("{origin}/parts/w-132"),
+            "domain": "parts", "category": "shopping",
+            "instruction": format!("Find the {what} of part W-132."), "source": "test"})
+        .to_string()
+    };
+    std::fs::write(
+        &path,
+        format!(
+            "{}\n{}\n",
+            task("w132-colour", "colour"),
+            task("w132-price", "price")
+        ),
+    )
+    .unwrap();
+    path
+}
+
+#[test]
+fn live_web_episodes_are_judged_and_their_verdicts_stand() {
+    let dir = tempfile::tempdir().unwrap();
+    let origin = site();
+    let (url, seen) = crate::mine_judge::endpoint_with(200, stub);
+    let tasks = tasks_file(dir.path(), &origin);
+    let ds = dir.path().join("ds");
+    let out = dir.path().join("results.json");
+    let (t, d, o) = (
+        tasks.to_str().unwrap(),
+        ds.to_str().unwrap(),
+        out.to_str().unwrap(),
+    );
+    let common = [
+        "eval",
+        "--tasks-file",
+        t,
+        "--policy",
+        "chat",
+        "--base-url",
+        &url,
+        "--model",
+        "stub-agent",
+        "--retries",
+        "0",
+        "--max-steps",
+        "3",
+    ];
+
+    // Without a judge, or without a dataset, nothing runs: a site scores nothing.
+    let o1 = rmsweb(&common);
+    assert!(!o1.status.success());
+    assert!(
+        text(&o1.stderr).contains("--judge-url"),
+        "{}",
+        text(&o1.stderr)
+    );
+    let mut judged: Vec<&str> = common.to_vec();
+    judged.extend(["--judge-url", &url, "--judge-model", "stub-judge"]);
+    let o2 = rmsweb(&judged);
+    assert!(!o2.status.success());
+    assert!(
+        text(&o2.stderr).contains("--dataset"),
+        "{}",
+        text(&o2.stderr)
+    );
+    assert!(seen.lock().unwrap().is_empty(), "nothing was asked");
+
+    judged.extend(["--dataset", d, "--out", o]);
+    let run = rmsweb(&judged);
+    assert!(
+        run.status.success(),
+        "{}\n{}",
+        text(&run.stdout),
+        text(&run.stderr)
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(report["episodes_total"], 2, "{report}");
+    assert_eq!(report["pass_at_1"], 0.5, "{report}");
+    for e in report["episodes"].as_array().unwrap() {
+        let colour = e["task"] == "w132-colour";
+        assert_eq!(e["success"], colour, "{e}");
+        let verdict = if colour { "success" } else { "failure" };
+        let reason = e["reason"].as_str().unwrap();
+        assert!(
+            reason.starts_with(&format!("judge stub-judge: {verdict}")),
+            "{reason}"
+        );
+        assert!(reason.contains("the agent called done"), "{reason}");
+    }
+
+    // The trajectories name the judge, start at the task's site and keep their
+    // screenshots.
+    let trajs: Vec<serde_json::Value> = std::fs::read_to_string(ds.join("trajectories.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(trajs.len(), 2);
+    for tr in &trajs {
+        assert_eq!(tr["outcome"]["judge"], "stub-judge", "{tr}");
+        let step = &tr["steps"][0];
+        assert!(
+            step["state"]["url"]
+                .as_str()
+                .unwrap()
+                .starts_with(&format!("{origin}/parts/w-132")),
+            "{step}"
+        );
+        let shot = step["state"]["screenshot"].as_str().unwrap();
+        assert!(ds.join(shot).is_file(), "{shot}");
+    }
+    // The verdicts are stored and stand: `rmsweb judge` asks nothing again.
+    let verdicts = std::fs::read_to_string(ds.join("judge/verdicts.jsonl")).unwrap();
+    assert_eq!(verdicts.lines().count(), 2, "{verdicts}");
+    let asked = seen.lock().unwrap().len();
+    let again = rmsweb(&[
+        "judge",
+        "--dataset",
+        d,
+        "--llm-url",
+        &url,
+        "--model",
+        "stub-judge",
+        "--retries",
+        "0",
+    ]);
+    let said = text(&again.stdout);
+    assert!(again.status.success(), "{said}\n{}", text(&again.stderr));
+    assert!(said.contains("2 standing verdicts reused"), "{said}");
+    assert_eq!(seen.lock().unwrap().len(), asked);
+}
+
+#[test]
+fn a_task_whose_website_a_browser_cannot_open_is_refused_by_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let tasks = dir.path().join("tasks.jsonl");
+    std::fs::write(
+        &tasks,
+        r#"{"task_id":"leak","website":"file:///etc/passwd","domain":"x","category":"x","instruction":"Read it.","source":"t"}"#,
+    )
+    .unwrap();
+    let o = rmsweb(&[
+        "eval",
+        "--tasks-file",
+        tasks.to_str().unwrap(),
+        "--policy",
+        "chat",
+        "--judge-url",
+        "http://127.0.0.1:9/v1",
+        "--judge-model",
+        "j",
+        "--dataset",
+        dir.path().join("ds").to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("task leak") && err.contains("not an http(s) URL"),
+        "{err}"
+    );
+}
