@@ -1,8 +1,10 @@
 //! `rmsweb collect`: reflection-conditioned multi-round collection on live MiniWoB++
 //! tasks, every attempt appended to a dataset, with a yield report (table and JSON)
-//! and optionally the same seeds run without reflection for comparison.
+//! and optionally the same seeds run without reflection for comparison. Live-web
+//! tasks (`--tasks-file`) have each attempt scored by an LLM judge (`--judge-url`)
+//! before its retry is decided.
 
-use super::eval::{EnvArgs, PolicyArgs};
+use super::eval::{EnvArgs, JudgeArgs, PolicyArgs, live_tasks};
 use anyhow::{Context, Result, bail};
 use rmsweb::collect::parallel::{Worker, collect_parallel};
 use rmsweb::collect::{
@@ -10,6 +12,7 @@ use rmsweb::collect::{
     compare_table, table,
 };
 use rmsweb::env::miniwob::task_name;
+use rmsweb::eval::EpisodeEnv;
 use rmsweb::policy::chat::{ChatClient, ChatConfig};
 use rmsweb::policy::scripted::ScriptedTeacher;
 use rmsweb::trajectory::Dataset;
@@ -20,8 +23,14 @@ use std::path::PathBuf;
 #[derive(clap::Args)]
 pub struct Args {
     /// Comma-separated tasks: `miniwob:click-button,miniwob:enter-text`.
-    #[arg(long, value_delimiter = ',', required = true)]
+    #[arg(long, value_delimiter = ',', required_unless_present = "tasks_file")]
     pub tasks: Vec<String>,
+    /// Live-web tasks instead: a JSON Lines file of task records (`task_id`,
+    /// `website`, `instruction`), each one instance (`--seeds` and `--seed-start`
+    /// do not apply) whose attempts the judge scores (`--judge-url`, which this
+    /// needs).
+    #[arg(long, conflicts_with = "tasks")]
+    pub tasks_file: Option<PathBuf>,
     /// Seeds per task.
     #[arg(long, default_value_t = 10)]
     pub seeds: usize,
@@ -65,6 +74,8 @@ pub struct Args {
     pub policy: Box<PolicyArgs>,
     #[command(flatten)]
     pub env: Box<EnvArgs>,
+    #[command(flatten)]
+    pub judge: Box<JudgeArgs>,
 }
 
 /// The JSON written by `--report`.
@@ -102,6 +113,8 @@ pub fn run(args: Args) -> Result<()> {
     if !(args.detour_factor >= 1.0 && args.detour_factor.is_finite()) {
         bail!("--detour-factor must be a number of at least 1");
     }
+    let (web_tasks, judge) =
+        live_tasks(args.tasks_file.as_deref(), &args.judge, &args.policy.policy)?;
     for t in &args.tasks {
         if !t.starts_with("miniwob:") && t.contains(':') {
             bail!("task {t:?}: only miniwob:<name> tasks can be collected live");
@@ -118,15 +131,29 @@ pub fn run(args: Args) -> Result<()> {
     let mut reflectors = (0..parallel)
         .map(|_| reflector(&args))
         .collect::<Result<Vec<_>>>()?;
-    let mut env = args.env.open()?;
-    let mut tabs = (1..parallel)
-        .map(|_| env.open_tab())
-        .collect::<Result<Vec<_>>>()?;
-    for t in &args.tasks {
-        if !env.tasks().iter().any(|x| x == task_name(t)) {
-            bail!("unknown MiniWoB task {t:?} (see `rmsweb miniwob list`)");
+    // One tab per worker; a site has no seeds: each live-web task is one instance.
+    let (mut envs, tasks, seeds, seed_start) = match web_tasks {
+        Some(tasks) => {
+            let ids: Vec<String> = tasks.iter().map(|t| t.task_id.clone()).collect();
+            let env = args.env.open_web(tasks)?;
+            (
+                tabs_of(env, parallel, rmsweb::env::WebEnv::open_tab)?,
+                ids,
+                1,
+                0,
+            )
         }
-    }
+        None => {
+            let env = args.env.open()?;
+            for t in &args.tasks {
+                if !env.tasks().iter().any(|x| x == task_name(t)) {
+                    bail!("unknown MiniWoB task {t:?} (see `rmsweb miniwob list`)");
+                }
+            }
+            let tabs = tabs_of(env, parallel, rmsweb::env::MiniwobEnv::open_tab)?;
+            (tabs, args.tasks.clone(), args.seeds, args.seed_start)
+        }
+    };
     let mut dataset = Dataset::create(
         &args.dataset,
         "rmsweb-collect",
@@ -134,15 +161,16 @@ pub fn run(args: Args) -> Result<()> {
     )
     .with_context(|| format!("opening dataset {}", args.dataset.display()))?;
     let base = CollectConfig {
-        tasks: args.tasks.clone(),
-        seeds: args.seeds,
-        seed_start: args.seed_start,
+        tasks,
+        seeds,
+        seed_start,
         rounds: args.rounds,
         detour_factor: args.detour_factor,
         // Both passes of a comparison start from the same prior knowledge.
         known_shortest: rmsweb::collect::known_shortest(&dataset)?,
         reflection: !args.no_reflection,
         max_steps: args.max_steps,
+        judge,
     };
     let mut runs = vec![base.clone()];
     if args.compare_no_reflection {
@@ -182,12 +210,12 @@ pub fn run(args: Args) -> Result<()> {
             }
         };
         let report = if parallel > 1 {
-            let envs = std::iter::once(&mut env).chain(tabs.iter_mut());
             let workers = envs
+                .iter_mut()
                 .zip(policies.iter_mut())
                 .zip(reflectors.iter_mut())
                 .map(|((env, policy), reflector)| Worker {
-                    env,
+                    env: env.as_mut(),
                     policy: policy.as_mut(),
                     reflector: reflector.as_mut(),
                 })
@@ -195,7 +223,7 @@ pub fn run(args: Args) -> Result<()> {
             collect_parallel(workers, cfg, Some(&mut dataset), &mut on_attempt)?
         } else {
             collect(
-                &mut env,
+                envs[0].as_mut(),
                 policies[0].as_mut(),
                 reflectors[0].as_mut(),
                 cfg,
@@ -228,6 +256,20 @@ pub fn run(args: Args) -> Result<()> {
     let n: usize = reports.iter().map(|r| r.attempts_total).sum();
     println!("{n} attempts appended to {}", args.dataset.display());
     Ok(())
+}
+
+/// `env` and `n - 1` more tabs of its browser, one per worker.
+fn tabs_of<E: EpisodeEnv + Send + 'static>(
+    env: E,
+    n: usize,
+    open_tab: fn(&E) -> Result<E>,
+) -> Result<Vec<Box<dyn EpisodeEnv + Send>>> {
+    let mut tabs: Vec<Box<dyn EpisodeEnv + Send>> = Vec::new();
+    for _ in 1..n {
+        tabs.push(Box::new(open_tab(&env)?));
+    }
+    tabs.insert(0, Box::new(env));
+    Ok(tabs)
 }
 
 fn base_reflection(args: &Args) -> bool {

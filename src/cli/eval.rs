@@ -311,6 +311,36 @@ impl EpisodeJudge for WebJudge {
     }
 }
 
+/// The live-web tasks of `--tasks-file` and their judge (which they need, as they
+/// need a policy other than the scripted MiniWoB teacher); without a tasks file no
+/// judge (MiniWoB pages score themselves, said when one was given).
+pub(super) fn live_tasks(
+    tasks_file: Option<&Path>,
+    judge: &JudgeArgs,
+    policy: &str,
+) -> Result<(Option<Vec<Task>>, Option<JudgeHandle>)> {
+    let built = judge.build()?;
+    let Some(file) = tasks_file else {
+        if built.is_some() {
+            eprintln!("note: MiniWoB pages score themselves; --judge-url is not used");
+        }
+        return Ok((None, None));
+    };
+    let tasks = read_tasks_file(file)?;
+    if built.is_none() {
+        bail!(
+            "{}: live-web tasks have no checker; pass --judge-url URL --judge-model M to have an LLM judge score them",
+            file.display()
+        );
+    }
+    if policy == "scripted" {
+        bail!(
+            "the scripted teacher plays MiniWoB tasks only: use --policy chat or --policy local with --tasks-file"
+        );
+    }
+    Ok((Some(tasks), built))
+}
+
 /// Reads a tasks file (JSON Lines of task records: `task_id`, `website`,
 /// `instruction`, ...), as `tasks generate` and `import tasks` write them.
 fn read_tasks_file(path: &Path) -> Result<Vec<Task>> {
@@ -455,30 +485,12 @@ pub fn run(args: Args) -> Result<()> {
     if args.max_steps == 0 {
         bail!("--max-steps must be at least 1");
     }
-    let web_tasks = match &args.tasks_file {
-        Some(f) => Some(read_tasks_file(f)?),
-        None => None,
-    };
-    let mut judge = args.judge.build()?;
-    if let Some(file) = &args.tasks_file {
-        if judge.is_none() {
-            bail!(
-                "{}: live-web tasks have no checker; pass --judge-url URL --judge-model M to have an LLM judge score them",
-                file.display()
-            );
-        }
-        if args.dataset.is_none() {
-            bail!(
-                "--tasks-file needs --dataset: the episodes' screenshots and the judge's verdicts are kept there"
-            );
-        }
-        if args.policy.policy == "scripted" {
-            bail!(
-                "the scripted teacher plays MiniWoB tasks only: use --policy chat or --policy local with --tasks-file"
-            );
-        }
-    } else if judge.take().is_some() {
-        eprintln!("note: MiniWoB pages score themselves; --judge-url is not used");
+    let (web_tasks, judge) =
+        live_tasks(args.tasks_file.as_deref(), &args.judge, &args.policy.policy)?;
+    if web_tasks.is_some() && args.dataset.is_none() {
+        bail!(
+            "--tasks-file needs --dataset: the episodes' screenshots and the judge's verdicts are kept there"
+        );
     }
     for t in &args.tasks {
         if !t.starts_with("miniwob:") && t.contains(':') {

@@ -27,9 +27,9 @@ pub mod report;
 pub use reflect::{HeuristicReflector, LlmReflector, Reflection, Reflector, RetryCause};
 pub use report::{AttemptRecord, CollectReport, RoundStats, compare_table, summarize, table};
 
-use crate::env::MiniwobEnv;
 use crate::env::miniwob::task_name;
-use crate::eval::{EpisodeOptions, prepare_dataset, run_episode};
+use crate::eval::judged::{JudgeHandle, judge_episode};
+use crate::eval::{EpisodeEnv, EpisodeOptions, prepare_dataset, run_episode};
 use crate::policy::Policy;
 use crate::trajectory::Dataset;
 use anyhow::{Context, Result};
@@ -60,6 +60,9 @@ pub struct CollectConfig {
     /// Give retries a reflection (false: plain retries, the comparison baseline).
     pub reflection: bool,
     pub max_steps: usize,
+    /// Judges the attempts whose pages do not score themselves (live-web tasks)
+    /// before the retry is decided; the verdicts go to the dataset.
+    pub judge: Option<JudgeHandle>,
 }
 
 impl Default for CollectConfig {
@@ -73,6 +76,7 @@ impl Default for CollectConfig {
             known_shortest: BTreeMap::new(),
             reflection: true,
             max_steps: 10,
+            judge: None,
         }
     }
 }
@@ -132,7 +136,7 @@ pub(crate) type Attempt = (
 /// `cfg.reflection` is on.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn play_instance(
-    env: &mut MiniwobEnv,
+    env: &mut dyn EpisodeEnv,
     policy: &mut dyn Policy,
     reflector: &mut dyn Reflector,
     cfg: &CollectConfig,
@@ -142,6 +146,7 @@ pub(crate) fn play_instance(
     sink: Option<&crate::eval::ScreenshotSink>,
     on_attempt: &mut dyn FnMut(Attempt) -> Result<()>,
 ) -> Result<()> {
+    let judged = judge_dataset(cfg, sink)?;
     let mut reflection: Option<Reflection> = None;
     // The shortest success of this instance found by this run's rounds.
     let mut found: Option<usize> = None;
@@ -153,11 +158,14 @@ pub(crate) fn play_instance(
             attempt: round,
             screenshots: sink,
         };
-        let (t, mut traj, ep) = run_episode(env, policy, name, seed, &opts)
+        let (t, mut traj, mut ep) = run_episode(env, policy, name, seed, &opts)
             .map_err(crate::eval::stop::blame_stop)
             .with_context(|| format!("{name} seed {seed} attempt {round}"))?;
         traj.round = round;
         traj.source = COLLECT_SOURCE.into();
+        if let (Some(judge), Some(ds)) = (&cfg.judge, &judged) {
+            judge_episode(judge.0.as_ref(), ds, &t, &mut traj, &mut ep)?;
+        }
         if let Some(note) = reflection.as_ref().and_then(|r| r.note.as_ref())
             && let Some(reason) = traj.outcome.reason.as_mut()
         {
@@ -196,6 +204,19 @@ pub(crate) fn play_instance(
     Ok(())
 }
 
+/// The dataset a judge reads screenshots from and stores verdicts in (a handle of
+/// its own: the writer's is busy appending attempts); `None` without a judge.
+fn judge_dataset(
+    cfg: &CollectConfig,
+    sink: Option<&crate::eval::ScreenshotSink>,
+) -> Result<Option<Dataset>> {
+    match (&cfg.judge, sink) {
+        (None, _) => Ok(None),
+        (Some(_), Some(s)) => Ok(Some(Dataset::open(&s.root)?)),
+        (Some(_), None) => anyhow::bail!("a judged collection needs a dataset for its verdicts"),
+    }
+}
+
 /// Appends an attempt (and its task, the first time) to the dataset.
 pub(crate) fn write_attempt(
     dataset: Option<&mut Dataset>,
@@ -214,7 +235,7 @@ pub(crate) fn write_attempt(
 /// Runs the collection. With a dataset, each attempt (and its task, once) is appended
 /// as it finishes, screenshots included. `on_attempt` is called after each attempt.
 pub fn collect(
-    env: &mut MiniwobEnv,
+    env: &mut dyn EpisodeEnv,
     policy: &mut dyn Policy,
     reflector: &mut dyn Reflector,
     cfg: &CollectConfig,

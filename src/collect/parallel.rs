@@ -9,9 +9,8 @@ use super::{
     Attempt, AttemptRecord, CollectConfig, CollectReport, Reflector, play_instance, run_id,
     summarize, write_attempt,
 };
-use crate::env::MiniwobEnv;
 use crate::env::miniwob::task_name;
-use crate::eval::prepare_dataset;
+use crate::eval::{EpisodeEnv, prepare_dataset};
 use crate::policy::Policy;
 use crate::trajectory::Dataset;
 use anyhow::Result;
@@ -22,7 +21,7 @@ use std::time::Instant;
 /// A worker's tools: its tab, its policy (a client of a shared engine, for a local
 /// model) and its reflector.
 pub struct Worker<'a> {
-    pub env: &'a mut MiniwobEnv,
+    pub env: &'a mut (dyn EpisodeEnv + Send),
     pub policy: &'a mut (dyn Policy + Send),
     pub reflector: &'a mut (dyn Reflector + Send),
 }
@@ -41,7 +40,7 @@ pub fn collect_parallel(
     let run_id = run_id(cfg);
     let (mut known, sink) = prepare_dataset(workers[0].env, dataset.as_deref())?;
     for w in &mut workers[1..] {
-        w.env.screenshots = sink.is_some();
+        w.env.set_screenshots(sink.is_some());
     }
     let name = workers[0].policy.name();
     let instances: Vec<(String, u64)> = cfg

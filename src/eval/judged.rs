@@ -64,5 +64,10 @@ pub fn judge_episode(
     // does not ask again.
     let stored: Trajectory = serde_json::from_str(&serde_json::to_string(traj)?)?;
     v.content_hash = content_hash(task, &stored);
+    // Workers of a side-by-side collection judge at once: one append at a time.
+    static APPEND: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one_writer = APPEND
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     verdicts::append(ds.root(), std::slice::from_ref(&v))
 }

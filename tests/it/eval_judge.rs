@@ -226,3 +226,77 @@ fn a_task_whose_website_a_browser_cannot_open_is_refused_by_id() {
         "{err}"
     );
 }
+
+/// `rmsweb collect --tasks-file`: each attempt is judged before its retry is
+/// decided; a failure is retried with a reflection, a success is not.
+#[test]
+fn live_web_collection_retries_what_the_judge_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let origin = site();
+    let (url, _seen) = crate::mine_judge::endpoint_with(200, stub);
+    let tasks = tasks_file(dir.path(), &origin);
+    let ds = dir.path().join("ds");
+    let report = dir.path().join("yield.json");
+    let o = rmsweb(&[
+        "collect",
+        "--tasks-file",
+        tasks.to_str().unwrap(),
+        "--policy",
+        "chat",
+        "--base-url",
+        &url,
+        "--retries",
+        "0",
+        "--judge-url",
+        &url,
+        "--judge-model",
+        "stub-judge",
+        "--rounds",
+        "2",
+        "--max-steps",
+        "3",
+        "--dataset",
+        ds.to_str().unwrap(),
+        "--report",
+        report.to_str().unwrap(),
+    ]);
+    assert!(
+        o.status.success(),
+        "{}\n{}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+    let trajs: Vec<serde_json::Value> = std::fs::read_to_string(ds.join("trajectories.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let attempts = |task: &str| -> Vec<&serde_json::Value> {
+        trajs.iter().filter(|t| t["task_id"] == task).collect()
+    };
+    // The colour task passed at once; the price task failed twice, its second
+    // attempt carrying a reflection on the first.
+    let colour = attempts("w132-colour");
+    assert_eq!(colour.len(), 1);
+    assert_eq!(colour[0]["outcome"]["success"], true);
+    let price = attempts("w132-price");
+    assert_eq!(price.len(), 2);
+    assert!(
+        price
+            .iter()
+            .all(|t| t["outcome"]["success"] == false && t["outcome"]["judge"] == "stub-judge")
+    );
+    assert!(price[0]["reflection"].is_null());
+    assert!(
+        price[1]["reflection"]
+            .as_str()
+            .is_some_and(|r| !r.is_empty()),
+        "{}",
+        price[1]
+    );
+    let verdicts = std::fs::read_to_string(ds.join("judge/verdicts.jsonl")).unwrap();
+    assert_eq!(verdicts.lines().count(), 3, "{verdicts}");
+    let y: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(y["with_reflection"]["attempts_total"], 3, "{y}");
+}

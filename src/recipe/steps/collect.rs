@@ -130,6 +130,7 @@ pub fn teacher(ctx: &mut Ctx<'_>, unit: &str, arm: Arm) -> Result<Done> {
         known_shortest: Default::default(),
         reflection: arm == Arm::Reflection,
         max_steps: c.max_steps,
+        judge: None,
     };
     let teacher = ScriptedTeacher::new(MistakeRates::uniform(c.mistake_rate));
     let report = run_collection(ctx, unit, Players::One(Box::new(teacher)), &cfg, &mut ds)?;
@@ -220,6 +221,7 @@ pub fn sft_policy(ctx: &mut Ctx<'_>, unit: &str) -> Result<Done> {
         known_shortest: known_shortest(&ds)?,
         reflection: s.reflection,
         max_steps: s.max_steps,
+        judge: None,
     };
     let players = Players::of(policy, recipe.eval.parallel, &ctx.stop)?;
     let report = run_collection(ctx, unit, players, &cfg, &mut ds)?;
