@@ -300,3 +300,61 @@ fn live_web_collection_retries_what_the_judge_fails() {
         serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
     assert_eq!(y["with_reflection"]["attempts_total"], 3, "{y}");
 }
+
+/// The same against `rmsweb serve` on a tiny random checkpoint, as agent and judge:
+/// the judge's schemas are enforced while decoding, so every question reads and the
+/// episode gets a verdict, however meaningless.
+#[test]
+fn live_web_evaluation_runs_against_rmsweb_serve() {
+    let dir = tempfile::tempdir().unwrap();
+    let ck = dir.path().join("ck");
+    std::fs::create_dir_all(&ck).unwrap();
+    // A context long enough for a judge prompt with a page's text.
+    crate::serve::write_tiny_checkpoint(&ck, 4096, &[]);
+    let server = crate::serve::start(&ck, &dir.path().join("served"));
+    let origin = site();
+    // One task, one step: a debug build's random model is slow to answer.
+    let tasks = tasks_file(dir.path(), &origin);
+    let first = std::fs::read_to_string(&tasks).unwrap();
+    std::fs::write(&tasks, first.lines().next().unwrap()).unwrap();
+    let ds = dir.path().join("ds");
+    let out = dir.path().join("results.json");
+    let o = rmsweb(&[
+        "eval",
+        "--tasks-file",
+        tasks.to_str().unwrap(),
+        "--policy",
+        "chat",
+        "--base-url",
+        &server.base,
+        "--model",
+        "tiny",
+        "--judge-url",
+        &server.base,
+        "--judge-model",
+        "tiny",
+        "--max-steps",
+        "1",
+        "--dataset",
+        ds.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(
+        o.status.success(),
+        "{}\n{}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(report["episodes_total"], 1, "{report}");
+    for e in report["episodes"].as_array().unwrap() {
+        assert!(
+            e["reason"].as_str().unwrap().starts_with("judge tiny: "),
+            "{e}"
+        );
+    }
+    let verdicts = std::fs::read_to_string(ds.join("judge/verdicts.jsonl")).unwrap();
+    assert_eq!(verdicts.lines().count(), 1, "{verdicts}");
+}
