@@ -255,7 +255,12 @@ pub fn run(args: Args) -> Result<()> {
     }
     let n: usize = reports.iter().map(|r| r.attempts_total).sum();
     println!("{n} attempts appended to {}", args.dataset.display());
-    Ok(())
+    super::eval::unjudged(
+        reports
+            .iter()
+            .flat_map(|r| r.attempts.iter().map(|a| a.reason.as_str())),
+        Some(&args.dataset),
+    )
 }
 
 /// `env` and `n - 1` more tabs of its browser, one per worker.

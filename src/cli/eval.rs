@@ -625,7 +625,32 @@ pub fn run(args: Args) -> Result<()> {
             d.display()
         );
     }
-    failure.map_or(Ok(()), Err)
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    unjudged(
+        report.episodes.iter().map(|e| e.reason.as_str()),
+        args.dataset.as_deref(),
+    )
+}
+
+/// Fails, naming the fix, when the judge left episodes (given by their reasons)
+/// unjudged: they count as failures, and `rmsweb judge` can judge them from the
+/// dataset.
+pub(super) fn unjudged<'a>(
+    reasons: impl Iterator<Item = &'a str>,
+    dataset: Option<&Path>,
+) -> Result<()> {
+    let n = reasons
+        .filter(|r| r.starts_with(rmsweb::eval::judged::NOT_JUDGED))
+        .count();
+    if n > 0 {
+        let ds = dataset.map_or_else(|| "D".into(), |d| d.display().to_string());
+        bail!(
+            "{n} episodes could not be judged and count as failures (each one's reason says why); run `rmsweb judge --dataset {ds}` to judge them"
+        );
+    }
+    Ok(())
 }
 
 /// The browser tab of either kind of task.

@@ -6,7 +6,7 @@
 use super::EpisodeRecord;
 use crate::judge::verdicts::{self, Verdict, content_hash};
 use crate::trajectory::{Dataset, Task, Trajectory};
-use anyhow::{Context, Result};
+use anyhow::Result;
 use std::sync::Arc;
 
 /// Judges one finished trajectory (its recorded outcome is never shown to the
@@ -28,9 +28,16 @@ impl std::fmt::Debug for JudgeHandle {
     }
 }
 
+/// The start of an episode's reason when the judge could not decide it (the
+/// endpoint failed, the answer had no status): the episode counts as a failure and
+/// is kept, for `rmsweb judge` to judge later.
+pub const NOT_JUDGED: &str = "not judged";
+
 /// Judges an episode the page did not score (its outcome names no judge) and
 /// writes the verdict into the trajectory's outcome and the episode's record; the
-/// verdict is appended to `ds`. An episode the page scored is left as it is.
+/// verdict is appended to `ds`. An episode the page scored is left as it is. When
+/// the judge fails, the episode is kept unjudged (its reason starts with
+/// [`NOT_JUDGED`] and says why); only failing to store a verdict is an error.
 pub fn judge_episode(
     judge: &dyn EpisodeJudge,
     ds: &Dataset,
@@ -41,11 +48,18 @@ pub fn judge_episode(
     if traj.outcome.judge.is_some() {
         return Ok(());
     }
-    let mut v = judge
-        .judge(ds, task, traj)
-        .with_context(|| format!("judging episode {}", traj.id))?;
-    let why = crate::util::sanitize::clean_line(&v.summary()).into_owned();
     let ended = traj.outcome.reason.clone().unwrap_or_default();
+    let mut v = match judge.judge(ds, task, traj) {
+        Ok(v) => v,
+        Err(e) => {
+            let why = crate::util::sanitize::clean_line(&format!("{e:#}")).into_owned();
+            let reason = format!("{NOT_JUDGED} ({}: {why}); {ended}", judge.model());
+            traj.outcome.reason = Some(reason.clone());
+            rec.reason = reason;
+            return Ok(());
+        }
+    };
+    let why = crate::util::sanitize::clean_line(&v.summary()).into_owned();
     let reason = format!(
         "judge {}: {} ({why}); {ended}",
         v.judge_model,

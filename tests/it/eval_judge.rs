@@ -358,3 +358,80 @@ fn live_web_evaluation_runs_against_rmsweb_serve() {
     let verdicts = std::fs::read_to_string(ds.join("judge/verdicts.jsonl")).unwrap();
     assert_eq!(verdicts.lines().count(), 1, "{verdicts}");
 }
+
+/// A judge that answers without a status decides nothing: the episodes are kept,
+/// unjudged and counted as failures, the run exits non-zero naming the fix, and
+/// `rmsweb judge` judges them afterwards.
+#[test]
+fn episodes_the_judge_cannot_decide_are_kept_for_rmsweb_judge() {
+    let dir = tempfile::tempdir().unwrap();
+    let origin = site();
+    let mute = |prompt: &str| {
+        if prompt.contains("You decide whether a web agent completed a task") {
+            "Thoughts: hard to say.".to_string()
+        } else {
+            stub(prompt)
+        }
+    };
+    let (url, _) = crate::mine_judge::endpoint_with(200, mute);
+    let tasks = tasks_file(dir.path(), &origin);
+    let ds = dir.path().join("ds");
+    let out = dir.path().join("results.json");
+    let d = ds.to_str().unwrap();
+    let o = rmsweb(&[
+        "eval",
+        "--tasks-file",
+        tasks.to_str().unwrap(),
+        "--policy",
+        "chat",
+        "--base-url",
+        &url,
+        "--retries",
+        "0",
+        "--judge-url",
+        &url,
+        "--judge-model",
+        "mute",
+        "--max-steps",
+        "2",
+        "--dataset",
+        d,
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let err = text(&o.stderr);
+    assert!(!o.status.success(), "{}", text(&o.stdout));
+    assert!(
+        err.contains("2 episodes could not be judged")
+            && err.contains(&format!("rmsweb judge --dataset {d}")),
+        "{err}"
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(report["pass_at_1"], 0.0, "{report}");
+    for e in report["episodes"].as_array().unwrap() {
+        let reason = e["reason"].as_str().unwrap();
+        assert!(reason.starts_with("not judged (mute: "), "{reason}");
+        assert!(reason.contains("Status"), "{reason}");
+    }
+    assert!(!ds.join("judge/verdicts.jsonl").exists());
+    // A judge that decides, afterwards, over the kept trajectories.
+    let (good, _) = crate::mine_judge::endpoint_with(200, stub);
+    let later = rmsweb(&[
+        "judge",
+        "--dataset",
+        d,
+        "--llm-url",
+        &good,
+        "--model",
+        "stub-judge",
+        "--retries",
+        "0",
+    ]);
+    let said = text(&later.stdout);
+    assert!(later.status.success(), "{said}\n{}", text(&later.stderr));
+    assert!(
+        said.contains("judged 2 trajectories with stub-judge (1 success, 1 failure)"),
+        "{said}"
+    );
+}
