@@ -255,6 +255,9 @@ fn live_web_collection_retries_what_the_judge_fails() {
         "2",
         "--max-steps",
         "3",
+        // Two workers, each judging its own attempts.
+        "--parallel",
+        "2",
         "--dataset",
         ds.to_str().unwrap(),
         "--report",
@@ -393,6 +396,8 @@ fn episodes_the_judge_cannot_decide_are_kept_for_rmsweb_judge() {
         "--judge-model",
         "mute",
         "--max-steps",
+        "2",
+        "--parallel",
         "2",
         "--dataset",
         d,
