@@ -26,8 +26,10 @@
 
 pub mod hparams;
 pub mod reader;
+mod tensor_type;
 pub mod tensors;
 pub mod tokenizer;
+mod value;
 pub mod wheel;
 pub mod writer;
 
