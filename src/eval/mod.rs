@@ -225,6 +225,20 @@ pub fn miniwob_task(name: &str, seed: u64, instruction: &str) -> Task {
     }
 }
 
+impl ScreenshotSink {
+    /// Writes step `i`'s screenshot of trajectory `id`; its absolute path and the
+    /// dataset-relative one the step records.
+    fn save(&self, id: &str, i: usize, png: &[u8]) -> Result<(PathBuf, String)> {
+        let rel = format!("screenshots/{id}/{i}.png");
+        let abs = self.root.join(&rel);
+        if let Some(dir) = abs.parent() {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        }
+        std::fs::write(&abs, png).with_context(|| format!("writing {}", abs.display()))?;
+        Ok((abs, rel))
+    }
+}
+
 /// Options of one episode.
 #[derive(Debug, Clone)]
 pub struct EpisodeOptions<'a> {
@@ -241,6 +255,9 @@ pub struct EpisodeOptions<'a> {
 /// Runs one seeded episode. The outcome is the page's: success when it finished with
 /// a positive raw reward. A page without a checker (a live-web task) leaves the
 /// outcome unscored (no `judge`, not a success) for [`judged::judge_episode`].
+// Kept whole: the step loop reads top to bottom (observe, ask, act, check the page,
+// stop); its pieces are helpers (`ScreenshotSink::save`, `execute_actions`,
+// `page_outcome`).
 pub fn run_episode(
     env: &mut dyn EpisodeEnv,
     policy: &mut dyn Policy,
@@ -261,19 +278,13 @@ pub fn run_episode(
     let mut ended = None;
     for i in 0..opts.max_steps {
         let obs = env.observe()?;
-        let mut shot_abs = None;
-        let mut shot_rel = None;
-        if let (Some(sink), Some(png)) = (opts.screenshots, &obs.screenshot) {
-            let rel = format!("screenshots/{}/{i}.png", opts.trajectory_id);
-            let abs = sink.root.join(&rel);
-            if let Some(dir) = abs.parent() {
-                std::fs::create_dir_all(dir)
-                    .with_context(|| format!("creating {}", dir.display()))?;
+        let (shot_abs, shot_rel) = match (opts.screenshots, &obs.screenshot) {
+            (Some(sink), Some(png)) => {
+                let (abs, rel) = sink.save(&opts.trajectory_id, i, png)?;
+                (Some(abs), Some(rel))
             }
-            std::fs::write(&abs, png).with_context(|| format!("writing {}", abs.display()))?;
-            shot_abs = Some(abs);
-            shot_rel = Some(rel);
-        }
+            _ => (None, None),
+        };
         let memory = steps
             .last()
             .map(|s| s.output.memory.clone())
@@ -308,45 +319,13 @@ pub fn run_episode(
                 ..Default::default()
             });
         }
-        let mut done = false;
-        // The browser failing under an action (the page navigated away, the target
-        // closed) ends this episode as a failure; the next one loads its own page.
-        let mut broken = None;
-        for a in &answer.output.actions {
-            let r = match env.execute(a) {
-                Ok(r) => r,
-                // A dead or hung browser ends the run, not just this episode (which
-                // would otherwise be counted as the policy's failure).
-                Err(e) if is_browser_gone(&e) => return Err(e),
-                Err(e) => {
-                    broken = Some(format!(
-                        "the browser failed under {}: {e:#}",
-                        crate::util::sanitize::clean_line(&a.short())
-                    ));
-                    break;
-                }
-            };
-            let stop = r.is_done || r.error.is_some();
-            if r.is_done {
-                done = true;
-                final_answer = r.extracted_content.clone();
-            }
-            results.push(r);
-            if stop {
-                break;
-            }
-            match env.reward() {
-                Ok(Some(p)) if p.done => break,
-                Ok(_) => {}
-                Err(e) if is_browser_gone(&e) => return Err(e),
-                Err(e) => {
-                    broken = Some(format!(
-                        "the task page is gone after {}: {e:#}",
-                        crate::util::sanitize::clean_line(&a.short())
-                    ));
-                    break;
-                }
-            }
+        let Executed {
+            done,
+            answer: done_answer,
+            broken,
+        } = execute_actions(env, &answer.output.actions, &mut results)?;
+        if done {
+            final_answer = done_answer;
         }
         steps.push(Step {
             index: i as u32,
@@ -381,41 +360,19 @@ pub fn run_episode(
     let page = match env.reward() {
         Ok(p) => p,
         Err(e) if is_browser_gone(&e) => return Err(e),
-        Err(_) => Some(crate::env::miniwob::PageReward {
-            done: false,
-            raw_reward: 0.0,
-            reason: None,
-        }),
+        Err(_) => Some(unfinished()),
     };
     let checked = page.is_some();
     // A site without a checker: the episode ends when the agent says it is done.
     if !checked && done_called(&steps) {
         ended = Some("the agent called done".into());
     }
-    let page = page.unwrap_or(crate::env::miniwob::PageReward {
-        done: false,
-        raw_reward: 0.0,
-        reason: None,
-    });
-    let success = page.done && page.raw_reward > 0.0;
-    let mut reason = if page.done {
-        match &page.reason {
-            Some(r) => format!("page reward {:.2}: {r}", page.raw_reward),
-            None => format!("page reward {:.2}", page.raw_reward),
-        }
-    } else {
-        ended.unwrap_or_else(|| {
-            format!(
-                "step limit {} reached before the page finished",
-                opts.max_steps
-            )
-        })
-    };
+    let page = page.unwrap_or_else(unfinished);
+    let (success, reward, mut reason) = page_outcome(&page, ended, opts.max_steps);
     let notes = policy.notes();
     if !notes.is_empty() {
         reason.push_str(&format!("; teacher notes: {}", notes.join(", ")));
     }
-    let reward = if page.done { page.raw_reward } else { 0.0 };
     let mut traj = Trajectory {
         id: opts.trajectory_id.clone(),
         task_id: task.task_id.clone(),
@@ -448,6 +405,90 @@ pub fn run_episode(
         seconds: started.elapsed().as_secs_f64(),
     };
     Ok((task, traj, record))
+}
+
+/// Executes an answer's actions in order into `results`, until one ends the step
+/// (`done`, an error) or the page finishes. The page failing under an action (it
+/// navigated away, the target closed) ends the episode as a failure
+/// ([`Executed::broken`]); a dead or hung browser is an error that ends the run
+/// (else it would count as the policy's failure).
+fn execute_actions(
+    env: &dyn EpisodeEnv,
+    actions: &[crate::action::Action],
+    results: &mut Vec<ActionResult>,
+) -> Result<Executed> {
+    let mut out = Executed::default();
+    for a in actions {
+        let r = match env.execute(a) {
+            Ok(r) => r,
+            Err(e) if is_browser_gone(&e) => return Err(e),
+            Err(e) => {
+                let a = crate::util::sanitize::clean_line(&a.short()).into_owned();
+                out.broken = Some(format!("the browser failed under {a}: {e:#}"));
+                return Ok(out);
+            }
+        };
+        let stop = r.is_done || r.error.is_some();
+        if r.is_done {
+            out.done = true;
+            out.answer = r.extracted_content.clone();
+        }
+        results.push(r);
+        if stop {
+            break;
+        }
+        match env.reward() {
+            Ok(Some(p)) if p.done => break,
+            Ok(_) => {}
+            Err(e) if is_browser_gone(&e) => return Err(e),
+            Err(e) => {
+                let a = crate::util::sanitize::clean_line(&a.short()).into_owned();
+                out.broken = Some(format!("the task page is gone after {a}: {e:#}"));
+                return Ok(out);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// What executing one answer's actions came to.
+#[derive(Default)]
+struct Executed {
+    /// A `done` action was called ...
+    done: bool,
+    /// ... with this answer.
+    answer: Option<String>,
+    /// Why the episode broke, if the page failed under an action.
+    broken: Option<String>,
+}
+
+/// The page's state when it never finished.
+fn unfinished() -> crate::env::miniwob::PageReward {
+    crate::env::miniwob::PageReward {
+        done: false,
+        raw_reward: 0.0,
+        reason: None,
+    }
+}
+
+/// Success, reward and the reason of an episode from its page's state: the page's
+/// reward when it finished, else why the episode `ended` (the step limit when
+/// nothing else ended it).
+fn page_outcome(
+    page: &crate::env::miniwob::PageReward,
+    ended: Option<String>,
+    max_steps: usize,
+) -> (bool, f64, String) {
+    if !page.done {
+        let why = ended
+            .unwrap_or_else(|| format!("step limit {max_steps} reached before the page finished"));
+        return (false, 0.0, why);
+    }
+    let reason = match &page.reason {
+        Some(r) => format!("page reward {:.2}: {r}", page.raw_reward),
+        None => format!("page reward {:.2}", page.raw_reward),
+    };
+    (page.raw_reward > 0.0, page.raw_reward, reason)
 }
 
 /// Whether the agent's last step called `done`.
