@@ -342,12 +342,11 @@ pub fn run_episode(
             ended = Some(b);
             break;
         }
-        match env.reward() {
-            Ok(Some(p)) if p.done => break,
-            Ok(_) => {}
-            Err(e) if is_browser_gone(&e) => return Err(e),
+        match page_done(env)? {
+            Ok(true) => break,
+            Ok(false) => {}
             Err(e) => {
-                ended = Some(format!("the task page is gone: {e:#}"));
+                ended = Some(format!("the task page is gone: {e}"));
                 break;
             }
         }
@@ -437,18 +436,28 @@ fn execute_actions(
         if stop {
             break;
         }
-        match env.reward() {
-            Ok(Some(p)) if p.done => break,
-            Ok(_) => {}
-            Err(e) if is_browser_gone(&e) => return Err(e),
+        match page_done(env)? {
+            Ok(true) => break,
+            Ok(false) => {}
             Err(e) => {
                 let a = crate::util::sanitize::clean_line(&a.short()).into_owned();
-                out.broken = Some(format!("the task page is gone after {a}: {e:#}"));
+                out.broken = Some(format!("the task page is gone after {a}: {e}"));
                 return Ok(out);
             }
         }
     }
     Ok(out)
+}
+
+/// Whether the page says the episode is finished (a site without a checker never
+/// does); `Ok(Err(why))` when the page no longer answers, an error when the browser
+/// is gone.
+fn page_done(env: &dyn EpisodeEnv) -> Result<std::result::Result<bool, String>> {
+    match env.reward() {
+        Ok(p) => Ok(Ok(p.is_some_and(|p| p.done))),
+        Err(e) if is_browser_gone(&e) => Err(e),
+        Err(e) => Ok(Err(format!("{e:#}"))),
+    }
 }
 
 /// What executing one answer's actions came to.
