@@ -4,7 +4,8 @@
 //! tasks (`--tasks-file`) have each attempt scored by an LLM judge (`--judge-url`)
 //! before its retry is decided.
 
-use super::eval::{EnvArgs, JudgeArgs, PolicyArgs, live_tasks};
+use super::eval::{EnvArgs, PolicyArgs};
+use super::live_tasks::{JudgeArgs, live_tasks};
 use anyhow::{Context, Result, bail};
 use rmsweb::collect::parallel::{Worker, collect_parallel};
 use rmsweb::collect::{
@@ -255,7 +256,7 @@ pub fn run(args: Args) -> Result<()> {
     }
     let n: usize = reports.iter().map(|r| r.attempts_total).sum();
     println!("{n} attempts appended to {}", args.dataset.display());
-    super::eval::unjudged(
+    super::live_tasks::unjudged(
         reports
             .iter()
             .flat_map(|r| r.attempts.iter().map(|a| a.reason.as_str())),

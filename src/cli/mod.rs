@@ -10,6 +10,7 @@ pub mod export;
 pub mod generate;
 pub mod import;
 pub mod judge;
+pub mod live_tasks;
 pub mod llm_args;
 pub mod mine;
 pub mod miniwob;
