@@ -16,6 +16,7 @@ pub mod attempt;
 pub mod batched;
 pub mod browser_use;
 pub mod chat;
+pub mod element_select;
 pub mod format;
 pub mod grounding;
 pub mod local;
