@@ -12,8 +12,6 @@ use rmsweb::collect::{
     CollectConfig, CollectReport, HeuristicReflector, LlmReflector, Reflector, collect,
     compare_table, table,
 };
-use rmsweb::env::miniwob::task_name;
-use rmsweb::eval::EpisodeEnv;
 use rmsweb::policy::chat::{ChatClient, ChatConfig};
 use rmsweb::policy::scripted::ScriptedTeacher;
 use rmsweb::trajectory::Dataset;
@@ -132,29 +130,12 @@ pub fn run(args: Args) -> Result<()> {
     let mut reflectors = (0..parallel)
         .map(|_| reflector(&args))
         .collect::<Result<Vec<_>>>()?;
-    // One tab per worker; a site has no seeds: each live-web task is one instance.
-    let (mut envs, tasks, seeds, seed_start) = match web_tasks {
-        Some(tasks) => {
-            let ids: Vec<String> = tasks.iter().map(|t| t.task_id.clone()).collect();
-            let env = args.env.open_web(tasks)?;
-            (
-                tabs_of(env, parallel, rmsweb::env::WebEnv::open_tab)?,
-                ids,
-                1,
-                0,
-            )
-        }
-        None => {
-            let env = args.env.open()?;
-            for t in &args.tasks {
-                if !env.tasks().iter().any(|x| x == task_name(t)) {
-                    bail!("unknown MiniWoB task {t:?} (see `rmsweb miniwob list`)");
-                }
-            }
-            let tabs = tabs_of(env, parallel, rmsweb::env::MiniwobEnv::open_tab)?;
-            (tabs, args.tasks.clone(), args.seeds, args.seed_start)
-        }
+    // A site has no seeds: each live-web task is one instance.
+    let (seeds, seed_start) = match web_tasks {
+        Some(_) => (1, 0),
+        None => (args.seeds, args.seed_start),
     };
+    let (mut envs, tasks) = args.env.tabs(web_tasks, &args.tasks, parallel)?;
     let mut dataset = Dataset::create(
         &args.dataset,
         "rmsweb-collect",
@@ -262,20 +243,6 @@ pub fn run(args: Args) -> Result<()> {
             .flat_map(|r| r.attempts.iter().map(|a| a.reason.as_str())),
         Some(&args.dataset),
     )
-}
-
-/// `env` and `n - 1` more tabs of its browser, one per worker.
-fn tabs_of<E: EpisodeEnv + Send + 'static>(
-    env: E,
-    n: usize,
-    open_tab: fn(&E) -> Result<E>,
-) -> Result<Vec<Box<dyn EpisodeEnv + Send>>> {
-    let mut tabs: Vec<Box<dyn EpisodeEnv + Send>> = Vec::new();
-    for _ in 1..n {
-        tabs.push(Box::new(open_tab(&env)?));
-    }
-    tabs.insert(0, Box::new(env));
-    Ok(tabs)
 }
 
 fn base_reflection(args: &Args) -> bool {

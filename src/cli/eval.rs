@@ -8,9 +8,7 @@ use anyhow::{Context, Result, bail};
 use rmsweb::env::miniwob::{resolve_dir, task_name};
 use rmsweb::env::{ChromeOptions, MiniwobEnv, WebEnv};
 use rmsweb::eval::stop::{CutShort, Stoppable};
-use rmsweb::eval::{
-    EpisodeEnv, EpisodeRecord, EvalConfig, EvalReport, evaluate, table, write_report,
-};
+use rmsweb::eval::{EpisodeEnv, EvalConfig, evaluate, table, write_report};
 use rmsweb::policy::Policy;
 use rmsweb::policy::chat::{ChatClient, ChatConfig, ChatPolicy};
 use rmsweb::policy::format::PromptFormat;
@@ -217,9 +215,31 @@ impl EnvArgs {
         MiniwobEnv::open(&dir, &self.chrome())
     }
 
-    /// Launches the browser for live-web tasks.
-    pub fn open_web(&self, tasks: Vec<Task>) -> Result<WebEnv> {
-        WebEnv::open(&self.chrome(), tasks)
+    /// `n` tabs of one browser for the tasks to play, and the tasks' names: the
+    /// live-web tasks' ids when there are any, else the MiniWoB `tasks` (refused by
+    /// name when the install does not have one).
+    pub fn tabs(
+        &self,
+        web: Option<Vec<Task>>,
+        miniwob: &[String],
+        n: usize,
+    ) -> Result<(Vec<Tab>, Vec<String>)> {
+        match web {
+            Some(tasks) => {
+                let ids = tasks.iter().map(|t| t.task_id.clone()).collect();
+                let env = WebEnv::open(&self.chrome(), tasks)?;
+                Ok((tabs_of(env, n, WebEnv::open_tab)?, ids))
+            }
+            None => {
+                let env = self.open()?;
+                for t in miniwob {
+                    if !env.tasks().iter().any(|x| x == task_name(t)) {
+                        bail!("unknown MiniWoB task {t:?} (see `rmsweb miniwob list`)");
+                    }
+                }
+                Ok((tabs_of(env, n, MiniwobEnv::open_tab)?, miniwob.to_vec()))
+            }
+        }
     }
 
     fn chrome(&self) -> ChromeOptions {
@@ -381,26 +401,12 @@ pub fn run(args: Args) -> Result<()> {
     }
     let parallel = args.parallel as usize;
     let policies = args.policy.build_side_by_side(parallel)?;
-    let (env, tasks) = match web_tasks {
-        Some(tasks) => {
-            let ids = tasks.iter().map(|t| t.task_id.clone()).collect();
-            (Envs::Web(args.env.open_web(tasks)?), ids)
-        }
-        None => {
-            let env = args.env.open()?;
-            for t in &args.tasks {
-                if !env.tasks().iter().any(|x| x == task_name(t)) {
-                    bail!("unknown MiniWoB task {t:?} (see `rmsweb miniwob list`)");
-                }
-            }
-            (Envs::Miniwob(env), args.tasks.clone())
-        }
-    };
     // A site has no seeds: each live-web task is one instance, played --k times.
-    let (episodes, seed) = match env {
-        Envs::Web(_) => (1, 0),
-        Envs::Miniwob(_) => (args.episodes, args.seed),
+    let (episodes, seed) = match web_tasks {
+        Some(_) => (1, 0),
+        None => (args.episodes, args.seed),
     };
+    let (mut tabs, tasks) = args.env.tabs(web_tasks, &args.tasks, parallel)?;
     let mut dataset = match &args.dataset {
         Some(d) => Some(
             Dataset::create(d, "rmsweb-eval", "episodes written by rmsweb eval")
@@ -425,7 +431,7 @@ pub fn run(args: Args) -> Result<()> {
     // The first SIGINT/SIGTERM ends the episodes at work unrecorded; the episodes
     // done are written below (a second signal ends the process at once).
     let stop = rmsweb::eval::stop::on_signals()?;
-    let policies: Vec<Box<dyn Policy + Send>> = policies
+    let mut policies: Vec<Box<dyn Policy + Send>> = policies
         .into_iter()
         .map(|inner| {
             Box::new(Stoppable {
@@ -445,23 +451,23 @@ pub fn run(args: Args) -> Result<()> {
         ));
         bar.inc(1);
     };
-    let result = match env {
-        Envs::Miniwob(env) => play_all(
-            env,
-            MiniwobEnv::open_tab,
+    let result = if parallel > 1 {
+        rmsweb::eval::parallel::evaluate_parallel(
+            &mut tabs,
             policies,
             &cfg,
             dataset.as_mut(),
             &mut on_episode,
-        ),
-        Envs::Web(env) => play_all(
-            env,
-            WebEnv::open_tab,
-            policies,
+        )
+    } else {
+        let mut policy = policies.pop().context("no policy")?;
+        evaluate(
+            &mut tabs[0],
+            policy.as_mut(),
             &cfg,
             dataset.as_mut(),
             &mut on_episode,
-        ),
+        )
     };
     bar.finish_and_clear();
     // Cut short (a stop, the browser gone): what was done is still written.
@@ -501,32 +507,19 @@ pub fn run(args: Args) -> Result<()> {
     )
 }
 
-/// The browser tab of either kind of task.
-enum Envs {
-    Miniwob(MiniwobEnv),
-    Web(WebEnv),
-}
+/// A browser tab of either kind of task.
+pub type Tab = Box<dyn EpisodeEnv + Send>;
 
-/// Plays `cfg`'s episodes in `env`, side by side in as many tabs as there are
-/// policies (more tabs opened with `open_tab`).
-fn play_all<E: EpisodeEnv + Send>(
+/// `env` and `n - 1` more tabs of its browser, one per worker.
+fn tabs_of<E: EpisodeEnv + Send + 'static>(
     env: E,
+    n: usize,
     open_tab: fn(&E) -> Result<E>,
-    mut policies: Vec<Box<dyn Policy + Send>>,
-    cfg: &EvalConfig,
-    dataset: Option<&mut Dataset>,
-    on_episode: &mut dyn FnMut(&EpisodeRecord),
-) -> Result<EvalReport> {
-    if policies.len() > 1 {
-        let mut envs = vec![];
-        for _ in 1..policies.len() {
-            envs.push(open_tab(&env)?);
-        }
-        envs.insert(0, env);
-        rmsweb::eval::parallel::evaluate_parallel(&mut envs, policies, cfg, dataset, on_episode)
-    } else {
-        let mut env = env;
-        let mut policy = policies.pop().context("no policy")?;
-        evaluate(&mut env, policy.as_mut(), cfg, dataset, on_episode)
+) -> Result<Vec<Tab>> {
+    let mut tabs: Vec<Tab> = Vec::new();
+    for _ in 1..n {
+        tabs.push(Box::new(open_tab(&env)?));
     }
+    tabs.insert(0, Box::new(env));
+    Ok(tabs)
 }

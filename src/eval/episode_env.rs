@@ -23,6 +23,29 @@ pub trait EpisodeEnv {
     fn set_screenshots(&mut self, on: bool);
 }
 
+/// A boxed tab of either kind, as a command that plays both holds its tabs.
+impl<E: EpisodeEnv + ?Sized> EpisodeEnv for Box<E> {
+    fn begin(&mut self, task: &str, seed: u64) -> Result<Task> {
+        (**self).begin(task, seed)
+    }
+
+    fn observe(&self) -> Result<Observation> {
+        (**self).observe()
+    }
+
+    fn execute(&self, action: &crate::action::Action) -> Result<ActionResult> {
+        (**self).execute(action)
+    }
+
+    fn reward(&self) -> Result<Option<PageReward>> {
+        (**self).reward()
+    }
+
+    fn set_screenshots(&mut self, on: bool) {
+        (**self).set_screenshots(on)
+    }
+}
+
 impl EpisodeEnv for MiniwobEnv {
     fn begin(&mut self, task: &str, seed: u64) -> Result<Task> {
         let instruction = self.start_episode(task, seed)?;
