@@ -131,15 +131,7 @@ fn judge(a: RunArgs) -> Result<()> {
         }
     }
     // One client per question: its token budget and, unless --no-schema, its schema.
-    let client_for = |stage: Stage| {
-        let format = (!a.no_schema).then(|| stage.response_format()).flatten();
-        a.llm.client(stage.max_tokens(), a.vision, format)
-    };
-    let clients = [
-        client_for(Stage::KeyPoints)?,
-        client_for(Stage::Evidence)?,
-        client_for(Stage::Verdict)?,
-    ];
+    let clients = a.llm.judge_clients(a.vision, !a.no_schema)?;
     let ask =
         |stage: Stage, text: &str, image: Option<&Path>| ask(&clients[stage as usize], text, image);
     let cfg = JudgeConfig {

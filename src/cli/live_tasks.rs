@@ -46,19 +46,8 @@ impl JudgeArgs {
             retries: 3,
             timeout: 120,
         };
-        let client_for = |stage: Stage| {
-            llm.client(
-                stage.max_tokens(),
-                self.judge_vision,
-                stage.response_format(),
-            )
-        };
         let judge = WebJudge {
-            clients: [
-                client_for(Stage::KeyPoints)?,
-                client_for(Stage::Evidence)?,
-                client_for(Stage::Verdict)?,
-            ],
+            clients: llm.judge_clients(self.judge_vision, true)?,
             cfg: JudgeConfig {
                 model: model.clone(),
                 vision: self.judge_vision,

@@ -2,6 +2,7 @@
 //! (`tasks generate`, `judge`): URL, model, key, concurrency, retries, timeout.
 
 use anyhow::{Result, bail};
+use rmsweb::judge::prompts::Stage;
 use rmsweb::policy::chat::{ChatClient, ChatConfig};
 use rmsweb::policy::prompt::ChatMessage;
 use std::path::Path;
@@ -62,6 +63,23 @@ impl LlmArgs {
             response_format,
             ..ChatConfig::default()
         })
+    }
+}
+
+impl LlmArgs {
+    /// One client per question of the WebJudge protocol, in [`Stage`] order: each
+    /// with its token budget and, when `schemas`, its answer's JSON schema as
+    /// `response_format`.
+    pub fn judge_clients(&self, vision: bool, schemas: bool) -> Result<[ChatClient; 3]> {
+        let client_for = |stage: Stage| {
+            let format = schemas.then(|| stage.response_format()).flatten();
+            self.client(stage.max_tokens(), vision, format)
+        };
+        Ok([
+            client_for(Stage::KeyPoints)?,
+            client_for(Stage::Evidence)?,
+            client_for(Stage::Verdict)?,
+        ])
     }
 }
 
