@@ -63,6 +63,52 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
+/// `rmsweb CMD --tasks-file TASKS` with the chat policy and the judge both at `url`
+/// (no retries), then `extra`.
+fn live(cmd: &str, tasks: &Path, url: &str, judge_model: &str, extra: &[&str]) -> Output {
+    let mut args = vec![
+        cmd,
+        "--tasks-file",
+        tasks.to_str().unwrap(),
+        "--policy",
+        "chat",
+        "--base-url",
+        url,
+        "--retries",
+        "0",
+        "--judge-url",
+        url,
+        "--judge-model",
+        judge_model,
+    ];
+    args.extend_from_slice(extra);
+    rmsweb(&args)
+}
+
+/// `rmsweb judge` over dataset `ds` with the stub judge model at `url`.
+fn judge(ds: &str, url: &str) -> Output {
+    rmsweb(&[
+        "judge",
+        "--dataset",
+        ds,
+        "--llm-url",
+        url,
+        "--model",
+        "stub-judge",
+        "--retries",
+        "0",
+    ])
+}
+
+/// The dataset's trajectories, as JSON.
+fn trajectories(ds: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(ds.join("trajectories.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
 fn tasks_file(dir: &Path, origin: &str) -> std::path::PathBuf {
     let path = dir.join("tasks.jsonl");
     let task = |id: &str, what: &str| {
@@ -157,11 +203,7 @@ fn live_web_episodes_are_judged_and_their_verdicts_stand() {
 
     // The trajectories name the judge, start at the task's site and keep their
     // screenshots.
-    let trajs: Vec<serde_json::Value> = std::fs::read_to_string(ds.join("trajectories.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let trajs = trajectories(&ds);
     assert_eq!(trajs.len(), 2);
     for tr in &trajs {
         assert_eq!(tr["outcome"]["judge"], "stub-judge", "{tr}");
@@ -180,17 +222,7 @@ fn live_web_episodes_are_judged_and_their_verdicts_stand() {
     let verdicts = std::fs::read_to_string(ds.join("judge/verdicts.jsonl")).unwrap();
     assert_eq!(verdicts.lines().count(), 2, "{verdicts}");
     let asked = seen.lock().unwrap().len();
-    let again = rmsweb(&[
-        "judge",
-        "--dataset",
-        d,
-        "--llm-url",
-        &url,
-        "--model",
-        "stub-judge",
-        "--retries",
-        "0",
-    ]);
+    let again = judge(d, &url);
     let said = text(&again.stdout);
     assert!(again.status.success(), "{said}\n{}", text(&again.stderr));
     assert!(said.contains("2 standing verdicts reused"), "{said}");
@@ -237,43 +269,32 @@ fn live_web_collection_retries_what_the_judge_fails() {
     let tasks = tasks_file(dir.path(), &origin);
     let ds = dir.path().join("ds");
     let report = dir.path().join("yield.json");
-    let o = rmsweb(&[
+    let o = live(
         "collect",
-        "--tasks-file",
-        tasks.to_str().unwrap(),
-        "--policy",
-        "chat",
-        "--base-url",
+        &tasks,
         &url,
-        "--retries",
-        "0",
-        "--judge-url",
-        &url,
-        "--judge-model",
         "stub-judge",
-        "--rounds",
-        "2",
-        "--max-steps",
-        "3",
-        // Two workers, each judging its own attempts.
-        "--parallel",
-        "2",
-        "--dataset",
-        ds.to_str().unwrap(),
-        "--report",
-        report.to_str().unwrap(),
-    ]);
+        &[
+            "--rounds",
+            "2",
+            "--max-steps",
+            "3",
+            // Two workers, each judging its own attempts.
+            "--parallel",
+            "2",
+            "--dataset",
+            ds.to_str().unwrap(),
+            "--report",
+            report.to_str().unwrap(),
+        ],
+    );
     assert!(
         o.status.success(),
         "{}\n{}",
         text(&o.stdout),
         text(&o.stderr)
     );
-    let trajs: Vec<serde_json::Value> = std::fs::read_to_string(ds.join("trajectories.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let trajs = trajectories(&ds);
     let attempts = |task: &str| -> Vec<&serde_json::Value> {
         trajs.iter().filter(|t| t["task_id"] == task).collect()
     };
@@ -381,29 +402,22 @@ fn episodes_the_judge_cannot_decide_are_kept_for_rmsweb_judge() {
     let ds = dir.path().join("ds");
     let out = dir.path().join("results.json");
     let d = ds.to_str().unwrap();
-    let o = rmsweb(&[
+    let o = live(
         "eval",
-        "--tasks-file",
-        tasks.to_str().unwrap(),
-        "--policy",
-        "chat",
-        "--base-url",
+        &tasks,
         &url,
-        "--retries",
-        "0",
-        "--judge-url",
-        &url,
-        "--judge-model",
         "mute",
-        "--max-steps",
-        "2",
-        "--parallel",
-        "2",
-        "--dataset",
-        d,
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+        &[
+            "--max-steps",
+            "2",
+            "--parallel",
+            "2",
+            "--dataset",
+            d,
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
     let err = text(&o.stderr);
     assert!(!o.status.success(), "{}", text(&o.stdout));
     assert!(
@@ -422,17 +436,7 @@ fn episodes_the_judge_cannot_decide_are_kept_for_rmsweb_judge() {
     assert!(!ds.join("judge/verdicts.jsonl").exists());
     // A judge that decides, afterwards, over the kept trajectories.
     let (good, _) = crate::mine_judge::endpoint_with(200, stub);
-    let later = rmsweb(&[
-        "judge",
-        "--dataset",
-        d,
-        "--llm-url",
-        &good,
-        "--model",
-        "stub-judge",
-        "--retries",
-        "0",
-    ]);
+    let later = judge(d, &good);
     let said = text(&later.stdout);
     assert!(later.status.success(), "{said}\n{}", text(&later.stderr));
     assert!(
