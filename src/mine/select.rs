@@ -240,7 +240,6 @@ pub fn evaluate_pair(
     visual: &mut VisualGate,
     record: bool,
 ) -> PairOutcome {
-    let cfg = ctx.cfg;
     let input = LabelInput {
         instruction: &ctx.task.instruction,
         kind,
@@ -249,235 +248,47 @@ pub fn evaluate_pair(
         success_views: success.views,
         loc_views: loc.views,
     };
-    let label = label_pair(ctx.judge, &input, cfg);
-    let (s, l) = (success.traj, loc.traj);
-    let ns = s.steps.len();
-    let last_is_done = s
-        .steps
-        .last()
-        .and_then(|st| st.output.actions.first())
-        .is_some_and(|a| a.name == "done");
-    let n_cand = if last_is_done {
-        ns.saturating_sub(1)
-    } else {
-        ns
+    let label = label_pair(ctx.judge, &input, ctx.cfg);
+    let scan = Scan {
+        ctx,
+        input: &input,
+        label: &label,
+        others,
     };
-    let mut counts: BTreeMap<String, u64> = BTreeMap::new();
-    let mut trace: Vec<CandidateTrace> = Vec::new();
-    let mut best: Option<Scored> = None;
-    let mut passed: Vec<(usize, f64, usize, usize)> = Vec::new(); // (trace slot, total, i, j)
-    let mut furthest: Option<Verdict> = None;
+    let mut tally = Tally::default();
     // Route-choice answers per loc step (they depend on the loc step only).
-    let mut routes: Vec<Option<Option<RouteHit>>> = vec![None; l.steps.len()];
-
-    for i in (0..n_cand).rev() {
-        if !s.steps[i].is_model_step() {
-            continue;
-        }
-        for j in (0..l.steps.len()).rev() {
-            if !l.steps[j].is_model_step() {
-                continue;
-            }
-            let (sv, lv) = (&success.views[i], &loc.views[j]);
-            let al = align(sv, lv, &cfg.weights);
-            let target = s.steps[i].output.actions.first();
-            let loc_action = l.steps[j].output.actions.first();
-            let mut tr = record.then(|| CandidateTrace {
-                success_step: i,
-                loc_step: j,
-                target_action: target.cloned(),
-                loc_action: loc_action.cloned(),
-                alignment: al,
-                contrast: None,
-                reward_rule: None,
-                reward_reason: None,
-                evidence: None,
-                evidence_findings: Vec::new(),
-                total: None,
-                verdict: Verdict::AlignmentBelowThreshold,
-            });
-            let verdict = 'v: {
-                if al.total + 1e-12 < cfg.min_alignment {
-                    break 'v Verdict::AlignmentBelowThreshold;
-                }
-                let (Some(target), Some(loc_action)) = (target, loc_action) else {
-                    break 'v Verdict::MissingAction;
-                };
-                let c = contrast(
-                    target,
-                    loc_action,
-                    &s.steps[i].state.elements,
-                    lv,
-                    sv,
-                    ctx.reward,
-                );
-                if let Some(t) = tr.as_mut() {
-                    t.contrast = Some(c.value);
-                    t.reward_rule = Some(c.decision.rule.clone());
-                    t.reward_reason = Some(c.decision.reason.clone());
-                }
-                if c.value <= 1e-12 {
-                    break 'v Verdict::ZeroContrast;
-                }
-                match uninformative(target, loc_action) {
-                    Some(Uninformative::SearchWordingOnly) => break 'v Verdict::SearchWordingOnly,
-                    Some(Uninformative::TrivialAction) => break 'v Verdict::TrivialAction,
-                    None => {}
-                }
-                let hit = routes[j]
-                    .get_or_insert_with(|| route_choice(loc_action, lv, others, cfg, ctx.reward));
-                if let Some(h) = hit {
-                    break 'v Verdict::RouteChoice {
-                        trajectory: h.trajectory.clone(),
-                        step: h.step,
-                        alignment: h.alignment,
-                    };
-                }
-                let mut gates = Vec::new();
-                let mut reasons = Vec::new();
-                if let Err(e) = validity(target, loc_action, &s.steps[i].state) {
-                    gates.push("validity".to_string());
-                    reasons.push(e);
-                }
-                if let Err(e) = visual.check(s.steps[i].state.screenshot.as_deref()) {
-                    gates.push("visual".to_string());
-                    reasons.push(e);
-                }
-                if !progress_ok(sv.progress, lv.progress, cfg.progress_gate) {
-                    gates.push("progress".to_string());
-                    reasons.push(format!(
-                        "progress gap {:.2} exceeds {:.2}",
-                        (sv.progress - lv.progress).abs(),
-                        cfg.progress_gate
-                    ));
-                }
-                if !gates.is_empty() {
-                    break 'v Verdict::GateFailed { gates, reasons };
-                }
-                let ev = evidence(
-                    &label.category,
-                    label.confidence,
-                    &input,
-                    i,
-                    j,
-                    cfg.evidence_window,
-                );
-                let total = al.total * c.value * (0.5 + 0.5 * ev.value);
-                if let Some(t) = tr.as_mut() {
-                    t.evidence = Some(ev.value);
-                    t.evidence_findings = ev.findings.clone();
-                    t.total = Some(total);
-                }
-                passed.push((trace.len(), total, i, j));
-                // Enumeration runs late to early, so on a tie the earlier-found
-                // (later) candidate stays.
-                if best.as_ref().is_none_or(|b| total > b.total + 1e-12) {
-                    best = Some(Scored {
-                        i,
-                        j,
-                        align: al,
-                        contrast: c.value,
-                        evidence: ev.value,
-                        findings: ev.findings,
-                        reward_reason: c.decision.reason,
-                        total,
-                    });
-                }
+    let mut routes: Vec<Option<Option<RouteHit>>> = vec![None; loc.traj.steps.len()];
+    for (i, j) in candidates(success.traj, loc.traj) {
+        let al = align(&success.views[i], &loc.views[j], &ctx.cfg.weights);
+        let mut tr = record.then(|| CandidateTrace::opened(success.traj, loc.traj, i, j, al));
+        let verdict = match judge_candidate(&scan, i, j, al, &mut routes[j], visual, tr.as_mut()) {
+            Ok(scored) => {
+                tally.passed(scored);
                 Verdict::Won
-            };
-            if verdict != Verdict::Won {
-                *counts.entry(verdict.key()).or_default() += 1;
-                if furthest
-                    .as_ref()
-                    .is_none_or(|f| verdict.stage() > f.stage())
-                {
-                    furthest = Some(verdict.clone());
-                }
             }
-            if let Some(mut t) = tr {
-                t.verdict = verdict;
-                trace.push(t);
+            Err(v) => {
+                tally.stopped(&v);
+                v
             }
+        };
+        if let Some(mut t) = tr {
+            t.verdict = verdict;
+            tally.trace.push(t);
         }
     }
+    tally.settle(record);
 
-    // Settle the candidates that passed: one won, the others lost.
-    if let Some(b) = &best {
-        for &(slot, total, i, j) in &passed {
-            let v = if (i, j) == (b.i, b.j) {
-                Verdict::Won
-            } else if total + 1e-12 < b.total {
-                Verdict::LostToBetter {
-                    winner_total: b.total,
-                }
-            } else {
-                Verdict::LostToLater
-            };
-            *counts.entry(v.key()).or_default() += 1;
-            if record {
-                trace[slot].verdict = v;
-            }
-        }
-    }
-
-    let mined = best.map(|b| {
-        let mut ev_notes = label.notes.clone();
-        ev_notes.push(format!("contrast: {}", b.reward_reason));
-        ev_notes.extend(b.findings);
-        MinedPair {
-            id: pair_id(&s.id, b.i, &l.id, b.j),
-            task_id: ctx.task.task_id.clone(),
-            domain: ctx.task.domain.clone(),
-            kind,
-            success: StepRef {
-                trajectory: s.id.clone(),
-                step: b.i as u32,
-            },
-            loc: StepRef {
-                trajectory: l.id.clone(),
-                step: b.j as u32,
-            },
-            target_action: s.steps[b.i].output.actions[0].clone(),
-            loc_action: l.steps[b.j].output.actions[0].clone(),
-            scores: PairScores {
-                url: b.align.url,
-                dom: b.align.dom,
-                memory: b.align.memory,
-                progress: b.align.progress,
-                alignment: b.align.total,
-                contrast: b.contrast,
-                evidence: b.evidence,
-                total: b.total,
-            },
-            failure_mode: FailureMode {
-                category: label.category.clone(),
-                confidence: label.confidence,
-                source: label.source,
-            },
-            gates: Gates {
-                validity: true,
-                visual: true,
-                progress: true,
-            },
-            evidence: ev_notes,
-            loc_failure: (kind == PairKind::FailContrast).then(|| failure_kind(l)),
-        }
-    });
-    let rejection_detail = match (&mined, &furthest) {
-        (None, Some(Verdict::GateFailed { reasons, .. })) => Some(reasons.join("; ")),
-        _ => None,
-    };
-    let rejection = if mined.is_some() {
-        None
-    } else {
-        Some(match furthest {
-            None => "no_candidates".to_string(),
-            Some(Verdict::AlignmentBelowThreshold) => "no_aligned_states".to_string(),
-            Some(Verdict::MissingAction) => "missing_action".to_string(),
-            Some(Verdict::ZeroContrast) => "no_contrast".to_string(),
-            Some(Verdict::TrivialAction) => "trivial_difference".to_string(),
-            Some(v) => v.key(),
-        })
+    let Tally {
+        counts,
+        trace,
+        best,
+        furthest,
+        ..
+    } = tally;
+    let mined = best.map(|b| mined_pair(ctx, kind, success.traj, loc.traj, &label, b));
+    let (rejection, rejection_detail) = match &mined {
+        Some(_) => (None, None),
+        None => rejection_of(furthest),
     };
     PairOutcome {
         kind,
@@ -488,4 +299,290 @@ pub fn evaluate_pair(
         candidate_counts: counts,
         trace,
     }
+}
+
+/// What every candidate of one pair is judged against.
+struct Scan<'a> {
+    ctx: &'a PairContext<'a>,
+    input: &'a LabelInput<'a>,
+    label: &'a Label,
+    others: &'a [Side<'a>],
+}
+
+/// The candidate step pairs (success step i, loc step j), late to early: model steps
+/// only, and never the success's closing `done`.
+fn candidates<'t>(
+    s: &'t Trajectory,
+    l: &'t Trajectory,
+) -> impl Iterator<Item = (usize, usize)> + 't {
+    let last_is_done = s
+        .steps
+        .last()
+        .and_then(|st| st.output.actions.first())
+        .is_some_and(|a| a.name == "done");
+    let n_cand = if last_is_done {
+        s.steps.len().saturating_sub(1)
+    } else {
+        s.steps.len()
+    };
+    (0..n_cand)
+        .rev()
+        .filter(|&i| s.steps[i].is_model_step())
+        .flat_map(move |i| {
+            (0..l.steps.len())
+                .rev()
+                .filter(|&j| l.steps[j].is_model_step())
+                .map(move |j| (i, j))
+        })
+}
+
+impl CandidateTrace {
+    /// A candidate's trace before any gate has looked at it.
+    fn opened(s: &Trajectory, l: &Trajectory, i: usize, j: usize, alignment: Alignment) -> Self {
+        CandidateTrace {
+            success_step: i,
+            loc_step: j,
+            target_action: s.steps[i].output.actions.first().cloned(),
+            loc_action: l.steps[j].output.actions.first().cloned(),
+            alignment,
+            contrast: None,
+            reward_rule: None,
+            reward_reason: None,
+            evidence: None,
+            evidence_findings: Vec::new(),
+            total: None,
+            verdict: Verdict::AlignmentBelowThreshold,
+        }
+    }
+}
+
+/// Takes one candidate through the gates in order (alignment, actions, contrast,
+/// informativeness, route choice, validity / visual / progress); the first that stops
+/// it is the error. One that passes them all comes back scored. `tr`, when kept,
+/// receives each score part as it is computed.
+fn judge_candidate(
+    scan: &Scan,
+    i: usize,
+    j: usize,
+    al: Alignment,
+    route: &mut Option<Option<RouteHit>>,
+    visual: &mut VisualGate,
+    mut tr: Option<&mut CandidateTrace>,
+) -> Result<Scored, Verdict> {
+    let (cfg, input) = (scan.ctx.cfg, scan.input);
+    let (s, l) = (input.success, input.loc);
+    let (sv, lv) = (&input.success_views[i], &input.loc_views[j]);
+    if al.total + 1e-12 < cfg.min_alignment {
+        return Err(Verdict::AlignmentBelowThreshold);
+    }
+    let (Some(target), Some(loc_action)) = (
+        s.steps[i].output.actions.first(),
+        l.steps[j].output.actions.first(),
+    ) else {
+        return Err(Verdict::MissingAction);
+    };
+    let c = contrast(
+        target,
+        loc_action,
+        &s.steps[i].state.elements,
+        lv,
+        sv,
+        scan.ctx.reward,
+    );
+    if let Some(t) = tr.as_deref_mut() {
+        t.contrast = Some(c.value);
+        t.reward_rule = Some(c.decision.rule.clone());
+        t.reward_reason = Some(c.decision.reason.clone());
+    }
+    if c.value <= 1e-12 {
+        return Err(Verdict::ZeroContrast);
+    }
+    match uninformative(target, loc_action) {
+        Some(Uninformative::SearchWordingOnly) => return Err(Verdict::SearchWordingOnly),
+        Some(Uninformative::TrivialAction) => return Err(Verdict::TrivialAction),
+        None => {}
+    }
+    let hit = route
+        .get_or_insert_with(|| route_choice(loc_action, lv, scan.others, cfg, scan.ctx.reward));
+    if let Some(h) = hit {
+        return Err(Verdict::RouteChoice {
+            trajectory: h.trajectory.clone(),
+            step: h.step,
+            alignment: h.alignment,
+        });
+    }
+    let mut gates = Vec::new();
+    let mut reasons = Vec::new();
+    if let Err(e) = validity(target, loc_action, &s.steps[i].state) {
+        gates.push("validity".to_string());
+        reasons.push(e);
+    }
+    if let Err(e) = visual.check(s.steps[i].state.screenshot.as_deref()) {
+        gates.push("visual".to_string());
+        reasons.push(e);
+    }
+    if !progress_ok(sv.progress, lv.progress, cfg.progress_gate) {
+        gates.push("progress".to_string());
+        reasons.push(format!(
+            "progress gap {:.2} exceeds {:.2}",
+            (sv.progress - lv.progress).abs(),
+            cfg.progress_gate
+        ));
+    }
+    if !gates.is_empty() {
+        return Err(Verdict::GateFailed { gates, reasons });
+    }
+    let ev = evidence(
+        &scan.label.category,
+        scan.label.confidence,
+        input,
+        i,
+        j,
+        cfg.evidence_window,
+    );
+    let total = al.total * c.value * (0.5 + 0.5 * ev.value);
+    if let Some(t) = tr {
+        t.evidence = Some(ev.value);
+        t.evidence_findings = ev.findings.clone();
+        t.total = Some(total);
+    }
+    Ok(Scored {
+        i,
+        j,
+        align: al,
+        contrast: c.value,
+        evidence: ev.value,
+        findings: ev.findings,
+        reward_reason: c.decision.reason,
+        total,
+    })
+}
+
+/// The verdicts of one pair's candidates as they come in.
+#[derive(Default)]
+struct Tally {
+    counts: BTreeMap<String, u64>,
+    trace: Vec<CandidateTrace>,
+    best: Option<Scored>,
+    /// The candidates that passed every gate: (trace slot, total, i, j).
+    passed: Vec<(usize, f64, usize, usize)>,
+    /// The stopped candidate that got furthest.
+    furthest: Option<Verdict>,
+}
+
+impl Tally {
+    fn passed(&mut self, scored: Scored) {
+        self.passed
+            .push((self.trace.len(), scored.total, scored.i, scored.j));
+        // Enumeration runs late to early, so on a tie the earlier-found (later)
+        // candidate stays.
+        if self
+            .best
+            .as_ref()
+            .is_none_or(|b| scored.total > b.total + 1e-12)
+        {
+            self.best = Some(scored);
+        }
+    }
+
+    fn stopped(&mut self, verdict: &Verdict) {
+        *self.counts.entry(verdict.key()).or_default() += 1;
+        if self
+            .furthest
+            .as_ref()
+            .is_none_or(|f| verdict.stage() > f.stage())
+        {
+            self.furthest = Some(verdict.clone());
+        }
+    }
+
+    /// Settles the candidates that passed: one won, the others lost.
+    fn settle(&mut self, record: bool) {
+        let Some(b) = &self.best else { return };
+        for &(slot, total, i, j) in &self.passed {
+            let v = if (i, j) == (b.i, b.j) {
+                Verdict::Won
+            } else if total + 1e-12 < b.total {
+                Verdict::LostToBetter {
+                    winner_total: b.total,
+                }
+            } else {
+                Verdict::LostToLater
+            };
+            *self.counts.entry(v.key()).or_default() += 1;
+            if record {
+                self.trace[slot].verdict = v;
+            }
+        }
+    }
+}
+
+/// The mined pair of the winning candidate.
+fn mined_pair(
+    ctx: &PairContext,
+    kind: PairKind,
+    s: &Trajectory,
+    l: &Trajectory,
+    label: &Label,
+    b: Scored,
+) -> MinedPair {
+    let mut ev_notes = label.notes.clone();
+    ev_notes.push(format!("contrast: {}", b.reward_reason));
+    ev_notes.extend(b.findings);
+    MinedPair {
+        id: pair_id(&s.id, b.i, &l.id, b.j),
+        task_id: ctx.task.task_id.clone(),
+        domain: ctx.task.domain.clone(),
+        kind,
+        success: StepRef {
+            trajectory: s.id.clone(),
+            step: b.i as u32,
+        },
+        loc: StepRef {
+            trajectory: l.id.clone(),
+            step: b.j as u32,
+        },
+        target_action: s.steps[b.i].output.actions[0].clone(),
+        loc_action: l.steps[b.j].output.actions[0].clone(),
+        scores: PairScores {
+            url: b.align.url,
+            dom: b.align.dom,
+            memory: b.align.memory,
+            progress: b.align.progress,
+            alignment: b.align.total,
+            contrast: b.contrast,
+            evidence: b.evidence,
+            total: b.total,
+        },
+        failure_mode: FailureMode {
+            category: label.category.clone(),
+            confidence: label.confidence,
+            source: label.source,
+        },
+        gates: Gates {
+            validity: true,
+            visual: true,
+            progress: true,
+        },
+        evidence: ev_notes,
+        loc_failure: (kind == PairKind::FailContrast).then(|| failure_kind(l)),
+    }
+}
+
+/// Why nothing was mined (see [`PairOutcome::rejection`]), and the gates' reasons
+/// when a gate stopped the furthest candidate.
+fn rejection_of(furthest: Option<Verdict>) -> (Option<String>, Option<String>) {
+    let detail = match &furthest {
+        Some(Verdict::GateFailed { reasons, .. }) => Some(reasons.join("; ")),
+        _ => None,
+    };
+    let reason = match furthest {
+        None => "no_candidates".to_string(),
+        Some(Verdict::AlignmentBelowThreshold) => "no_aligned_states".to_string(),
+        Some(Verdict::MissingAction) => "missing_action".to_string(),
+        Some(Verdict::ZeroContrast) => "no_contrast".to_string(),
+        Some(Verdict::TrivialAction) => "trivial_difference".to_string(),
+        Some(v) => v.key(),
+    };
+    (Some(reason), detail)
 }
