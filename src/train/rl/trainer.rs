@@ -32,9 +32,9 @@
 use super::checkpoint::{TrainerState, load_adapters, save_checkpoint};
 use super::config::RlConfig;
 use super::groups::{GateDecision, GroupStats, decide, salvage_mix_for};
-use super::policy::{encode_prompt, load_policy, resolve_init};
+use super::policy::{Policy, encode_prompt, load_policy, resolve_init};
 use super::probe::probe_logprobs;
-use super::prompts::{self};
+use super::prompts::{self, RlPrompt};
 use super::report::{past_signals, step_metrics, write_rollouts};
 use super::rollout::{GroupDecoding, Rollout, RolloutConfig, sample_groups};
 use super::rollout_seeing::sample_groups_seeing;
@@ -110,6 +110,61 @@ fn train_inner(
 ) -> Result<Outcome> {
     // Fail fast on a wrong --init, before prompts are built.
     resolve_init(&cfg.init)?;
+    let (prompts, skipped) = load_prompts(cfg, run)?;
+    let policy = load_policy(cfg)?;
+    let prompt_ids = encode_prompts(cfg, &policy, &prompts)?;
+    log_policy(cfg, run, &policy, &prompts, skipped)?;
+    let total_updates = cfg.steps * cfg.updates_per_step();
+    let mut state = LoopState {
+        opt: AdamW::for_training(policy.model().trainable_vars(), cfg.lr, cfg.weight_decay)?,
+        monitor: Monitor::new(cfg.sharpening),
+        cursor: 0,
+        total_updates,
+        warmup: warmup_steps(cfg.warmup_ratio, total_updates),
+    };
+    let start = if resume {
+        state.restore(run, &policy, alerts)?
+    } else {
+        0
+    };
+    let ctx = step_context(cfg, run, &policy, &prompts, &prompt_ids)?;
+    let total = cfg.steps as u64;
+    run.set_total_steps(total);
+    for step in start..total {
+        let report = state.step(&ctx, run, step, alerts)?;
+        let (done, reward_mean) = (report.step, report.reward_mean);
+        on_step(&report);
+        let step_done = lifecycle::StepDone {
+            done,
+            total,
+            checkpoint_every: cfg.checkpoint_every,
+            stop: &stop,
+            alerts,
+        };
+        if let Some(out) = step_done.checkpoint(run, || {
+            let st = TrainerState {
+                step: done,
+                optimizer_t: state.opt.t,
+                cursor: state.cursor,
+                alerts: alerts.clone(),
+            };
+            save_checkpoint(cfg, run, &policy, &state.opt, &st)
+        })? {
+            return Ok(out);
+        }
+        run.set_status_with_alerts(
+            RunState::Running,
+            done,
+            &format!("step {done}/{total} reward {reward_mean:.3}"),
+            alerts,
+        )?;
+    }
+    lifecycle::finish(run, total, alerts)
+}
+
+/// The run's prompts and how many were skipped (the first 20 reasons go to the log);
+/// an error when none is usable.
+fn load_prompts(cfg: &RlConfig, run: &RunDir) -> Result<(Vec<RlPrompt>, usize)> {
     let ds = Dataset::open(&cfg.dataset)
         .with_context(|| format!("opening dataset {}", cfg.dataset.display()))?;
     let (prompts, skipped) = prompts::load(&ds, cfg.prompts)?;
@@ -123,17 +178,32 @@ fn train_inner(
         cfg.prompts,
         skipped.0.len()
     );
-    let policy = load_policy(cfg)?;
-    // Room for the response within the model's positions.
+    Ok((prompts, skipped.0.len()))
+}
+
+/// Each prompt's tokens, cut to leave room for the response within the model's
+/// positions.
+fn encode_prompts(cfg: &RlConfig, policy: &Policy, prompts: &[RlPrompt]) -> Result<Vec<Vec<u32>>> {
     let max_pos = policy.model().config.max_position_embeddings;
     let prompt_budget = cfg
         .max_prompt_tokens
         .min(max_pos.saturating_sub(cfg.max_new_tokens + 1))
         .max(1);
-    let prompt_ids: Vec<Vec<u32>> = prompts
+    prompts
         .iter()
-        .map(|p| encode_prompt(&policy, p, prompt_budget))
-        .collect::<Result<_>>()?;
+        .map(|p| encode_prompt(policy, p, prompt_budget))
+        .collect()
+}
+
+/// Logs what the run trains: prompts, init, mode, parameters, and whether a VL policy
+/// sees screenshots.
+fn log_policy(
+    cfg: &RlConfig,
+    run: &RunDir,
+    policy: &Policy,
+    prompts: &[RlPrompt],
+    skipped: usize,
+) -> Result<()> {
     let trainable: usize = policy
         .model()
         .trainable_vars()
@@ -143,7 +213,7 @@ fn train_inner(
     run.log(&format!(
         "{} prompts ({} skipped), init {}, mode {:?}; {} parameters, {} trainable (RL LoRA r {} on {:?})",
         prompts.len(),
-        skipped.0.len(),
+        skipped,
         policy.init_checkpoint.display(),
         cfg.mode,
         policy.model().config.num_params(),
@@ -158,32 +228,20 @@ fn train_inner(
             prompts.len()
         ))?;
     }
-    let mut opt = AdamW::for_training(policy.model().trainable_vars(), cfg.lr, cfg.weight_decay)?;
-    let mut monitor = Monitor::new(cfg.sharpening);
-    let (mut start, mut cursor) = (0u64, 0u64);
-    if resume && let Some((step, dir)) = run.latest_checkpoint() {
-        let st: TrainerState = read_trainer_state(&dir)?;
-        let device = policy.model().device().clone();
-        let params = load_trainable_and_optimizer(&dir, &device, &mut opt, st.optimizer_t)?;
-        load_adapters(policy.model(), &params)?;
-        start = step;
-        cursor = st.cursor;
-        *alerts = st.alerts;
-        run.truncate_metrics_after(step)?;
-        truncate_steps_after(&run.root().join("rollouts.jsonl"), step)?;
-        for s in past_signals(run)? {
-            monitor.replay(s);
-        }
-        run.log(&format!("resumed from checkpoint step {step}"))?;
-    } else if resume {
-        // No checkpoint yet: start over, dropping what the interrupted attempt logged.
-        run.truncate_metrics_after(0)?;
-        truncate_steps_after(&run.root().join("rollouts.jsonl"), 0)?;
-        run.log("no checkpoint to resume from; starting from step 0")?;
-    }
+    Ok(())
+}
+
+/// What every step shares: grounding (when asked for) and the prompts' common prefix.
+fn step_context<'a>(
+    cfg: &'a RlConfig,
+    run: &RunDir,
+    policy: &'a Policy,
+    prompts: &'a [RlPrompt],
+    prompt_ids: &'a [Vec<u32>],
+) -> Result<Ctx<'a>> {
     let grounding = if cfg.grounded {
         run.log("rollouts decode grounded (shown indices, the instruction's values)")?;
-        Some(Grounding::new(&prompts)?)
+        Some(Grounding::new(prompts)?)
     } else {
         None
     };
@@ -192,42 +250,86 @@ fn train_inner(
     run.log(&format!(
         "every prompt starts with the same {shared_prefix} tokens: encoded once per step"
     ))?;
-    let ctx = Ctx {
+    Ok(Ctx {
         cfg,
-        policy: &policy,
-        prompts: &prompts,
-        prompt_ids: &prompt_ids,
+        policy,
+        prompts,
+        prompt_ids,
         reward: RewardConfig::default(),
         grounding,
         shared_prefix,
-    };
-    let total = cfg.steps as u64;
-    run.set_total_steps(total);
-    let total_updates = cfg.steps * cfg.updates_per_step();
-    let warmup = warmup_steps(cfg.warmup_ratio, total_updates);
-    for step in start..total {
-        let done = step + 1;
+    })
+}
+
+/// What the step loop carries from one step to the next.
+struct LoopState {
+    opt: AdamW,
+    monitor: Monitor,
+    /// How many prompts were drawn so far (the prompt stream's position).
+    cursor: u64,
+    total_updates: usize,
+    warmup: usize,
+}
+
+impl LoopState {
+    /// Takes the run up again from its latest checkpoint (adapters, optimizer, prompt
+    /// cursor, alerts, the monitor's history) and drops what was logged after it.
+    /// Returns the step to start from.
+    fn restore(&mut self, run: &RunDir, policy: &Policy, alerts: &mut Vec<Alert>) -> Result<u64> {
+        let Some((step, dir)) = run.latest_checkpoint() else {
+            // No checkpoint yet: start over, dropping what the interrupted attempt logged.
+            run.truncate_metrics_after(0)?;
+            truncate_steps_after(&run.root().join("rollouts.jsonl"), 0)?;
+            run.log("no checkpoint to resume from; starting from step 0")?;
+            return Ok(0);
+        };
+        let st: TrainerState = read_trainer_state(&dir)?;
+        let device = policy.model().device().clone();
+        let params = load_trainable_and_optimizer(&dir, &device, &mut self.opt, st.optimizer_t)?;
+        load_adapters(policy.model(), &params)?;
+        self.cursor = st.cursor;
+        *alerts = st.alerts;
+        run.truncate_metrics_after(step)?;
+        truncate_steps_after(&run.root().join("rollouts.jsonl"), step)?;
+        for s in past_signals(run)? {
+            self.monitor.replay(s);
+        }
+        run.log(&format!("resumed from checkpoint step {step}"))?;
+        Ok(step)
+    }
+
+    /// One step (zero-based `step`): sample and gate, probe, update; then the metrics,
+    /// the self-sharpening monitor, the rollouts and the log line.
+    fn step(
+        &mut self,
+        ctx: &Ctx,
+        run: &RunDir,
+        step: u64,
+        alerts: &mut Vec<Alert>,
+    ) -> Result<RlStepReport> {
+        let cfg = ctx.cfg;
+        let (done, total) = (step + 1, cfg.steps as u64);
         let t0 = Instant::now();
         // 1–3: sample, gate, refill, salvage selection.
-        let (mut groups, gen_batches, surplus) = sample_and_gate(&ctx, &mut cursor)?;
+        let (mut groups, gen_batches, surplus) = sample_and_gate(ctx, &mut self.cursor)?;
         route_salvage(cfg, &mut groups);
         let gen_s = t0.elapsed().as_secs_f64();
         // Diagnostics of the sampling policy: log-prob of correct vs wrong actions.
         let t_probe = Instant::now();
-        let probe = probe_logprobs(&ctx, &groups)?;
+        let probe = probe_logprobs(ctx, &groups)?;
         let probe_s = t_probe.elapsed().as_secs_f64();
         // 4–5: score and update.
         let upd = update(
-            &ctx,
+            ctx,
             &groups,
-            &mut opt,
+            &mut self.opt,
             step as usize,
-            total_updates,
-            warmup,
+            self.total_updates,
+            self.warmup,
         )?;
         let dt = t0.elapsed().as_secs_f64();
-        let m = step_metrics(
-            &ctx,
+        let mut m = step_metrics(
+            ctx,
             &groups,
             gen_batches,
             surplus,
@@ -251,17 +353,16 @@ fn train_inner(
                 .unwrap_or(f64::NAN),
             reward: reward_mean,
         };
-        let (now_flagged, alert) = monitor.observe(done, signals);
+        let (now_flagged, alert) = self.monitor.observe(done, signals);
         if let Some(a) = alert {
             run.log(&format!("ALERT step {done}: {}", a.message))?;
             alerts.push(a);
         }
-        let mut m = m;
         m.insert(
             keys::ALERTS_SELF_SHARPENING.into(),
             u8::from(now_flagged).into(),
         );
-        write_rollouts(run, &ctx, done, &groups)?;
+        write_rollouts(run, ctx, done, &groups)?;
         run.log_metrics(done, &m)?;
         let accepted = groups.iter().filter(|g| g.routed == Routed::Rl).count();
         let salvaged = groups
@@ -273,7 +374,7 @@ fn train_inner(
             groups.len(),
             upd.updates
         ))?;
-        on_step(&RlStepReport {
+        Ok(RlStepReport {
             step: done,
             total,
             reward_mean,
@@ -281,33 +382,8 @@ fn train_inner(
             salvage_groups: salvaged,
             num_gen_batches: gen_batches,
             step_s: dt,
-        });
-        let step_done = lifecycle::StepDone {
-            done,
-            total,
-            checkpoint_every: cfg.checkpoint_every,
-            stop: &stop,
-            alerts,
-        };
-        if let Some(out) = step_done.checkpoint(run, || {
-            let st = TrainerState {
-                step: done,
-                optimizer_t: opt.t,
-                cursor,
-                alerts: alerts.clone(),
-            };
-            save_checkpoint(cfg, run, &policy, &opt, &st)
-        })? {
-            return Ok(out);
-        }
-        run.set_status_with_alerts(
-            RunState::Running,
-            done,
-            &format!("step {done}/{total} reward {reward_mean:.3}"),
-            alerts,
-        )?;
+        })
     }
-    lifecycle::finish(run, total, alerts)
 }
 
 /// Seed of the `k`-th prompt drawn in the run.
