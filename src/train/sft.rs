@@ -24,7 +24,7 @@ use crate::model::{parse_device, peft, tokenizer};
 use crate::train::lifecycle;
 use crate::train::metric_keys as keys;
 use anyhow::Result;
-use candle_core::Tensor;
+use candle_core::{Device, Tensor};
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
@@ -145,15 +145,8 @@ fn train_inner(
     on_step: &mut dyn FnMut(&StepReport),
 ) -> Result<Outcome> {
     let device = parse_device(&cfg.device)?;
-    let Prepared {
-        mut model,
-        samples,
-        images,
-        pad,
-        augment,
-        prompt_format,
-    } = prepare(cfg, run, &device)?;
-    let n = samples.len();
+    let mut prepared = prepare(cfg, run, &device)?;
+    let n = prepared.samples.len();
     let eff = cfg.effective_batch();
     let mut total = (n * cfg.epochs).div_ceil(eff) as u64;
     if cfg.max_steps > 0 {
@@ -161,102 +154,46 @@ fn train_inner(
     }
     run.set_total_steps(total);
     let warmup = warmup_steps(cfg.warmup_ratio, total as usize);
-    let mut opt = AdamW::for_training(model.trainable_vars(), cfg.lr, cfg.weight_decay)?;
-    let mut start = 0u64;
-    if resume && let Some((step, dir)) = run.latest_checkpoint() {
-        let st: TrainerState = read_trainer_state(&dir)?;
-        let params = load_trainable_and_optimizer(&dir, &device, &mut opt, st.optimizer_t)?;
-        model.load_params(&params)?;
-        start = step;
-        run.truncate_metrics_after(step)?;
-        run.log(&format!("resumed from checkpoint step {step}"))?;
-    }
-    let threads = if device.is_cpu() {
-        let t = crate::train::cpu_tuning::cpu_threads();
-        format!(" ({t} thread{})", if t == 1 { "" } else { "s" })
+    let mut opt = AdamW::for_training(prepared.model.trainable_vars(), cfg.lr, cfg.weight_decay)?;
+    let start = if resume {
+        restore(run, &mut prepared.model, &device, &mut opt)?
     } else {
-        String::new()
+        0
     };
-    run.log(&format!(
-        "training {total} steps of {eff} samples ({n} samples, {} epochs) on {}{threads} in {:?}",
-        cfg.epochs,
-        cfg.device,
-        model.decoder().dtype()
-    ))?;
+    log_start(cfg, run, &prepared, &device, total)?;
     let mut perms = HashMap::new();
-    let vars = model.trainable_vars();
     let since = Instant::now();
     for step in start..total {
         let t0 = Instant::now();
         let idx: Vec<usize> = (0..eff)
             .map(|k| stream_item(step as usize * eff + k, n, cfg.seed, &mut perms))
             .collect();
-        let drawn: Vec<std::borrow::Cow<'_, Encoded>> = idx
-            .iter()
-            .enumerate()
-            .map(|(k, &i)| {
-                augment.draw(
-                    &samples,
-                    i,
-                    step as usize * eff + k,
-                    cfg.augment_values,
-                    cfg.seed,
-                )
-            })
-            .collect::<Result<_>>()?;
-        // The step's loss is the weighted NLL over the weight of its loss tokens.
-        let targets: usize = drawn
-            .iter()
-            .map(|e| e.mask.iter().skip(1).filter(|&&m| m).count())
-            .sum();
-        let others: usize = if cfg.prompt_loss_weight > 0.0 {
-            drawn.iter().map(|e| e.ids.len() - 1).sum::<usize>() - targets
-        } else {
-            0
-        };
-        let denom = (targets as f64 + cfg.prompt_loss_weight * others as f64).max(1.0);
-        let mut grads: HashMap<String, Tensor> = HashMap::new();
-        let (mut asst_nll, mut prompt_nll, mut tokens) = (0.0f64, 0.0f64, 0usize);
-        for (mi, chunk) in drawn.chunks(cfg.micro_batch).enumerate() {
-            let key = cfg.seed ^ (step << 20) ^ mi as u64;
-            model.decoder().dropout_key().set(Some(key));
-            let batch: Vec<&Encoded> = chunk.iter().map(|e| e.as_ref()).collect();
-            let shots: Vec<Option<PathBuf>> = idx[mi * cfg.micro_batch..][..chunk.len()]
-                .iter()
-                .map(|&i| images[i].clone())
-                .collect();
-            let nll = model.nll(&batch, &shots, pad, cfg.prompt_loss_weight)?;
-            tokens += nll.tokens;
-            asst_nll += nll.assistant_nll;
-            prompt_nll += nll.prompt_nll;
-            let loss = (nll.weighted / denom)?;
-            accumulate_grads(&mut grads, &loss.backward()?, &vars)?;
-        }
-        model.decoder().dropout_key().set(None);
+        let mut sums = forward_backward(cfg, &prepared, &idx, step)?;
         // Logged as before: the mean NLL of the assistant tokens.
-        let loss_sum = asst_nll / targets.max(1) as f64;
+        let loss_sum = sums.assistant_nll / sums.targets.max(1) as f64;
         anyhow::ensure!(
-            loss_sum.is_finite() && prompt_nll.is_finite(),
+            loss_sum.is_finite() && sums.prompt_nll.is_finite(),
             "loss is not finite at step {}",
             step + 1
         );
-        let grad_norm = clip_grad_norm(&mut grads, cfg.max_grad_norm)?;
+        let grad_norm = clip_grad_norm(&mut sums.grads, cfg.max_grad_norm)?;
         let lr = cosine_with_warmup(cfg.lr, step as usize, total as usize, warmup);
-        opt.step(&grads, lr)?;
+        opt.step(&sums.grads, lr)?;
         let dt = t0.elapsed().as_secs_f64();
         let done = step + 1;
+        let tokens_per_s = sums.tokens as f64 / dt;
         let mut m = serde_json::Map::new();
         m.insert(keys::SFT_LOSS.into(), loss_sum.into());
-        if others > 0 {
+        if sums.others > 0 {
             m.insert(
                 keys::SFT_PROMPT_LOSS.into(),
-                (prompt_nll / others as f64).into(),
+                (sums.prompt_nll / sums.others as f64).into(),
             );
         }
-        m.insert(keys::SFT_TOKENS.into(), targets.into());
+        m.insert(keys::SFT_TOKENS.into(), sums.targets.into());
         m.insert(keys::ACTOR_LR.into(), lr.into());
         m.insert(keys::ACTOR_GRAD_NORM.into(), grad_norm.into());
-        m.insert(keys::PERF_TOKENS_PER_S.into(), (tokens as f64 / dt).into());
+        m.insert(keys::PERF_TOKENS_PER_S.into(), tokens_per_s.into());
         m.insert(keys::PERF_STEP_S.into(), dt.into());
         m.insert(
             keys::TRAIN_EPOCH.into(),
@@ -269,7 +206,7 @@ fn train_inner(
             total,
             loss: loss_sum,
             lr,
-            tokens_per_s: tokens as f64 / dt,
+            tokens_per_s,
         });
         let step_done = lifecycle::StepDone {
             done,
@@ -279,7 +216,8 @@ fn train_inner(
             alerts: &[],
         };
         if let Some(out) = step_done.checkpoint(run, || {
-            save_checkpoint(cfg, run, &model, &opt, done, prompt_format.as_deref())
+            let format = prepared.prompt_format.as_deref();
+            save_checkpoint(cfg, run, &prepared.model, &opt, done, format)
         })? {
             return Ok(out);
         }
@@ -287,9 +225,7 @@ fn train_inner(
         // tails): the step's loss and speed, the time left at this run's mean pace.
         let pace = since.elapsed().as_secs_f64() / (done - start) as f64;
         run.log(&format!(
-            "step {done}/{total} loss {loss_sum:.4} lr {lr:.2e} {:.1} s ({:.0} tokens/s), about {} left",
-            dt,
-            tokens as f64 / dt,
+            "step {done}/{total} loss {loss_sum:.4} lr {lr:.2e} {dt:.1} s ({tokens_per_s:.0} tokens/s), about {} left",
             crate::util::duration::human_time(pace * (total - done) as f64)
         ))?;
         run.set_status(
@@ -299,6 +235,120 @@ fn train_inner(
         )?;
     }
     lifecycle::finish(run, total, &[])
+}
+
+/// Loads the latest checkpoint's adapters (or weights) and optimizer state into
+/// `model` and `opt`, and drops the metrics logged after it. Returns the step to start
+/// from: 0 when there is no checkpoint yet.
+fn restore(run: &RunDir, model: &mut SftModel, device: &Device, opt: &mut AdamW) -> Result<u64> {
+    let Some((step, dir)) = run.latest_checkpoint() else {
+        return Ok(0);
+    };
+    let st: TrainerState = read_trainer_state(&dir)?;
+    let params = load_trainable_and_optimizer(&dir, device, opt, st.optimizer_t)?;
+    model.load_params(&params)?;
+    run.truncate_metrics_after(step)?;
+    run.log(&format!("resumed from checkpoint step {step}"))?;
+    Ok(step)
+}
+
+/// The run log's first line: steps, samples, epochs, device (with its threads) and
+/// dtype.
+fn log_start(
+    cfg: &SftConfig,
+    run: &RunDir,
+    prepared: &Prepared,
+    device: &Device,
+    total: u64,
+) -> Result<()> {
+    let threads = if device.is_cpu() {
+        let t = crate::train::cpu_tuning::cpu_threads();
+        format!(" ({t} thread{})", if t == 1 { "" } else { "s" })
+    } else {
+        String::new()
+    };
+    run.log(&format!(
+        "training {total} steps of {} samples ({} samples, {} epochs) on {}{threads} in {:?}",
+        cfg.effective_batch(),
+        prepared.samples.len(),
+        cfg.epochs,
+        cfg.device,
+        prepared.model.decoder().dtype()
+    ))
+}
+
+/// What one optimizer step's micro-batches add up to.
+struct StepSums {
+    grads: HashMap<String, Tensor>,
+    assistant_nll: f64,
+    prompt_nll: f64,
+    /// Tokens the model read.
+    tokens: usize,
+    /// Loss tokens (the assistant's), and the other tokens weighed by
+    /// `prompt_loss_weight` (0 when it is 0).
+    targets: usize,
+    others: usize,
+}
+
+/// Draws step `step`'s samples `idx` (renamed by the augmenter where it is asked to),
+/// and accumulates each micro-batch's gradient of the weighted NLL over the weight of
+/// the step's loss tokens. Dropout is keyed by seed, step and micro-batch.
+fn forward_backward(
+    cfg: &SftConfig,
+    prepared: &Prepared,
+    idx: &[usize],
+    step: u64,
+) -> Result<StepSums> {
+    let Prepared {
+        model,
+        samples,
+        images,
+        pad,
+        augment,
+        ..
+    } = prepared;
+    let first = step as usize * idx.len();
+    let drawn: Vec<std::borrow::Cow<'_, Encoded>> = idx
+        .iter()
+        .enumerate()
+        .map(|(k, &i)| augment.draw(samples, i, first + k, cfg.augment_values, cfg.seed))
+        .collect::<Result<_>>()?;
+    let targets: usize = drawn
+        .iter()
+        .map(|e| e.mask.iter().skip(1).filter(|&&m| m).count())
+        .sum();
+    let others: usize = if cfg.prompt_loss_weight > 0.0 {
+        drawn.iter().map(|e| e.ids.len() - 1).sum::<usize>() - targets
+    } else {
+        0
+    };
+    let denom = (targets as f64 + cfg.prompt_loss_weight * others as f64).max(1.0);
+    let vars = model.trainable_vars();
+    let mut sums = StepSums {
+        grads: HashMap::new(),
+        assistant_nll: 0.0,
+        prompt_nll: 0.0,
+        tokens: 0,
+        targets,
+        others,
+    };
+    for (mi, chunk) in drawn.chunks(cfg.micro_batch).enumerate() {
+        let key = cfg.seed ^ (step << 20) ^ mi as u64;
+        model.decoder().dropout_key().set(Some(key));
+        let batch: Vec<&Encoded> = chunk.iter().map(|e| e.as_ref()).collect();
+        let shots: Vec<Option<PathBuf>> = idx[mi * cfg.micro_batch..][..chunk.len()]
+            .iter()
+            .map(|&i| images[i].clone())
+            .collect();
+        let nll = model.nll(&batch, &shots, *pad, cfg.prompt_loss_weight)?;
+        sums.tokens += nll.tokens;
+        sums.assistant_nll += nll.assistant_nll;
+        sums.prompt_nll += nll.prompt_nll;
+        let loss = (nll.weighted / denom)?;
+        accumulate_grads(&mut sums.grads, &loss.backward()?, &vars)?;
+    }
+    model.decoder().dropout_key().set(None);
+    Ok(sums)
 }
 
 /// Continues the run in `run_dir` from its `run.toml` and latest checkpoint.
