@@ -42,10 +42,11 @@ use super::seqs::SeenImage;
 use super::sharpening::{Monitor, Signals};
 use super::step::{Ctx, Grounding, Group, Routed};
 use super::update::update;
+use crate::action::Action;
 use crate::action::parse::parse_response;
 use crate::model::prefix::{PrefixCache, shared_prefix_len};
 use crate::model::vl::prompt::Screenshot;
-use crate::reward::{RewardConfig, score_against};
+use crate::reward::{Decision, RewardConfig, score_against};
 use crate::train::lifecycle::{self, Outcome};
 use crate::train::metric_keys as keys;
 use crate::train::optim::AdamW;
@@ -428,78 +429,11 @@ fn sample_and_gate(ctx: &Ctx, cursor: &mut u64) -> Result<(Vec<Group>, usize, us
             .map(|(pi, _)| screenshot(ctx, *pi, &mut shots))
             .collect::<Result<_>>()?;
         for (chunk, chunk_images) in draws.chunks(per_chunk).zip(images.chunks(per_chunk)) {
-            let shown: Vec<Option<&Screenshot>> = chunk_images
-                .iter()
-                .map(|i| i.as_ref().map(|i| &*i.0))
-                .collect();
-            let prompts: Vec<&[u32]> = chunk
-                .iter()
-                .map(|(pi, _)| ctx.prompt_ids[*pi].as_slice())
-                .collect();
-            let seeds: Vec<u64> = chunk.iter().map(|(_, s)| *s).collect();
-            let rules = ctx
-                .grounding
-                .as_ref()
-                .map(|g| g.constraints(ctx.policy, chunk.iter().map(|(pi, _)| *pi)));
-            // The prefix serves prompts decoded as text only (a screenshot's prompt is
-            // encoded whole by the VL model).
-            let some_text = shown.iter().any(Option::is_none);
-            if ctx.shared_prefix > 0 && some_text && prefix.is_none() {
-                let longest = ctx.prompt_ids.iter().map(Vec::len).max().unwrap_or(0);
-                let headroom = longest - ctx.shared_prefix + cfg.max_new_tokens + 1;
-                let ids = &ctx.prompt_ids[0][..ctx.shared_prefix];
-                prefix = Some(PrefixCache::encode(ctx.policy.model(), ids, headroom)?);
-            }
-            let with = GroupDecoding {
-                rules: rules.as_deref(),
-                prefix: prefix.as_ref(),
-                ..GroupDecoding::default()
-            };
-            sampled.extend(match ctx.policy.vl() {
-                None => sample_groups(
-                    ctx.policy.model(),
-                    &prompts,
-                    cfg.n,
-                    &ctx.policy.stop,
-                    &rc,
-                    &seeds,
-                    with,
-                )?,
-                Some(vl) => sample_groups_seeing(
-                    vl,
-                    &prompts,
-                    &shown,
-                    cfg.n,
-                    &ctx.policy.stop,
-                    &rc,
-                    &seeds,
-                    with,
-                )?,
-            });
+            sampled.extend(decode_chunk(ctx, chunk, chunk_images, &rc, &mut prefix)?);
         }
         for (((pi, _), rollouts), image) in draws.into_iter().zip(sampled).zip(images) {
-            let p = &ctx.prompts[pi];
-            let mut texts = Vec::with_capacity(cfg.n);
-            let mut decisions = Vec::with_capacity(cfg.n);
-            let mut actions = Vec::with_capacity(cfg.n);
-            for r in &rollouts {
-                let text = ctx
-                    .policy
-                    .tokenizer
-                    .decode(r.text_ids(), true)
-                    .map_err(|e| anyhow::anyhow!("decoding a rollout: {e}"))?;
-                actions.push(
-                    parse_response(&text)
-                        .ok()
-                        .and_then(|p| p.actions.into_iter().next()),
-                );
-                decisions.push(score_against(&text, &p.targets, &p.elements, &ctx.reward));
-                texts.push(text);
-            }
-            let rewards: Vec<f64> = decisions.iter().map(|d| d.score).collect();
-            let stats = GroupStats::of(&rewards)
-                .ok_or_else(|| anyhow::anyhow!("prompt `{}`: non-finite reward", p.id))?;
-            let gate_decision = decide(&stats, &gate);
+            let scored = score_rollouts(ctx, &ctx.prompts[pi], &rollouts)?;
+            let gate_decision = decide(&scored.stats, &gate);
             let routed = if gate_decision == GateDecision::Accepted {
                 if accepted < cfg.train_batch {
                     accepted += 1;
@@ -515,11 +449,11 @@ fn sample_and_gate(ctx: &Ctx, cursor: &mut u64) -> Result<(Vec<Group>, usize, us
                 prompt: pi,
                 gen_batch: batches,
                 rollouts,
-                texts,
-                decisions,
-                actions,
-                rewards,
-                stats,
+                texts: scored.texts,
+                decisions: scored.decisions,
+                actions: scored.actions,
+                rewards: scored.rewards,
+                stats: scored.stats,
                 gate: gate_decision,
                 routed,
                 image,
@@ -528,6 +462,108 @@ fn sample_and_gate(ctx: &Ctx, cursor: &mut u64) -> Result<(Vec<Group>, usize, us
         batches += 1;
     }
     Ok((groups, batches, surplus))
+}
+
+/// Decodes one chunk of drawn prompts (`(prompt, seed)`), `n` rollouts each, as one
+/// batch: grounded when the run is, from the shared prefix (encoded on the first
+/// chunk that can use it) for the prompts read as text.
+fn decode_chunk(
+    ctx: &Ctx,
+    chunk: &[(usize, u64)],
+    chunk_images: &[Option<SeenImage>],
+    rc: &RolloutConfig,
+    prefix: &mut Option<PrefixCache>,
+) -> Result<Vec<Vec<Rollout>>> {
+    let cfg = ctx.cfg;
+    let shown: Vec<Option<&Screenshot>> = chunk_images
+        .iter()
+        .map(|i| i.as_ref().map(|i| &*i.0))
+        .collect();
+    let prompts: Vec<&[u32]> = chunk
+        .iter()
+        .map(|(pi, _)| ctx.prompt_ids[*pi].as_slice())
+        .collect();
+    let seeds: Vec<u64> = chunk.iter().map(|(_, s)| *s).collect();
+    let rules = ctx
+        .grounding
+        .as_ref()
+        .map(|g| g.constraints(ctx.policy, chunk.iter().map(|(pi, _)| *pi)));
+    // The prefix serves prompts decoded as text only (a screenshot's prompt is
+    // encoded whole by the VL model).
+    let some_text = shown.iter().any(Option::is_none);
+    if ctx.shared_prefix > 0 && some_text && prefix.is_none() {
+        let longest = ctx.prompt_ids.iter().map(Vec::len).max().unwrap_or(0);
+        let headroom = longest - ctx.shared_prefix + cfg.max_new_tokens + 1;
+        let ids = &ctx.prompt_ids[0][..ctx.shared_prefix];
+        *prefix = Some(PrefixCache::encode(ctx.policy.model(), ids, headroom)?);
+    }
+    let with = GroupDecoding {
+        rules: rules.as_deref(),
+        prefix: prefix.as_ref(),
+        ..GroupDecoding::default()
+    };
+    match ctx.policy.vl() {
+        None => sample_groups(
+            ctx.policy.model(),
+            &prompts,
+            cfg.n,
+            &ctx.policy.stop,
+            rc,
+            &seeds,
+            with,
+        ),
+        Some(vl) => sample_groups_seeing(
+            vl,
+            &prompts,
+            &shown,
+            cfg.n,
+            &ctx.policy.stop,
+            rc,
+            &seeds,
+            with,
+        ),
+    }
+}
+
+/// A group's rollouts read back: their texts, parsed first actions, rubric decisions
+/// against the prompt's targets, rewards and reward statistics.
+struct ScoredGroup {
+    texts: Vec<String>,
+    decisions: Vec<Decision>,
+    actions: Vec<Option<Action>>,
+    rewards: Vec<f64>,
+    stats: GroupStats,
+}
+
+fn score_rollouts(ctx: &Ctx, p: &RlPrompt, rollouts: &[Rollout]) -> Result<ScoredGroup> {
+    let n = rollouts.len();
+    let mut texts = Vec::with_capacity(n);
+    let mut decisions = Vec::with_capacity(n);
+    let mut actions = Vec::with_capacity(n);
+    for r in rollouts {
+        let text = ctx
+            .policy
+            .tokenizer
+            .decode(r.text_ids(), true)
+            .map_err(|e| anyhow::anyhow!("decoding a rollout: {e}"))?;
+        actions.push(
+            parse_response(&text)
+                .ok()
+                .and_then(|p| p.actions.into_iter().next()),
+        );
+        decisions.push(score_against(&text, &p.targets, &p.elements, &ctx.reward));
+        texts.push(text);
+    }
+    let rewards: Vec<f64> = decisions.iter().map(|d| d.score).collect();
+    let stats = GroupStats::of(&rewards)
+        .ok_or_else(|| anyhow::anyhow!("prompt `{}`: non-finite reward", p.id))?;
+    Ok(ScoredGroup {
+        texts,
+        decisions,
+        actions,
+        rewards,
+        stats,
+    })
 }
 
 /// The loaded screenshot of prompt `pi` when the policy sees and the prompt has one
