@@ -86,54 +86,8 @@ pub(crate) fn update(
 ) -> Result<UpdateStats> {
     let cfg = ctx.cfg;
     let loss_cfg = cfg.loss();
-    let tok = &ctx.policy.tokenizer;
-    // A spliced sequence can outgrow the model's positions (a long ground-truth
-    // action after a rollout that used them all); such a sequence is left out.
-    let max_len = ctx.policy.model().config.max_position_embeddings;
-    // RL groups: each rollout with its group-relative advantage and its old
-    // log-probs, the sampling policy's, recorded as it was sampled (the same model and
-    // temperature; `rollout::sample_groups` tests them equal to a full forward's).
-    // Their reference log-probs are filled in below, once every sequence is known.
-    let mut rl_groups: Vec<Vec<RlItem>> = Vec::new();
-    for g in groups.iter().filter(|g| g.routed == Routed::Rl) {
-        let adv = advantages(&g.rewards, &g.stats);
-        let prompt = &ctx.prompt_ids[g.prompt];
-        rl_groups.push(
-            g.rollouts
-                .iter()
-                .zip(adv)
-                .filter(|(r, _)| !r.ids.is_empty())
-                .map(|(r, a)| {
-                    let seq = TrainSeq::rl(prompt, &r.ids).seeing(g.image.clone());
-                    let pg_mask = match cfg.pg_tokens {
-                        PgTokens::Response => seq.mask.clone(),
-                        PgTokens::Action => action_mask(&r.ids, ctx.policy.token_bytes()),
-                    };
-                    RlItem {
-                        seq,
-                        adv: a as f32,
-                        old: r.logps.clone(),
-                        reference: Vec::new(),
-                        pg_mask,
-                    }
-                })
-                .collect(),
-        );
-    }
-    // Salvage groups: own reasoning + ground-truth action, action-only mask.
-    let mut sv_groups: Vec<Vec<TrainSeq>> = Vec::new();
-    for g in groups.iter().filter(|g| g.routed == Routed::Salvage) {
-        let prompt = &ctx.prompt_ids[g.prompt];
-        let targets = &ctx.prompts[g.prompt].targets;
-        let mut v = Vec::new();
-        for t in &g.texts {
-            let (s, _) = seqs::salvage(tok, prompt, t, targets)?;
-            if s.masked() > 0 && s.ids.len() <= max_len {
-                v.push(s.seeing(g.image.clone()));
-            }
-        }
-        sv_groups.push(v);
-    }
+    let rl_groups = rl_items(ctx, groups);
+    let sv_groups = salvage_seqs(ctx, groups)?;
     let mut st = UpdateStats::default();
     let updates = rl_groups
         .len()
@@ -144,24 +98,8 @@ pub(crate) fn update(
     }
     // Reference log-probs, once, before any update.
     let t_ref = std::time::Instant::now();
-    let flat: Vec<TrainSeq> = rl_groups
-        .iter()
-        .flat_map(|g| g.iter().map(|x| x.seq.clone()))
-        .collect();
-    let mut reference = reference_logps(ctx, &flat)?.into_iter();
+    let rl_items = with_reference(ctx, rl_groups)?;
     st.ref_s = t_ref.elapsed().as_secs_f64();
-    let rl_items: Vec<Vec<RlItem>> = rl_groups
-        .into_iter()
-        .map(|g| {
-            g.into_iter()
-                .filter_map(|item| {
-                    reference
-                        .next()
-                        .map(|reference| RlItem { reference, ..item })
-                })
-                .collect()
-        })
-        .collect();
     let t_update = std::time::Instant::now();
     let model = ctx.policy.model();
     for u in 0..updates {
@@ -178,55 +116,18 @@ pub(crate) fn update(
             .flat_map(|(_, g)| g.iter())
             .collect();
         let mut grads: HashMap<String, Tensor> = HashMap::new();
-        let (n_rl, n_sv) = (rl.len(), sv.len());
         let (mut pg_sum, mut kl_sum, mut nll_sum) = (0.0, 0.0, 0.0);
         for chunk in rl.chunks(cfg.micro_batch) {
-            let seqs_: Vec<&TrainSeq> = chunk.iter().map(|x| &x.seq).collect();
-            let lp = token_logps(ctx.policy.scorer(), &seqs_, cfg.temperature, true)?;
-            let width = lp.logp.dim(1)?;
-            // One per-token column of the chunk's items, padded to the scored width.
-            let column = |field: fn(&RlItem) -> &[f32]| {
-                padded(
-                    &chunk.iter().map(|x| field(x)).collect::<Vec<_>>(),
-                    width,
-                    &lp.logp,
-                )
-            };
-            let old = column(|x| &x.old)?;
-            let refp = column(|x| &x.reference)?;
-            let pg_mask = column(|x| &x.pg_mask)?;
-            let adv = Tensor::from_vec(
-                chunk.iter().map(|x| x.adv).collect::<Vec<f32>>(),
-                chunk.len(),
-                lp.logp.device(),
-            )?
-            .to_dtype(lp.logp.dtype())?;
-            let pl = policy_loss(&lp.logp, &old, &adv, &pg_mask, &loss_cfg)?;
-            let w = chunk.len() as f64 / n_rl as f64;
-            // Masked-out tokens add nothing, but each sequence still divides by all its
-            // response tokens: the action tokens weigh what they weigh over the whole
-            // response (dividing by the action's few tokens alone would multiply the
-            // step size on them).
-            let pg = seq_mean_token_mean(&(&pl.per_token * &pg_mask)?, &lp.mask)?;
-            let kl = seq_mean_token_mean(&low_var_kl(&lp.logp, &refp)?, &lp.mask)?;
-            let loss = total(&pg, &kl, None, &loss_cfg)?.affine(w, 0.0)?;
-            pg_sum += scalar(&pg)? * w;
-            kl_sum += scalar(&kl)? * w;
-            let ntok: f64 = chunk.iter().map(|x| x.seq.masked() as f64).sum();
-            st.clipfrac += pl.clipfrac * ntok;
-            st.clipfrac_lower += pl.clipfrac_lower * ntok;
-            st.ppo_kl += pl.ppo_kl * ntok;
-            if let Some(e) = &lp.entropy {
-                st.entropy += super::loss::token_mean(e, &lp.mask)? * ntok;
-            }
-            st.rl_tokens += ntok;
-            st.trained_tokens += chunk.iter().map(|x| x.seq.ids.len()).sum::<usize>();
+            let w = chunk.len() as f64 / rl.len() as f64;
+            let (loss, pg, kl) = rl_loss(ctx, chunk, w, &mut st)?;
+            pg_sum += pg;
+            kl_sum += kl;
             accumulate(model, &loss, &mut grads)?;
         }
         if loss_cfg.salvage_coef != 0.0 {
             for chunk in sv.chunks(cfg.micro_batch) {
                 let lp = token_logps(ctx.policy.scorer(), chunk, cfg.temperature, false)?;
-                let w = chunk.len() as f64 / n_sv as f64;
+                let w = chunk.len() as f64 / sv.len() as f64;
                 let nll = salvage_nll(&lp.logp, &lp.mask)?;
                 nll_sum += scalar(&nll)? * w;
                 st.trained_tokens += chunk.iter().map(|s| s.ids.len()).sum::<usize>();
@@ -252,7 +153,7 @@ pub(crate) fn update(
         st.updates += 1;
         st.pg_loss += pg_sum;
         st.kl_loss += kl_sum;
-        if n_sv > 0 && loss_cfg.salvage_coef != 0.0 {
+        if !sv.is_empty() && loss_cfg.salvage_coef != 0.0 {
             st.salvage_nll += nll_sum;
             st.salvage_updates += 1;
         }
@@ -260,15 +161,154 @@ pub(crate) fn update(
         st.lr = lr;
     }
     st.update_s = t_update.elapsed().as_secs_f64();
-    let u = st.updates.max(1) as f64;
-    st.pg_loss /= u;
-    st.kl_loss /= u;
-    st.grad_norm /= u;
-    st.salvage_nll /= st.salvage_updates.max(1) as f64;
-    let t = st.rl_tokens.max(1.0);
-    st.entropy /= t;
-    st.clipfrac /= t;
-    st.clipfrac_lower /= t;
-    st.ppo_kl /= t;
+    st.average();
     Ok(st)
+}
+
+/// The RL groups' items: each rollout with its group-relative advantage and its old
+/// log-probs, the sampling policy's, recorded as it was sampled (the same model and
+/// temperature; `rollout::sample_groups` tests them equal to a full forward's). Their
+/// reference log-probs are filled in by [`with_reference`], once every sequence is
+/// known.
+fn rl_items(ctx: &Ctx, groups: &[Group]) -> Vec<Vec<RlItem>> {
+    let cfg = ctx.cfg;
+    groups
+        .iter()
+        .filter(|g| g.routed == Routed::Rl)
+        .map(|g| {
+            let adv = advantages(&g.rewards, &g.stats);
+            let prompt = &ctx.prompt_ids[g.prompt];
+            g.rollouts
+                .iter()
+                .zip(adv)
+                .filter(|(r, _)| !r.ids.is_empty())
+                .map(|(r, a)| {
+                    let seq = TrainSeq::rl(prompt, &r.ids).seeing(g.image.clone());
+                    let pg_mask = match cfg.pg_tokens {
+                        PgTokens::Response => seq.mask.clone(),
+                        PgTokens::Action => action_mask(&r.ids, ctx.policy.token_bytes()),
+                    };
+                    RlItem {
+                        seq,
+                        adv: a as f32,
+                        old: r.logps.clone(),
+                        reference: Vec::new(),
+                        pg_mask,
+                    }
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The salvage groups' sequences: own reasoning + ground-truth action, action-only
+/// mask. A spliced sequence can outgrow the model's positions (a long ground-truth
+/// action after a rollout that used them all); such a sequence is left out.
+fn salvage_seqs(ctx: &Ctx, groups: &[Group]) -> Result<Vec<Vec<TrainSeq>>> {
+    let tok = &ctx.policy.tokenizer;
+    let max_len = ctx.policy.model().config.max_position_embeddings;
+    let mut sv_groups = Vec::new();
+    for g in groups.iter().filter(|g| g.routed == Routed::Salvage) {
+        let prompt = &ctx.prompt_ids[g.prompt];
+        let targets = &ctx.prompts[g.prompt].targets;
+        let mut v = Vec::new();
+        for t in &g.texts {
+            let (s, _) = seqs::salvage(tok, prompt, t, targets)?;
+            if s.masked() > 0 && s.ids.len() <= max_len {
+                v.push(s.seeing(g.image.clone()));
+            }
+        }
+        sv_groups.push(v);
+    }
+    Ok(sv_groups)
+}
+
+/// The RL items with their reference log-probs (the frozen SFT policy's), scored in
+/// one pass over every sequence.
+fn with_reference(ctx: &Ctx, rl_groups: Vec<Vec<RlItem>>) -> Result<Vec<Vec<RlItem>>> {
+    let flat: Vec<TrainSeq> = rl_groups
+        .iter()
+        .flat_map(|g| g.iter().map(|x| x.seq.clone()))
+        .collect();
+    let mut reference = reference_logps(ctx, &flat)?.into_iter();
+    Ok(rl_groups
+        .into_iter()
+        .map(|g| {
+            g.into_iter()
+                .filter_map(|item| {
+                    reference
+                        .next()
+                        .map(|reference| RlItem { reference, ..item })
+                })
+                .collect()
+        })
+        .collect())
+}
+
+/// One RL micro-batch's loss, weighted by `w` (its share of the mini-batch's
+/// sequences), with its policy-gradient and KL parts (weighted too); the token
+/// statistics go into `st`.
+fn rl_loss(
+    ctx: &Ctx,
+    chunk: &[&RlItem],
+    w: f64,
+    st: &mut UpdateStats,
+) -> Result<(Tensor, f64, f64)> {
+    let cfg = ctx.cfg;
+    let loss_cfg = cfg.loss();
+    let seqs_: Vec<&TrainSeq> = chunk.iter().map(|x| &x.seq).collect();
+    let lp = token_logps(ctx.policy.scorer(), &seqs_, cfg.temperature, true)?;
+    let width = lp.logp.dim(1)?;
+    // One per-token column of the chunk's items, padded to the scored width.
+    let column = |field: fn(&RlItem) -> &[f32]| {
+        padded(
+            &chunk.iter().map(|x| field(x)).collect::<Vec<_>>(),
+            width,
+            &lp.logp,
+        )
+    };
+    let old = column(|x| &x.old)?;
+    let refp = column(|x| &x.reference)?;
+    let pg_mask = column(|x| &x.pg_mask)?;
+    let adv = Tensor::from_vec(
+        chunk.iter().map(|x| x.adv).collect::<Vec<f32>>(),
+        chunk.len(),
+        lp.logp.device(),
+    )?
+    .to_dtype(lp.logp.dtype())?;
+    let pl = policy_loss(&lp.logp, &old, &adv, &pg_mask, &loss_cfg)?;
+    // Masked-out tokens add nothing, but each sequence still divides by all its
+    // response tokens: the action tokens weigh what they weigh over the whole
+    // response (dividing by the action's few tokens alone would multiply the step
+    // size on them).
+    let pg = seq_mean_token_mean(&(&pl.per_token * &pg_mask)?, &lp.mask)?;
+    let kl = seq_mean_token_mean(&low_var_kl(&lp.logp, &refp)?, &lp.mask)?;
+    let loss = total(&pg, &kl, None, &loss_cfg)?.affine(w, 0.0)?;
+    let ntok: f64 = chunk.iter().map(|x| x.seq.masked() as f64).sum();
+    st.clipfrac += pl.clipfrac * ntok;
+    st.clipfrac_lower += pl.clipfrac_lower * ntok;
+    st.ppo_kl += pl.ppo_kl * ntok;
+    if let Some(e) = &lp.entropy {
+        st.entropy += super::loss::token_mean(e, &lp.mask)? * ntok;
+    }
+    st.rl_tokens += ntok;
+    st.trained_tokens += chunk.iter().map(|x| x.seq.ids.len()).sum::<usize>();
+    Ok((loss, scalar(&pg)? * w, scalar(&kl)? * w))
+}
+
+impl UpdateStats {
+    /// Turns the step's sums into means: losses and gradient norm per update, the
+    /// salvage NLL per salvage update, token statistics per RL token.
+    fn average(&mut self) {
+        let u = self.updates.max(1) as f64;
+        self.pg_loss /= u;
+        self.kl_loss /= u;
+        self.grad_norm /= u;
+        self.salvage_nll /= self.salvage_updates.max(1) as f64;
+        let t = self.rl_tokens.max(1.0);
+        self.entropy /= t;
+        self.clipfrac /= t;
+        self.clipfrac_lower /= t;
+        self.ppo_kl /= t;
+    }
 }
