@@ -163,6 +163,41 @@ impl RecipeConfig {
 
     /// Checks values and the held-out property of the evaluation seeds.
     pub fn validate(&self) -> Result<()> {
+        self.check_tasks()?;
+        self.check_teacher_data()?;
+        let e = &self.eval;
+        ensure!(e.episodes > 0, "key `eval.episodes`: at least 1");
+        check_playing("eval", e.max_steps, e.max_new_tokens, e.temperature)?;
+        ensure!(
+            (1..=64).contains(&e.parallel),
+            "key `eval.parallel`: between 1 and 64"
+        );
+        if self.base_model()?.is_some() {
+            ensure!(
+                self.sft.preset != "tiny" && self.sft.preset != "tiny-vl",
+                "key `sft.preset`: `{}` trains a model from scratch; a base model \
+                 (`model.source`) needs `lora`, `qwen3-lora` or `qwen3-vl-lora`",
+                excerpt(&self.sft.preset)
+            );
+        }
+        self.check_seeds()?;
+        let s = &self.sft_collect;
+        ensure!(s.rounds > 0, "key `sft_collect.rounds`: at least 1");
+        check_playing("sft_collect", s.max_steps, s.max_new_tokens, s.temperature)?;
+        if let Some(n) = s.seeds {
+            ensure!(
+                n > 0 && n <= self.collect.seeds,
+                "key `sft_collect.seeds`: between 1 and collect.seeds ({})",
+                self.collect.seeds
+            );
+        }
+        self.mine_config().context("key `mine`")?;
+        self.check_trainers()
+    }
+
+    /// `tasks`: at least one, each a MiniWoB task the scripted teacher knows, none
+    /// twice.
+    fn check_tasks(&self) -> Result<()> {
         ensure!(
             !self.tasks.is_empty(),
             "key `tasks`: list at least one task type"
@@ -186,6 +221,11 @@ impl RecipeConfig {
                 excerpt(t)
             );
         }
+        Ok(())
+    }
+
+    /// `[collect]`, `[filter]` and `[flatten]`: the teacher's data and its curation.
+    fn check_teacher_data(&self) -> Result<()> {
         let c = &self.collect;
         ensure!(c.seeds > 0, "key `collect.seeds`: at least 1");
         ensure!(c.rounds > 0, "key `collect.rounds`: at least 1");
@@ -208,29 +248,13 @@ impl RecipeConfig {
             self.flatten.token_budget >= 256,
             "key `flatten.token_budget`: at least 256"
         );
-        let e = &self.eval;
-        ensure!(e.episodes > 0, "key `eval.episodes`: at least 1");
-        ensure!(e.max_steps > 0, "key `eval.max_steps`: at least 1");
-        ensure!(
-            e.max_new_tokens > 0,
-            "key `eval.max_new_tokens`: at least 1"
-        );
-        ensure!(
-            e.temperature >= 0.0 && e.temperature.is_finite(),
-            "key `eval.temperature`: 0 or more"
-        );
-        ensure!(
-            (1..=64).contains(&e.parallel),
-            "key `eval.parallel`: between 1 and 64"
-        );
-        if self.base_model()?.is_some() {
-            ensure!(
-                self.sft.preset != "tiny" && self.sft.preset != "tiny-vl",
-                "key `sft.preset`: `{}` trains a model from scratch; a base model \
-                 (`model.source`) needs `lora`, `qwen3-lora` or `qwen3-vl-lora`",
-                excerpt(&self.sft.preset)
-            );
-        }
+        Ok(())
+    }
+
+    /// The seed ranges: each fits in u64, and training, held-out evaluation and RL
+    /// validation seeds never overlap.
+    fn check_seeds(&self) -> Result<()> {
+        let (c, e) = (&self.collect, &self.eval);
         seeds_fit("collect.seed_start", c.seed_start, c.seeds, "seeds")?;
         seeds_fit("eval.seed_start", e.seed_start, e.episodes, "episodes")?;
         let train = seed_range(c.seed_start, c.seeds);
@@ -245,45 +269,33 @@ impl RecipeConfig {
             train.end
         );
         let v = &self.rl.validation;
-        if v.episodes > 0 {
-            seeds_fit(
-                "rl.validation.seed_start",
-                v.seed_start,
-                v.episodes,
-                "episodes",
-            )?;
-            let val = seed_range(v.seed_start, v.episodes);
-            for (other, what) in [(&train, "training"), (&held, "held-out evaluation")] {
-                ensure!(
-                    !overlaps(&val, other),
-                    "key `rl.validation.seed_start`: validation seeds {}..{} overlap the {what} \
-                     seeds {}..{}; checkpoints must be chosen on seeds of their own",
-                    val.start,
-                    val.end,
-                    other.start,
-                    other.end
-                );
-            }
+        if v.episodes == 0 {
+            return Ok(());
         }
-        let s = &self.sft_collect;
-        ensure!(s.rounds > 0, "key `sft_collect.rounds`: at least 1");
-        ensure!(s.max_steps > 0, "key `sft_collect.max_steps`: at least 1");
-        ensure!(
-            s.max_new_tokens > 0,
-            "key `sft_collect.max_new_tokens`: at least 1"
-        );
-        ensure!(
-            s.temperature >= 0.0 && s.temperature.is_finite(),
-            "key `sft_collect.temperature`: 0 or more"
-        );
-        if let Some(n) = s.seeds {
+        seeds_fit(
+            "rl.validation.seed_start",
+            v.seed_start,
+            v.episodes,
+            "episodes",
+        )?;
+        let val = seed_range(v.seed_start, v.episodes);
+        for (other, what) in [(&train, "training"), (&held, "held-out evaluation")] {
             ensure!(
-                n > 0 && n <= c.seeds,
-                "key `sft_collect.seeds`: between 1 and collect.seeds ({})",
-                c.seeds
+                !overlaps(&val, other),
+                "key `rl.validation.seed_start`: validation seeds {}..{} overlap the {what} \
+                 seeds {}..{}; checkpoints must be chosen on seeds of their own",
+                val.start,
+                val.end,
+                other.start,
+                other.end
             );
         }
-        self.mine_config().context("key `mine`")?;
+        Ok(())
+    }
+
+    /// `[sft]` and `[rl]`: the trainer configs they build (presets with their `set`
+    /// overrides), the keys the recipe sets itself, RL seeds and variants.
+    fn check_trainers(&self) -> Result<()> {
         ensure!(
             self.sft.steps != Some(0),
             "key `sft.steps`: 0 is no number of steps (leave the key out to train by epochs)"
@@ -341,6 +353,26 @@ impl RecipeConfig {
         }
         Ok(())
     }
+}
+
+/// The checks `[eval]` and `[sft_collect]` share: a policy playing episodes needs
+/// steps, tokens to answer with and a finite temperature of 0 or more.
+fn check_playing(
+    section: &str,
+    max_steps: usize,
+    max_new_tokens: usize,
+    temperature: f64,
+) -> Result<()> {
+    ensure!(max_steps > 0, "key `{section}.max_steps`: at least 1");
+    ensure!(
+        max_new_tokens > 0,
+        "key `{section}.max_new_tokens`: at least 1"
+    );
+    ensure!(
+        temperature >= 0.0 && temperature.is_finite(),
+        "key `{section}.temperature`: 0 or more"
+    );
+    Ok(())
 }
 
 #[cfg(test)]
