@@ -20,6 +20,8 @@ fn yaml_str(s: &str) -> String {
 
 /// `salvage_ds.yaml` for an export in `out` (absolute). Validation runs only when
 /// the export has a validation split.
+// Kept whole: it is one YAML file as verl reads it; split, its sections would lose
+// the comments that tie them to each other.
 pub fn salvage_yaml(out: &Path, report: &VerlReport) -> String {
     let file = |n: &str| yaml_str(&out.join(n).display().to_string());
     let (val_before, test_freq) = if report.val > 0 {

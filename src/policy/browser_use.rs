@@ -36,6 +36,7 @@ pub const MAX_ACTIONS: usize = 3;
 
 /// The system message of the format (rmsweb's own wording of Browser Use's
 /// contract: the loop, the input sections, the actions, the JSON answer).
+// Kept whole: it is one message's text, and reads best as the model reads it, top to bottom.
 pub fn system_prompt() -> String {
     format!(
         "You are a browser agent. You work in steps until the task in <user_request> is done.\n\

@@ -120,6 +120,7 @@ impl SftConfig {
     /// pretrained model, any family), `qwen3-lora` (the paper's recipe,
     /// ALGORITHMS.md §6) or `qwen3-vl-lora` (the same on a Qwen3-VL base that sees
     /// each step's screenshot, at most 262,144 pixels).
+    // Kept whole: every preset's values side by side, so they are compared at a glance.
     pub fn preset(name: &str, dataset: &Path, model: Option<&Path>) -> Result<Self> {
         let base = SftConfig {
             kind: "sft".into(),

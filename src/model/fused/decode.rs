@@ -18,6 +18,8 @@ const MAX_NEW_TOKENS: usize = 4;
 /// cached `k`, `v` `(b, kv_heads, total, d)` views; `(b, heads, l, d)`. `None` when
 /// the kernel does not apply (not f32 on the CPU, or more than
 /// `MAX_NEW_TOKENS` (4) queries).
+// Kept whole: one kernel; its shape checks, the raw slices it reads and the loop
+// over them are checked against each other (the unit tests compare it to candle's).
 pub fn decode_attention(
     q: &Tensor,
     k: &Tensor,

@@ -138,6 +138,8 @@ fn clip_for(mode: Mode) -> (f64, f64) {
 impl RlConfig {
     /// The named preset for `mode`: `paper` (ALGORITHMS.md §5's values) or `tiny`
     /// (scaled down to run in seconds per step on a CPU).
+    // Kept whole: the paper's values and the tiny preset's side by side, so each
+    // scaled-down value is read against the one it scales.
     pub fn preset(
         name: &str,
         mode: Mode,

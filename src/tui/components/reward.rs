@@ -5,23 +5,20 @@
 //! own text, so its recorded decision can be checked against the rubric as it is now
 //! and then edited to see which change flips it.
 
-use super::step_view::{action_json, element_window};
-use super::{Component, Cursor, ListPointer, Pointer, pane};
+use super::{Component, Cursor, ListPointer, Pointer};
 use crate::action::Action as BrowserAction;
-use crate::reward::{Level, score};
 use crate::runs::rollouts::{RolloutGroup, Rollouts};
 use crate::trajectory::State;
 use crate::tui::action::Action;
 use crate::tui::key_help::{KeyHelp, k};
 use crate::tui::shared::Shared;
-use crate::tui::widgets::text::{line, trunc};
-use crate::util::sanitize::clean_text;
+use crate::tui::widgets::text::line;
 use ratatui::Frame;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseEvent};
-use ratatui::layout::{Constraint, Layout, Rect};
-use ratatui::text::{Line, Span};
-use ratatui::widgets::{Paragraph, Wrap};
+use ratatui::layout::Rect;
 use ratatui_textarea::TextArea;
+
+mod draw;
 
 /// The keys of this view, for the help overlay.
 pub const KEYS: &[KeyHelp] = &[
@@ -239,57 +236,6 @@ impl RewardView {
         self.candidate
             .insert_str(crate::util::sanitize::clean_text(&g.samples[k].text));
     }
-
-    /// The group pane: the group's gate and routing, then every sample with its
-    /// recorded reward and rule (the selected one marked).
-    fn group_lines(
-        &self,
-        sel: Option<&Result<RolloutGroup, String>>,
-        th: &crate::tui::theme::Theme,
-        width: usize,
-    ) -> Vec<Line<'static>> {
-        let g = match sel {
-            None => return vec![Line::from(Span::styled("(no group)", th.dim()))],
-            Some(Ok(g)) => g,
-            Some(Err(e)) => return vec![Line::from(Span::styled(trunc(e, width), th.bad()))],
-        };
-        let (mean, std) = g.reward_stats();
-        let best = g.samples.iter().map(|s| s.reward).fold(f64::NAN, f64::max);
-        let mut out = vec![Line::from(vec![
-            Span::styled("gate ", th.label()),
-            Span::styled(line(&g.gate), th.text()),
-            Span::styled("  routed ", th.label()),
-            Span::styled(line(g.routed.as_deref().unwrap_or("-")), th.text()),
-            Span::styled(
-                format!(
-                    "  mean {mean:.2} σ {std:.2} best {best:.2}  step {}",
-                    g.step
-                ),
-                th.dim(),
-            ),
-        ])];
-        let k = self.sample.min(g.samples.len().saturating_sub(1));
-        for (i, smp) in g.samples.iter().enumerate() {
-            let style = if i == k {
-                th.selected()
-            } else if smp.reward >= 0.7 {
-                th.good()
-            } else if smp.reward > 0.0 {
-                th.warn()
-            } else {
-                th.bad()
-            };
-            let text = format!(
-                "{} #{i} {:.2} {:<24} {}",
-                if i == k { "▶" } else { " " },
-                smp.reward,
-                trunc(&smp.rule, 24),
-                line(&smp.text)
-            );
-            out.push(Line::from(Span::styled(trunc(&text, width), style)));
-        }
-        out
-    }
 }
 
 impl Component for RewardView {
@@ -367,196 +313,6 @@ impl Component for RewardView {
     }
 
     fn draw(&mut self, f: &mut Frame, area: Rect, sh: &mut Shared) {
-        let th = sh.theme.clone();
-        let [left, right] =
-            Layout::horizontal([Constraint::Length(44), Constraint::Min(40)]).areas(area);
-        let title = match self.source {
-            Source::Pairs => "States: mined pairs (t: trajectory)".to_string(),
-            Source::Trajectory if self.rollouts.is_some() => {
-                "States: trajectory steps (t: rollouts)".to_string()
-            }
-            Source::Trajectory => "States: trajectory steps (t: pairs)".to_string(),
-            Source::Rollouts => format!(
-                "Rollouts: {} (t: pairs)",
-                self.rollouts
-                    .as_ref()
-                    .and_then(|r| r.run_dir().file_name())
-                    .map(|n| line(&n.to_string_lossy()))
-                    .unwrap_or_default()
-            ),
-        };
-        let block = pane(title, !self.editing, &th);
-        let inner = block.inner(left);
-        f.render_widget(block, left);
-        let n = self.len(sh);
-        let window = self.list.window_in(n, inner);
-        let mut rows = Vec::new();
-        for i in window {
-            let text = trunc(&self.label(sh, i), inner.width as usize);
-            rows.push(Line::from(Span::styled(
-                text,
-                if i == self.list.selected {
-                    th.selected()
-                } else {
-                    th.text()
-                },
-            )));
-        }
-        if rows.is_empty() {
-            rows.push(Line::from(Span::styled("(no states)", th.dim())));
-        }
-        f.render_widget(Paragraph::new(rows), inner);
-
-        let mut right = right;
-        let mut recorded = None;
-        // The selected rollout group, parsed once for this frame.
-        let sel = match self.source {
-            Source::Rollouts => self.group(self.list.selected),
-            _ => None,
-        };
-        let sel_ok = sel.as_ref().and_then(|r| r.as_ref().ok());
-        if self.source == Source::Rollouts {
-            if let Some(g) = sel_ok {
-                self.prefill(g);
-            }
-            let samples = sel_ok.map_or(0, |g| g.samples.len());
-            let h = (samples as u16 + 3).min(right.height / 2).max(3);
-            let [top, rest] =
-                Layout::vertical([Constraint::Length(h), Constraint::Min(3)]).areas(right);
-            let b = pane("Group · h/l sample · recorded reward and rule", false, &th);
-            let gi = b.inner(top);
-            f.render_widget(b, top);
-            let lines = self.group_lines(sel.as_ref(), &th, gi.width as usize);
-            // Keep the selected sample in view.
-            let skip = (self.sample + 2).saturating_sub(gi.height as usize);
-            f.render_widget(Paragraph::new(lines).scroll((skip as u16, 0)), gi);
-            right = rest;
-            recorded = sel_ok.and_then(|g| Some(g.samples[self.sample_of(g)?].clone()));
-        }
-        let Some(item) = self.item(sh, self.list.selected, sel_ok) else {
-            let msg = match sel_ok {
-                Some(g) => format!(
-                    "prompt `{}` is not a mined pair of this dataset (a full-corpus prompt, or a run on another dataset): only the recorded decisions are shown",
-                    line(&g.prompt_id)
-                ),
-                None => String::new(),
-            };
-            f.render_widget(
-                Paragraph::new(Span::styled(msg, th.dim()))
-                    .wrap(Wrap { trim: false })
-                    .block(pane("State", false, &th)),
-                right,
-            );
-            return;
-        };
-        let [info, cand, verdict, elems] = Layout::vertical([
-            Constraint::Length(6),
-            Constraint::Length(5),
-            Constraint::Length(if recorded.is_some() { 8 } else { 6 }),
-            Constraint::Min(3),
-        ])
-        .areas(right);
-        let (url, title_text, elements) = match &item.state {
-            Ok(s) => (s.url.clone(), s.title.clone(), s.elements.clone()),
-            Err(e) => (String::new(), format!("state unavailable: {e}"), Vec::new()),
-        };
-        let mut info_lines = vec![
-            Line::from(vec![
-                Span::styled("URL: ", th.label()),
-                Span::styled(line(&url), th.text()),
-            ]),
-            Line::from(vec![
-                Span::styled("Title: ", th.label()),
-                Span::styled(line(&title_text), th.text()),
-            ]),
-            Line::from(vec![
-                Span::styled("Target: ", th.label()),
-                Span::styled(line(&item.target.short()), th.good()),
-            ]),
-        ];
-        info_lines.extend(action_json(&item.target, &th));
-        f.render_widget(
-            Paragraph::new(info_lines).block(pane(item.label.clone(), false, &th)),
-            info,
-        );
-
-        self.candidate.set_block(pane(
-            "Candidate · e types · Esc stops · Ctrl-U clears",
-            self.editing,
-            &th,
-        ));
-        self.candidate.set_style(th.text());
-        f.render_widget(&self.candidate, cand);
-
-        let text = self.candidate.lines().join("\n");
-        let verdict_lines = if text.trim().is_empty() {
-            vec![Line::from(Span::styled(
-                "type a candidate to score it",
-                th.dim(),
-            ))]
-        } else {
-            let d = score(&text, &item.target, &elements, &sh.reward_cfg);
-            let style = match d.level {
-                Level::Exact | Level::Core => th.good(),
-                Level::Type => th.warn(),
-                Level::Wrong => th.bad(),
-            };
-            let mut v = vec![
-                Line::from(vec![
-                    Span::styled("Score: ", th.label()),
-                    Span::styled(format!("{:.2}", d.score), style),
-                ]),
-                Line::from(vec![
-                    Span::styled("Level: ", th.label()),
-                    Span::styled(format!("{:?}", d.level).to_lowercase(), style),
-                ]),
-                Line::from(vec![
-                    Span::styled("Rule: ", th.label()),
-                    Span::styled(line(&d.rule), th.text()),
-                ]),
-                Line::from(vec![
-                    Span::styled("Reason: ", th.label()),
-                    Span::styled(line(&d.reason), th.text()),
-                ]),
-            ];
-            if let Some(rec) = &recorded {
-                let same_text = clean_text(&rec.text) == text;
-                let agrees = (rec.reward - d.score).abs() < 1e-9 && rec.rule == d.rule;
-                let mut spans = vec![
-                    Span::styled("Recorded: ", th.label()),
-                    Span::styled(format!("{:.2} {}", rec.reward, line(&rec.rule)), th.text()),
-                ];
-                if !same_text {
-                    spans.push(Span::styled("  (candidate edited)", th.dim()));
-                } else if !agrees {
-                    spans.push(Span::styled(
-                        "  ≠ live decision (rubric or config changed since the run)",
-                        th.warn(),
-                    ));
-                }
-                v.insert(0, Line::from(spans));
-            }
-            v
-        };
-        f.render_widget(
-            Paragraph::new(verdict_lines)
-                .wrap(Wrap { trim: false })
-                .block(pane("Rubric decision", false, &th)),
-            verdict,
-        );
-        let state = item.state.unwrap_or_default();
-        let b = pane("Elements", false, &th);
-        let ei = b.inner(elems);
-        f.render_widget(b, elems);
-        f.render_widget(
-            Paragraph::new(element_window(
-                &state,
-                item.target.target_index(),
-                &th,
-                ei.width as usize,
-                ei.height as usize,
-            )),
-            ei,
-        );
+        self.draw_view(f, area, sh);
     }
 }
