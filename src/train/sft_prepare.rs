@@ -4,7 +4,7 @@
 
 use super::run::RunDir;
 use super::samples;
-use super::sft_config::SftConfig;
+use super::sft_config::{SftConfig, TinyModel};
 use super::sft_model::{SftModel, VlTrainee, tiny_vl};
 use crate::model::chat_template::{ChatTemplate, Encoded};
 use crate::model::vl::prompt::{self as vl_prompt, expand_images};
@@ -140,23 +140,7 @@ pub(super) fn prepare(cfg: &SftConfig, run: &RunDir, device: &Device) -> Result<
             .as_deref()
             .is_some_and(crate::model::vl::is_vl_folder);
     let sees = cfg.vision.is_some() || vl_base;
-    let mut chats = Vec::new();
-    let mut shots = Vec::new();
-    // Read once: the chats, and the layout their prompts record (for checkpoints).
-    let current = crate::curate::current_samples(&ds)?;
-    let prompt_format = super::prompt_record::of_samples(&current);
-    for (chat, image) in samples::with_screenshots_of(&ds, current)? {
-        match (sees, image) {
-            (true, Some(path)) => {
-                chats.push(vl_prompt::with_screenshot(&chat));
-                shots.push(Some(path));
-            }
-            (_, _) => {
-                chats.push(chat);
-                shots.push(None);
-            }
-        }
-    }
+    let (chats, shots, prompt_format) = read_chats(&ds, sees)?;
     anyhow::ensure!(
         !chats.is_empty(),
         "{}: no successful trajectory steps to train on",
@@ -164,63 +148,7 @@ pub(super) fn prepare(cfg: &SftConfig, run: &RunDir, device: &Device) -> Result<
     );
     let dtype = resolve_dtype(cfg, device)?;
     let (tok, template, mut model) = match (&cfg.tiny, &cfg.model) {
-        (Some(tiny), _) => {
-            let tok_path = run.root().join("tokenizer.json");
-            let template = ChatTemplate::chatml();
-            let tok = if tok_path.exists() {
-                tokenizer::load(&tok_path)?
-            } else {
-                let texts: Vec<String> = chats
-                    .iter()
-                    .map(|c| template.render(c, false))
-                    .collect::<Result<_>>()?;
-                let mut tok =
-                    tokenizer::train_bpe(texts.iter(), tiny.vocab_size, tiny.bpe_min_frequency)?;
-                if cfg.vision.is_some() {
-                    tokenizer::add_vision_tokens(&mut tok);
-                }
-                tokenizer::save(&tok, run.root())?;
-                tok
-            };
-            let config = DecoderConfig {
-                arch: crate::model::arch::Arch::qwen3(),
-                vocab_size: tok.get_vocab_size(true),
-                hidden_size: tiny.hidden_size,
-                intermediate_size: tiny.intermediate_size,
-                num_hidden_layers: tiny.num_hidden_layers,
-                num_attention_heads: tiny.num_attention_heads,
-                num_key_value_heads: Some(tiny.num_key_value_heads),
-                head_dim: Some(tiny.head_dim),
-                rms_norm_eps: 1e-6,
-                rope_theta: 10_000.0,
-                rope_scaling: None,
-                tie_word_embeddings: true,
-                max_position_embeddings: cfg.context.max(2048),
-                eos_token_id: tok.token_to_id(tokenizer::IM_END).map(Into::into),
-            };
-            tokenizer::save_tokenizer_config(
-                &tok,
-                template.source(),
-                config.max_position_embeddings,
-                run.root(),
-            )?;
-            let model = match &cfg.vision {
-                None => {
-                    config.save(run.root())?;
-                    let w = Decoder::random_weights(&config, cfg.seed)?;
-                    SftModel::Text(Box::new(Decoder::from_weights(
-                        &config, w, dtype, device, true,
-                    )?))
-                }
-                Some(v) => {
-                    let trainee = tiny_vl(&config, v, &tok, cfg.seed, dtype, device)?;
-                    trainee.model.config().save(run.root())?;
-                    trainee.image.save(run.root())?;
-                    SftModel::Vl(Box::new(trainee))
-                }
-            };
-            (tok, template, model)
-        }
+        (Some(tiny), _) => build_tiny(cfg, tiny, run, &chats, dtype, device)?,
         (None, Some(dir)) if vl_base => {
             let (tok, template, trainee) = VlTrainee::load_hf(dir, cfg.max_pixels, dtype, device)?;
             (tok, template, SftModel::Vl(Box::new(trainee)))
@@ -261,60 +189,31 @@ pub(super) fn prepare(cfg: &SftConfig, run: &RunDir, device: &Device) -> Result<
         }
         SftModel::Text(_) => None,
     };
-    let mut enc = Vec::new();
-    // Per encoded sample: its chat, which of the chat's sequences it is, its image.
-    let (mut kept_chats, mut kept_turns, mut kept_shots, mut kept_counts) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let mut truncated = 0;
-    let mut n_sequences = 0;
-    for (ci, c) in chats.iter().enumerate() {
-        for (turn, e) in template.encode_turns(&tok, c)?.into_iter().enumerate() {
-            n_sequences += 1;
-            let e = match &image_counts {
-                Some((token, counts)) => expand_images(&e, *token, &counts[ci])?,
-                None => e,
-            };
-            let (e, cut) = fit_context(e, cfg.context);
-            truncated += usize::from(cut);
-            let e = e.filter(|e| match &image_counts {
-                Some((token, counts)) => whole_images(e, *token, &counts[ci]),
-                None => true,
-            });
-            if let Some(e) = e {
-                enc.push(e);
-                kept_chats.push(c.clone());
-                kept_turns.push(turn);
-                kept_shots.push(shots[ci].clone());
-                if let Some((_, counts)) = &image_counts {
-                    kept_counts.push(counts[ci].clone());
-                }
-            }
-        }
-    }
+    let kept = encode_samples(cfg, &tok, &template, &chats, &shots, image_counts.as_ref())?;
     run.log(&format!(
         "{} samples ({} left-truncated to {} tokens, {} without assistant tokens or whole images dropped, {} with a screenshot); {} parameters, {} trainable",
-        enc.len(),
-        truncated,
+        kept.samples.len(),
+        kept.truncated,
         cfg.context,
-        n_sequences - enc.len(),
-        kept_shots.iter().filter(|s| s.is_some()).count(),
+        kept.sequences - kept.samples.len(),
+        kept.shots.iter().filter(|s| s.is_some()).count(),
         model.num_params(),
         model.trainable_vars().iter().map(|(_, v)| v.elem_count()).sum::<usize>()
     ))?;
     anyhow::ensure!(
-        !enc.is_empty(),
+        !kept.samples.is_empty(),
         "no sample has assistant tokens to train on"
     );
-    let values = super::augment::ValueWords::from_chats(&kept_chats);
-    let images = image_counts.map(|(token, _)| (token, kept_counts));
+    let values = super::augment::ValueWords::from_chats(&kept.chats);
+    let images = image_counts.map(|(token, _)| (token, kept.counts));
     Ok(Prepared {
         model,
-        samples: enc,
-        images: kept_shots,
+        samples: kept.samples,
+        images: kept.shots,
         pad,
         augment: Augmenter {
-            chats: kept_chats,
-            turns: kept_turns,
+            chats: kept.chats,
+            turns: kept.turns,
             values,
             tok,
             template,
@@ -323,4 +222,162 @@ pub(super) fn prepare(cfg: &SftConfig, run: &RunDir, device: &Device) -> Result<
         },
         prompt_format,
     })
+}
+
+/// The dataset's current samples as chats, each with its screenshot when the model
+/// sees (`sees`), and the prompt layout they record (for checkpoints).
+fn read_chats(
+    ds: &Dataset,
+    sees: bool,
+) -> Result<(
+    Vec<Vec<crate::model::Message>>,
+    Vec<Option<PathBuf>>,
+    Option<String>,
+)> {
+    let mut chats = Vec::new();
+    let mut shots = Vec::new();
+    // Read once: the chats, and the layout their prompts record (for checkpoints).
+    let current = crate::curate::current_samples(ds)?;
+    let prompt_format = super::prompt_record::of_samples(&current);
+    for (chat, image) in samples::with_screenshots_of(ds, current)? {
+        match (sees, image) {
+            (true, Some(path)) => {
+                chats.push(vl_prompt::with_screenshot(&chat));
+                shots.push(Some(path));
+            }
+            (_, _) => {
+                chats.push(chat);
+                shots.push(None);
+            }
+        }
+    }
+    Ok((chats, shots, prompt_format))
+}
+
+/// A tiny model from scratch: its BPE trained on the chats (or the run folder's, on
+/// resume), its config, random weights, and a vision tower for `tiny-vl`. The
+/// tokenizer, its config and the model config are written into the run folder.
+fn build_tiny(
+    cfg: &SftConfig,
+    tiny: &TinyModel,
+    run: &RunDir,
+    chats: &[Vec<crate::model::Message>],
+    dtype: DType,
+    device: &Device,
+) -> Result<(tokenizers::Tokenizer, ChatTemplate, SftModel)> {
+    let tok_path = run.root().join("tokenizer.json");
+    let template = ChatTemplate::chatml();
+    let tok = if tok_path.exists() {
+        tokenizer::load(&tok_path)?
+    } else {
+        let texts: Vec<String> = chats
+            .iter()
+            .map(|c| template.render(c, false))
+            .collect::<Result<_>>()?;
+        let mut tok = tokenizer::train_bpe(texts.iter(), tiny.vocab_size, tiny.bpe_min_frequency)?;
+        if cfg.vision.is_some() {
+            tokenizer::add_vision_tokens(&mut tok);
+        }
+        tokenizer::save(&tok, run.root())?;
+        tok
+    };
+    let config = DecoderConfig {
+        arch: crate::model::arch::Arch::qwen3(),
+        vocab_size: tok.get_vocab_size(true),
+        hidden_size: tiny.hidden_size,
+        intermediate_size: tiny.intermediate_size,
+        num_hidden_layers: tiny.num_hidden_layers,
+        num_attention_heads: tiny.num_attention_heads,
+        num_key_value_heads: Some(tiny.num_key_value_heads),
+        head_dim: Some(tiny.head_dim),
+        rms_norm_eps: 1e-6,
+        rope_theta: 10_000.0,
+        rope_scaling: None,
+        tie_word_embeddings: true,
+        max_position_embeddings: cfg.context.max(2048),
+        eos_token_id: tok.token_to_id(tokenizer::IM_END).map(Into::into),
+    };
+    tokenizer::save_tokenizer_config(
+        &tok,
+        template.source(),
+        config.max_position_embeddings,
+        run.root(),
+    )?;
+    let model = match &cfg.vision {
+        None => {
+            config.save(run.root())?;
+            let w = Decoder::random_weights(&config, cfg.seed)?;
+            SftModel::Text(Box::new(Decoder::from_weights(
+                &config, w, dtype, device, true,
+            )?))
+        }
+        Some(v) => {
+            let trainee = tiny_vl(&config, v, &tok, cfg.seed, dtype, device)?;
+            trainee.model.config().save(run.root())?;
+            trainee.image.save(run.root())?;
+            SftModel::Vl(Box::new(trainee))
+        }
+    };
+    Ok((tok, template, model))
+}
+
+/// The encoded samples kept for training, each with its chat, which of the chat's
+/// sequences it is, its screenshot and (VL) its image token counts.
+struct Kept {
+    samples: Vec<Encoded>,
+    chats: Vec<Vec<crate::model::Message>>,
+    turns: Vec<usize>,
+    shots: Vec<Option<PathBuf>>,
+    counts: Vec<Vec<usize>>,
+    /// Samples cut at the front to fit the context.
+    truncated: usize,
+    /// Sequences encoded, kept or not.
+    sequences: usize,
+}
+
+/// Encodes every chat's sequences ([`ChatTemplate::encode_turns`]), expands their
+/// images (VL), fits each to the context and keeps those that still have assistant
+/// tokens and whole images.
+fn encode_samples(
+    cfg: &SftConfig,
+    tok: &tokenizers::Tokenizer,
+    template: &ChatTemplate,
+    chats: &[Vec<crate::model::Message>],
+    shots: &[Option<PathBuf>],
+    image_counts: Option<&(u32, Vec<Vec<usize>>)>,
+) -> Result<Kept> {
+    let mut kept = Kept {
+        samples: Vec::new(),
+        chats: Vec::new(),
+        turns: Vec::new(),
+        shots: Vec::new(),
+        counts: Vec::new(),
+        truncated: 0,
+        sequences: 0,
+    };
+    for (ci, c) in chats.iter().enumerate() {
+        for (turn, e) in template.encode_turns(tok, c)?.into_iter().enumerate() {
+            kept.sequences += 1;
+            let e = match image_counts {
+                Some((token, counts)) => expand_images(&e, *token, &counts[ci])?,
+                None => e,
+            };
+            let (e, cut) = fit_context(e, cfg.context);
+            kept.truncated += usize::from(cut);
+            let e = e.filter(|e| match image_counts {
+                Some((token, counts)) => whole_images(e, *token, &counts[ci]),
+                None => true,
+            });
+            if let Some(e) = e {
+                kept.samples.push(e);
+                kept.chats.push(c.clone());
+                kept.turns.push(turn);
+                kept.shots.push(shots[ci].clone());
+                if let Some((_, counts)) = image_counts {
+                    kept.counts.push(counts[ci].clone());
+                }
+            }
+        }
+    }
+    Ok(kept)
 }
