@@ -23,6 +23,8 @@ fn window(center: usize, w: usize, len: usize) -> RangeInclusive<usize> {
 }
 
 /// Scores the evidence that `category` happened at loc step `j` against success step `i`.
+// Kept whole: the eight categories' rules side by side, in ALGORITHMS.md §4.5's order,
+// so their conditions and weights are compared at a glance.
 pub fn evidence(
     category: &str,
     confidence: f64,

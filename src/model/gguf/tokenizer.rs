@@ -104,71 +104,10 @@ pub fn build(g: &Gguf, context_length: usize) -> Result<TokenizerFiles> {
         .ok_or_else(|| anyhow!("key `tokenizer.ggml.merges` is missing"))?;
     let types = token_types(g, tokens.len())?;
 
-    let mut vocab: HashMap<&str, u32> = HashMap::with_capacity(tokens.len());
-    for (id, &t) in tokens.iter().enumerate() {
-        ensure!(
-            !t.is_empty(),
-            "key `tokenizer.ggml.tokens`: token {id} is empty"
-        );
-        if let Some(first) = vocab.insert(t, id as u32) {
-            bail!(
-                "key `tokenizer.ggml.tokens`: tokens {first} and {id} are both {}",
-                quoted(t)
-            );
-        }
-    }
-    let mut pairs = Vec::with_capacity(merges.len());
-    for (i, m) in merges.iter().enumerate() {
-        // llama.cpp splits at the first space after the first byte.
-        let split = m
-            .char_indices()
-            .skip(1)
-            .find(|&(_, c)| c == ' ')
-            .map(|(at, _)| (&m[..at], &m[at + 1..]));
-        let Some((a, b)) = split.filter(|(a, b)| !a.is_empty() && !b.is_empty()) else {
-            bail!(
-                "key `tokenizer.ggml.merges`: merge {i} ({}) is not two tokens separated by \
-                 a space",
-                quoted(m)
-            );
-        };
-        for piece in [a.to_string(), b.to_string(), format!("{a}{b}")] {
-            ensure!(
-                vocab.contains_key(piece.as_str()),
-                "key `tokenizer.ggml.merges`: merge {i} ({}) needs token {}, which is not in \
-                 `tokenizer.ggml.tokens`",
-                quoted(m),
-                quoted(&piece)
-            );
-        }
-        pairs.push((a.to_string(), b.to_string()));
-    }
-
+    let vocab = vocab_of(&tokens)?;
+    let pairs = merge_pairs(&merges, &vocab)?;
     let bpe_vocab: Vocab = vocab.iter().map(|(k, &v)| (k.to_string(), v)).collect();
-    let pre_tok: PreTokenizerWrapper = match pre {
-        "smollm" => Sequence::new(vec![
-            Digits::new(true).into(),
-            ByteLevel::new(false, true, true).into(),
-        ])
-        .into(),
-        "gpt2" | "gpt-2" | "default" => ByteLevel::new(false, true, true).into(),
-        "llama-bpe" => Sequence::new(vec![
-            Split::new(
-                SplitPattern::Regex(LLAMA3_PATTERN.into()),
-                SplitDelimiterBehavior::Isolated,
-                false,
-            )
-            .map_err(|e| anyhow!("Llama 3 split pattern: {e}"))?
-            .into(),
-            ByteLevel::new(false, true, false).into(),
-        ])
-        .into(),
-        other => bail!(
-            "key `tokenizer.ggml.pre` is {}: this pre-tokenizer is not supported ({SUPPORTED_PRE} \
-             are)",
-            quoted(other)
-        ),
-    };
+    let pre_tok = pre_tokenizer(pre)?;
     let bpe = BPE::builder()
         .vocab_and_merges(bpe_vocab, pairs)
         .byte_fallback(false)
@@ -181,29 +120,7 @@ pub fn build(g: &Gguf, context_length: usize) -> Result<TokenizerFiles> {
     tok.with_pre_tokenizer(Some(pre_tok));
     tok.with_decoder(Some(ByteLevelDecoder::default()));
 
-    let mut special = Vec::new();
-    let mut user = Vec::new();
-    let mut added = serde_json::Map::new();
-    for (id, (&t, &ty)) in tokens.iter().zip(&types).enumerate() {
-        let is_special = match ty {
-            token_type::CONTROL => true,
-            token_type::USER_DEFINED => false,
-            _ => continue,
-        };
-        let at = AddedToken::from(t.to_string(), is_special).normalized(false);
-        if is_special {
-            special.push(at);
-        } else {
-            user.push(at);
-        }
-        added.insert(
-            id.to_string(),
-            json!({
-                "content": t, "lstrip": false, "normalized": false, "rstrip": false,
-                "single_word": false, "special": is_special,
-            }),
-        );
-    }
+    let (special, user, added) = added_tokens(&tokens, &types);
     tok.add_special_tokens(&special);
     tok.add_tokens(&user);
 
@@ -267,6 +184,119 @@ pub fn build(g: &Gguf, context_length: usize) -> Result<TokenizerFiles> {
             .map(|(i, _)| i as u32)
             .collect(),
     })
+}
+
+/// Each token's id, refusing empty and repeated tokens.
+fn vocab_of<'a>(tokens: &[&'a str]) -> Result<HashMap<&'a str, u32>> {
+    let mut vocab: HashMap<&str, u32> = HashMap::with_capacity(tokens.len());
+    for (id, &t) in tokens.iter().enumerate() {
+        ensure!(
+            !t.is_empty(),
+            "key `tokenizer.ggml.tokens`: token {id} is empty"
+        );
+        if let Some(first) = vocab.insert(t, id as u32) {
+            bail!(
+                "key `tokenizer.ggml.tokens`: tokens {first} and {id} are both {}",
+                quoted(t)
+            );
+        }
+    }
+    Ok(vocab)
+}
+
+/// The merges as token pairs, each of whose pieces and result is in the vocabulary.
+fn merge_pairs(merges: &[&str], vocab: &HashMap<&str, u32>) -> Result<Vec<(String, String)>> {
+    let mut pairs = Vec::with_capacity(merges.len());
+    for (i, m) in merges.iter().enumerate() {
+        // llama.cpp splits at the first space after the first byte.
+        let split = m
+            .char_indices()
+            .skip(1)
+            .find(|&(_, c)| c == ' ')
+            .map(|(at, _)| (&m[..at], &m[at + 1..]));
+        let Some((a, b)) = split.filter(|(a, b)| !a.is_empty() && !b.is_empty()) else {
+            bail!(
+                "key `tokenizer.ggml.merges`: merge {i} ({}) is not two tokens separated by \
+                 a space",
+                quoted(m)
+            );
+        };
+        for piece in [a.to_string(), b.to_string(), format!("{a}{b}")] {
+            ensure!(
+                vocab.contains_key(piece.as_str()),
+                "key `tokenizer.ggml.merges`: merge {i} ({}) needs token {}, which is not in \
+                 `tokenizer.ggml.tokens`",
+                quoted(m),
+                quoted(&piece)
+            );
+        }
+        pairs.push((a.to_string(), b.to_string()));
+    }
+    Ok(pairs)
+}
+
+/// The pre-tokenizer `tokenizer.ggml.pre` names.
+fn pre_tokenizer(pre: &str) -> Result<PreTokenizerWrapper> {
+    Ok(match pre {
+        "smollm" => Sequence::new(vec![
+            Digits::new(true).into(),
+            ByteLevel::new(false, true, true).into(),
+        ])
+        .into(),
+        "gpt2" | "gpt-2" | "default" => ByteLevel::new(false, true, true).into(),
+        "llama-bpe" => Sequence::new(vec![
+            Split::new(
+                SplitPattern::Regex(LLAMA3_PATTERN.into()),
+                SplitDelimiterBehavior::Isolated,
+                false,
+            )
+            .map_err(|e| anyhow!("Llama 3 split pattern: {e}"))?
+            .into(),
+            ByteLevel::new(false, true, false).into(),
+        ])
+        .into(),
+        other => bail!(
+            "key `tokenizer.ggml.pre` is {}: this pre-tokenizer is not supported ({SUPPORTED_PRE} \
+             are)",
+            quoted(other)
+        ),
+    })
+}
+
+/// The control tokens (special) and user-defined tokens (not special), and their
+/// `added_tokens_decoder` entries by id.
+fn added_tokens(
+    tokens: &[&str],
+    types: &[i32],
+) -> (
+    Vec<AddedToken>,
+    Vec<AddedToken>,
+    serde_json::Map<String, Json>,
+) {
+    let mut special = Vec::new();
+    let mut user = Vec::new();
+    let mut added = serde_json::Map::new();
+    for (id, (&t, &ty)) in tokens.iter().zip(types).enumerate() {
+        let is_special = match ty {
+            token_type::CONTROL => true,
+            token_type::USER_DEFINED => false,
+            _ => continue,
+        };
+        let at = AddedToken::from(t.to_string(), is_special).normalized(false);
+        if is_special {
+            special.push(at);
+        } else {
+            user.push(at);
+        }
+        added.insert(
+            id.to_string(),
+            json!({
+                "content": t, "lstrip": false, "normalized": false, "rstrip": false,
+                "single_word": false, "special": is_special,
+            }),
+        );
+    }
+    (special, user, added)
 }
 
 /// `tokenizer.ggml.token_type` (all normal when absent), one per token.
