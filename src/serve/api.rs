@@ -139,9 +139,68 @@ pub fn check(body: &[u8], model: &str, sees: bool, limits: &Limits) -> Result<Ch
             "at least one message is required",
         ));
     }
+    let (messages, image) = messages_of(&r.messages, sees, limits)?;
+    let temperature = r.temperature.unwrap_or(1.0);
+    if !(0.0..=2.0).contains(&temperature) {
+        return Err(ApiError::invalid("temperature", "must be between 0 and 2"));
+    }
+    let top_p = r.top_p.unwrap_or(1.0);
+    if !(top_p > 0.0 && top_p <= 1.0) {
+        return Err(ApiError::invalid("top_p", "must be in (0, 1]"));
+    }
+    let n = r.n.unwrap_or(1) as usize;
+    if !(1..=MAX_N).contains(&n) {
+        return Err(ApiError::invalid(
+            "n",
+            format!("must be between 1 and {MAX_N}"),
+        ));
+    }
+    let max_tokens = match (r.max_completion_tokens, r.max_tokens) {
+        (Some(0), _) | (None, Some(0)) => {
+            return Err(ApiError::invalid("max_tokens", "must be at least 1"));
+        }
+        (Some(m), _) | (None, Some(m)) => Some(m as usize),
+        (None, None) => None,
+    };
+    let penalty = |v: Option<f64>, name: &str| -> Result<f32, ApiError> {
+        let v = v.unwrap_or(0.0);
+        if (-2.0..=2.0).contains(&v) {
+            Ok(v as f32)
+        } else {
+            Err(ApiError::invalid(name, "must be between -2 and 2"))
+        }
+    };
+    Ok(Checked {
+        messages,
+        temperature,
+        top_p,
+        max_tokens,
+        n,
+        stop: stops_of(r.stop, limits)?,
+        stream: r.stream.unwrap_or(false),
+        include_usage: r
+            .stream_options
+            .as_ref()
+            .and_then(|o| o.get("include_usage"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
+        seed: r.seed,
+        frequency_penalty: penalty(r.frequency_penalty, "frequency_penalty")?,
+        presence_penalty: penalty(r.presence_penalty, "presence_penalty")?,
+        schema: response_schema(r.response_format.as_ref())?,
+        image,
+    })
+}
+
+/// The messages as the chat template reads them (roles mapped, text within the
+/// limit), and the image the model sees: the last image part, when it `sees`.
+fn messages_of(
+    msgs: &[InMessage],
+    sees: bool,
+    limits: &Limits,
+) -> Result<(Vec<Message>, Option<RequestImage>), ApiError> {
     // The last image part: (message, part, the part).
-    let last_image = r
-        .messages
+    let last_image = msgs
         .iter()
         .enumerate()
         .rev()
@@ -162,8 +221,8 @@ pub fn check(body: &[u8], model: &str, sees: bool, limits: &Limits) -> Result<Ch
         None => None,
     };
     let shown = last_image.map(|(i, j, _)| (i, j));
-    let mut messages = Vec::with_capacity(r.messages.len());
-    for (i, m) in r.messages.iter().enumerate() {
+    let mut messages = Vec::with_capacity(msgs.len());
+    for (i, m) in msgs.iter().enumerate() {
         let role = match m.role.as_str() {
             "system" | "developer" => "system",
             "user" => "user",
@@ -192,29 +251,13 @@ pub fn check(body: &[u8], model: &str, sees: bool, limits: &Limits) -> Result<Ch
         }
         messages.push(Message::new(role, text));
     }
-    let temperature = r.temperature.unwrap_or(1.0);
-    if !(0.0..=2.0).contains(&temperature) {
-        return Err(ApiError::invalid("temperature", "must be between 0 and 2"));
-    }
-    let top_p = r.top_p.unwrap_or(1.0);
-    if !(top_p > 0.0 && top_p <= 1.0) {
-        return Err(ApiError::invalid("top_p", "must be in (0, 1]"));
-    }
-    let n = r.n.unwrap_or(1) as usize;
-    if !(1..=MAX_N).contains(&n) {
-        return Err(ApiError::invalid(
-            "n",
-            format!("must be between 1 and {MAX_N}"),
-        ));
-    }
-    let max_tokens = match (r.max_completion_tokens, r.max_tokens) {
-        (Some(0), _) | (None, Some(0)) => {
-            return Err(ApiError::invalid("max_tokens", "must be at least 1"));
-        }
-        (Some(m), _) | (None, Some(m)) => Some(m as usize),
-        (None, None) => None,
-    };
-    let (stop, one) = match r.stop {
+    Ok((messages, image))
+}
+
+/// The stop sequences: at most 4, each within the limit (named `stop` when one string
+/// was given, `stop[k]` in a list).
+fn stops_of(stop: Option<Stop>, limits: &Limits) -> Result<Vec<String>, ApiError> {
+    let (stop, one) = match stop {
         None => (Vec::new(), false),
         Some(Stop::One(s)) => (vec![s], true),
         Some(Stop::Many(v)) => (v, false),
@@ -240,34 +283,7 @@ pub fn check(body: &[u8], model: &str, sees: bool, limits: &Limits) -> Result<Ch
             ),
         ));
     }
-    let penalty = |v: Option<f64>, name: &str| -> Result<f32, ApiError> {
-        let v = v.unwrap_or(0.0);
-        if (-2.0..=2.0).contains(&v) {
-            Ok(v as f32)
-        } else {
-            Err(ApiError::invalid(name, "must be between -2 and 2"))
-        }
-    };
-    Ok(Checked {
-        messages,
-        temperature,
-        top_p,
-        max_tokens,
-        n,
-        stop,
-        stream: r.stream.unwrap_or(false),
-        include_usage: r
-            .stream_options
-            .as_ref()
-            .and_then(|o| o.get("include_usage"))
-            .and_then(Value::as_bool)
-            .unwrap_or(false),
-        seed: r.seed,
-        frequency_penalty: penalty(r.frequency_penalty, "frequency_penalty")?,
-        presence_penalty: penalty(r.presence_penalty, "presence_penalty")?,
-        schema: response_schema(r.response_format.as_ref())?,
-        image,
-    })
+    Ok(stop)
 }
 
 /// The text of a message: its string content, or its text parts joined, with
