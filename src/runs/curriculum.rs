@@ -262,35 +262,82 @@ pub fn curriculum(run: &Path) -> anyhow::Result<Curriculum> {
     );
     let file = JsonlFile::open(&path)?;
     let (cfg, mode) = run_gates(run);
-    let mut acc: BTreeMap<String, BTreeMap<u64, Acc>> = BTreeMap::new();
-    let (mut bad, mut errors, mut groups) = (0u64, Vec::new(), 0u64);
+    let read = read_groups(&file, &path, &cfg);
+    let mut steps: Vec<u64> = read.acc.values().flat_map(|m| m.keys().copied()).collect();
+    steps.sort_unstable();
+    steps.dedup();
+    let mut summary = CurriculumSummary {
+        groups: read.groups,
+        ..Default::default()
+    };
+    let states: Vec<StateRoute> = read
+        .acc
+        .into_iter()
+        .map(|(prompt_id, by_step)| state_route(prompt_id, by_step, &mut summary))
+        .collect();
+    summary.states = states.len() as u64;
+    let shares = steps
+        .iter()
+        .map(|&step| step_shares(step, &states))
+        .collect();
+    Ok(Curriculum {
+        run: run.display().to_string(),
+        mode,
+        eps_sigma: cfg.eps_sigma,
+        r_comp: cfg.r_comp,
+        steps,
+        states,
+        shares,
+        summary,
+        bad_lines: read.bad,
+        errors: read.errors,
+    })
+}
+
+/// What reading `rollouts.jsonl` gives: each prompt's groups folded by step, the
+/// lines that could not be read (the first few listed) and the groups read.
+struct ReadGroups {
+    acc: BTreeMap<String, BTreeMap<u64, Acc>>,
+    bad: u64,
+    errors: Vec<String>,
+    groups: u64,
+}
+
+fn read_groups(file: &JsonlFile, path: &Path, cfg: &GateConfig) -> ReadGroups {
+    let mut read = ReadGroups {
+        acc: BTreeMap::new(),
+        bad: 0,
+        errors: Vec::new(),
+        groups: 0,
+    };
     for i in 0..file.len() {
         let g: LeanGroup = match file.get(i) {
             Ok(g) => g,
             Err(e) => {
-                bad += 1;
-                if errors.len() < MAX_LISTED_ERRORS {
-                    errors.push(e.to_string());
+                read.bad += 1;
+                if read.errors.len() < MAX_LISTED_ERRORS {
+                    read.errors.push(e.to_string());
                 }
                 continue;
             }
         };
         let rewards: Vec<f64> = g.samples.iter().map(|s| s.reward).collect();
         let Some(st) = GroupStats::of(&rewards) else {
-            bad += 1;
-            if errors.len() < MAX_LISTED_ERRORS {
+            read.bad += 1;
+            if read.errors.len() < MAX_LISTED_ERRORS {
                 let line = file.span(i).map_or(i + 1, |s| s.line as usize);
-                errors.push(format!(
+                read.errors.push(format!(
                     "{}:{line}: samples: needs at least one finite reward",
                     path.display()
                 ));
             }
             continue;
         };
-        groups += 1;
-        let phase = phase_of(&g, &st, &cfg);
+        read.groups += 1;
+        let phase = phase_of(&g, &st, cfg);
         let salvaged = g.routed.as_deref() == Some("salvage");
-        let a = acc
+        let a = read
+            .acc
             .entry(g.prompt_id)
             .or_default()
             .entry(g.step)
@@ -311,109 +358,96 @@ pub fn curriculum(run: &Path) -> anyhow::Result<Curriculum> {
         a.sum += rewards.iter().sum::<f64>();
         a.n += rewards.len() as u64;
     }
-    let mut steps: Vec<u64> = acc.values().flat_map(|m| m.keys().copied()).collect();
-    steps.sort_unstable();
-    steps.dedup();
-    let mut summary = CurriculumSummary {
-        groups,
-        ..Default::default()
-    };
-    let mut states = Vec::with_capacity(acc.len());
-    for (prompt_id, by_step) in acc {
-        let points: Vec<StepPoint> = by_step
-            .into_iter()
-            .map(|(step, a)| StepPoint {
-                step,
-                phase: a.phase,
-                salvaged: a.salvaged,
-                groups: a.groups,
-                best: a.best,
-                mean: a.sum / a.n.max(1) as f64,
-            })
-            .collect();
-        let mut route: Vec<Segment> = Vec::new();
-        for p in &points {
-            match route.last_mut() {
-                Some(s) if s.phase == p.phase => {
-                    s.to_step = p.step;
-                    s.steps += 1;
-                    s.salvaged += u32::from(p.salvaged);
-                }
-                _ => route.push(Segment {
-                    phase: p.phase,
-                    from_step: p.step,
-                    to_step: p.step,
-                    steps: 1,
-                    salvaged: u32::from(p.salvaged),
-                }),
-            }
-        }
-        for w in route.windows(2) {
-            *summary
-                .transitions
-                .entry(format!("{} → {}", w[0].phase.key(), w[1].phase.key()))
-                .or_default() += 1;
-        }
-        let seen_before = |first: Phase, then: Phase| {
-            points
-                .iter()
-                .position(|p| p.phase == first)
-                .is_some_and(|k| points[k..].iter().any(|p| p.phase == then))
-        };
-        summary.hard_then_accepted +=
-            u64::from(seen_before(Phase::CompetenceRejected, Phase::Accepted));
-        summary.accepted_then_mastered += u64::from(seen_before(Phase::Accepted, Phase::Mastered));
-        let salvaged_steps = points.iter().filter(|p| p.salvaged).count() as u32;
-        summary.ever_salvaged += u64::from(salvaged_steps > 0);
-        let (first_phase, last_phase) = (points[0].phase, points[points.len() - 1].phase);
-        *summary.final_phase.entry(last_phase).or_default() += 1;
-        states.push(StateRoute {
-            prompt_id,
-            points,
-            route,
-            salvaged_steps,
-            first_phase,
-            last_phase,
-        });
-    }
-    summary.states = states.len() as u64;
-    let shares = steps
-        .iter()
-        .map(|&step| {
-            let mut counts: BTreeMap<Phase, u64> = Phase::ALL.iter().map(|p| (*p, 0)).collect();
-            let (mut n, mut salvaged) = (0u64, 0u64);
-            for s in &states {
-                if let Ok(k) = s.points.binary_search_by_key(&step, |p| p.step) {
-                    *counts.entry(s.points[k].phase).or_default() += 1;
-                    salvaged += u64::from(s.points[k].salvaged);
-                    n += 1;
-                }
-            }
-            let shares = counts
-                .iter()
-                .map(|(p, c)| (*p, *c as f64 / n.max(1) as f64))
-                .collect();
-            StepShares {
-                step,
-                states: n,
-                counts,
-                shares,
-                salvaged,
-            }
+    read
+}
+
+/// One state's route: its point at each step it was sampled, the runs of equal
+/// phase, and what the summary counts of it (transitions, hard then accepted,
+/// accepted then mastered, salvaged, final phase).
+fn state_route(
+    prompt_id: String,
+    by_step: BTreeMap<u64, Acc>,
+    summary: &mut CurriculumSummary,
+) -> StateRoute {
+    let points: Vec<StepPoint> = by_step
+        .into_iter()
+        .map(|(step, a)| StepPoint {
+            step,
+            phase: a.phase,
+            salvaged: a.salvaged,
+            groups: a.groups,
+            best: a.best,
+            mean: a.sum / a.n.max(1) as f64,
         })
         .collect();
-    Ok(Curriculum {
-        run: run.display().to_string(),
-        mode,
-        eps_sigma: cfg.eps_sigma,
-        r_comp: cfg.r_comp,
-        steps,
-        states,
+    let mut route: Vec<Segment> = Vec::new();
+    for p in &points {
+        match route.last_mut() {
+            Some(s) if s.phase == p.phase => {
+                s.to_step = p.step;
+                s.steps += 1;
+                s.salvaged += u32::from(p.salvaged);
+            }
+            _ => route.push(Segment {
+                phase: p.phase,
+                from_step: p.step,
+                to_step: p.step,
+                steps: 1,
+                salvaged: u32::from(p.salvaged),
+            }),
+        }
+    }
+    for w in route.windows(2) {
+        *summary
+            .transitions
+            .entry(format!("{} → {}", w[0].phase.key(), w[1].phase.key()))
+            .or_default() += 1;
+    }
+    let seen_before = |first: Phase, then: Phase| {
+        points
+            .iter()
+            .position(|p| p.phase == first)
+            .is_some_and(|k| points[k..].iter().any(|p| p.phase == then))
+    };
+    summary.hard_then_accepted +=
+        u64::from(seen_before(Phase::CompetenceRejected, Phase::Accepted));
+    summary.accepted_then_mastered += u64::from(seen_before(Phase::Accepted, Phase::Mastered));
+    let salvaged_steps = points.iter().filter(|p| p.salvaged).count() as u32;
+    summary.ever_salvaged += u64::from(salvaged_steps > 0);
+    let (first_phase, last_phase) = (points[0].phase, points[points.len() - 1].phase);
+    *summary.final_phase.entry(last_phase).or_default() += 1;
+    StateRoute {
+        prompt_id,
+        points,
+        route,
+        salvaged_steps,
+        first_phase,
+        last_phase,
+    }
+}
+
+/// Each phase's count and share among the states sampled at `step`.
+fn step_shares(step: u64, states: &[StateRoute]) -> StepShares {
+    let mut counts: BTreeMap<Phase, u64> = Phase::ALL.iter().map(|p| (*p, 0)).collect();
+    let (mut n, mut salvaged) = (0u64, 0u64);
+    for s in states {
+        if let Ok(k) = s.points.binary_search_by_key(&step, |p| p.step) {
+            *counts.entry(s.points[k].phase).or_default() += 1;
+            salvaged += u64::from(s.points[k].salvaged);
+            n += 1;
+        }
+    }
+    let shares = counts
+        .iter()
+        .map(|(p, c)| (*p, *c as f64 / n.max(1) as f64))
+        .collect();
+    StepShares {
+        step,
+        states: n,
+        counts,
         shares,
-        summary,
-        bad_lines: bad,
-        errors,
-    })
+        salvaged,
+    }
 }
 
 impl Curriculum {
