@@ -8,7 +8,7 @@ use anyhow::{Context, Result, bail};
 use rmsweb::env::miniwob::{resolve_dir, task_name};
 use rmsweb::env::{ChromeOptions, MiniwobEnv, WebEnv};
 use rmsweb::eval::stop::{CutShort, Stoppable};
-use rmsweb::eval::{EpisodeEnv, EvalConfig, evaluate, table, write_report};
+use rmsweb::eval::{EpisodeEnv, EvalConfig, EvalReport, evaluate, table, write_report};
 use rmsweb::policy::Policy;
 use rmsweb::policy::chat::{ChatClient, ChatConfig, ChatPolicy};
 use rmsweb::policy::format::PromptFormat;
@@ -374,31 +374,7 @@ pub fn run(args: Args) -> Result<()> {
     }
     let (web_tasks, judge) =
         live_tasks(args.tasks_file.as_deref(), &args.judge, &args.policy.policy)?;
-    if web_tasks.is_some() && args.dataset.is_none() {
-        bail!(
-            "--tasks-file needs --dataset: the episodes' screenshots and the judge's verdicts are kept there"
-        );
-    }
-    for t in &args.tasks {
-        if !t.starts_with("miniwob:") && t.contains(':') {
-            bail!("task {t:?}: only miniwob:<name> tasks can be evaluated live");
-        }
-        if args.policy.policy == "scripted" && !ScriptedTeacher::supports(t) {
-            bail!(
-                "task {t:?}: the scripted teacher does not know it (it knows: {})",
-                rmsweb::policy::scripted::SUPPORTED_TASKS.join(", ")
-            );
-        }
-    }
-    if args.k == 0 {
-        bail!("--k must be at least 1");
-    }
-    if args.k > 1 && args.policy.policy == "local" && args.policy.temperature == 0.0 {
-        eprintln!(
-            "note: --k {} with a greedy local policy (--temperature 0): every attempt repeats the first",
-            args.k
-        );
-    }
+    check_args(&args, web_tasks.is_some())?;
     let parallel = args.parallel as usize;
     let policies = args.policy.build_side_by_side(parallel)?;
     // A site has no seeds: each live-web task is one instance, played --k times.
@@ -423,11 +399,7 @@ pub fn run(args: Args) -> Result<()> {
         reflection: args.reflection.clone(),
         judge,
     };
-    let bar = indicatif::ProgressBar::new((cfg.tasks.len() * episodes * args.k) as u64);
-    bar.set_style(
-        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} episodes {elapsed} {msg}")
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-    );
+    let bar = episode_bar((cfg.tasks.len() * episodes * args.k) as u64);
     // The first SIGINT/SIGTERM ends the episodes at work unrecorded; the episodes
     // done are written below (a second signal ends the process at once).
     let stop = rmsweb::eval::stop::on_signals()?;
@@ -479,6 +451,53 @@ pub fn run(args: Args) -> Result<()> {
         },
     };
     print!("{}", table(&report));
+    written(&args, &report, failure)
+}
+
+/// The checks of `eval`'s arguments that need the live-web tasks read (`live`): a
+/// dataset for them, known tasks, and `--k`.
+fn check_args(args: &Args, live: bool) -> Result<()> {
+    if live && args.dataset.is_none() {
+        bail!(
+            "--tasks-file needs --dataset: the episodes' screenshots and the judge's verdicts are kept there"
+        );
+    }
+    for t in &args.tasks {
+        if !t.starts_with("miniwob:") && t.contains(':') {
+            bail!("task {t:?}: only miniwob:<name> tasks can be evaluated live");
+        }
+        if args.policy.policy == "scripted" && !ScriptedTeacher::supports(t) {
+            bail!(
+                "task {t:?}: the scripted teacher does not know it (it knows: {})",
+                rmsweb::policy::scripted::SUPPORTED_TASKS.join(", ")
+            );
+        }
+    }
+    if args.k == 0 {
+        bail!("--k must be at least 1");
+    }
+    if args.k > 1 && args.policy.policy == "local" && args.policy.temperature == 0.0 {
+        eprintln!(
+            "note: --k {} with a greedy local policy (--temperature 0): every attempt repeats the first",
+            args.k
+        );
+    }
+    Ok(())
+}
+
+/// The progress bar over every episode to play.
+fn episode_bar(total: u64) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new(total);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} episodes {elapsed} {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    bar
+}
+
+/// Says where the results went (`--out`, `--dataset`); then the error that cut the
+/// run short, if one did, or the live-web episodes left unjudged.
+fn written(args: &Args, report: &EvalReport, failure: Option<anyhow::Error>) -> Result<()> {
     if let Some(out) = &args.out {
         write_report(out, &report)?;
         println!(
