@@ -4,7 +4,7 @@
 //! tasks (`--tasks-file`) have each attempt scored by an LLM judge (`--judge-url`)
 //! before its retry is decided.
 
-use super::eval::{EnvArgs, PolicyArgs};
+use super::eval::{EnvArgs, PolicyArgs, Tab};
 use super::live_tasks::{JudgeArgs, live_tasks};
 use anyhow::{Context, Result, bail};
 use rmsweb::collect::parallel::{Worker, collect_parallel};
@@ -12,8 +12,8 @@ use rmsweb::collect::{
     CollectConfig, CollectReport, HeuristicReflector, LlmReflector, Reflector, collect,
     compare_table, table,
 };
+use rmsweb::policy::Policy;
 use rmsweb::policy::chat::{ChatClient, ChatConfig};
-use rmsweb::policy::scripted::ScriptedTeacher;
 use rmsweb::trajectory::Dataset;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -114,17 +114,7 @@ pub fn run(args: Args) -> Result<()> {
     }
     let (web_tasks, judge) =
         live_tasks(args.tasks_file.as_deref(), &args.judge, &args.policy.policy)?;
-    for t in &args.tasks {
-        if !t.starts_with("miniwob:") && t.contains(':') {
-            bail!("task {t:?}: only miniwob:<name> tasks can be collected live");
-        }
-        if args.policy.policy == "scripted" && !ScriptedTeacher::supports(t) {
-            bail!(
-                "task {t:?}: the scripted teacher does not know it (it knows: {})",
-                rmsweb::policy::scripted::SUPPORTED_TASKS.join(", ")
-            );
-        }
-    }
+    super::eval::check_tasks(&args.tasks, &args.policy.policy, "collected")?;
     let parallel = args.parallel as usize;
     let mut policies = args.policy.build_side_by_side(parallel)?;
     let mut reflectors = (0..parallel)
@@ -163,57 +153,7 @@ pub fn run(args: Args) -> Result<()> {
     }
     let mut reports = Vec::new();
     for cfg in &runs {
-        let bar = indicatif::ProgressBar::new((cfg.tasks.len() * cfg.seeds) as u64);
-        bar.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{prefix} {bar:30} {pos}/{len} seeds {elapsed} {msg}",
-            )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        bar.set_prefix(if cfg.reflection {
-            "reflection on "
-        } else {
-            "reflection off"
-        });
-        let (mut attempts, mut ok) = (0usize, 0usize);
-        let rounds = cfg.rounds as u32;
-        let mut on_attempt = |a: &rmsweb::collect::AttemptRecord| {
-            attempts += 1;
-            ok += usize::from(a.success);
-            bar.set_message(format!(
-                "{} s{} round {} — {ok}/{attempts} attempts ok",
-                rmsweb::util::sanitize::clean_line(&a.task),
-                a.seed,
-                a.round
-            ));
-            // A seed is finished when it needs no retry or used its last round.
-            if (a.success && !a.detour) || a.round == rounds {
-                bar.inc(1);
-            }
-        };
-        let report = if parallel > 1 {
-            let workers = envs
-                .iter_mut()
-                .zip(policies.iter_mut())
-                .zip(reflectors.iter_mut())
-                .map(|((env, policy), reflector)| Worker {
-                    env: env.as_mut(),
-                    policy: policy.as_mut(),
-                    reflector: reflector.as_mut(),
-                })
-                .collect();
-            collect_parallel(workers, cfg, Some(&mut dataset), &mut on_attempt)?
-        } else {
-            collect(
-                envs[0].as_mut(),
-                policies[0].as_mut(),
-                reflectors[0].as_mut(),
-                cfg,
-                Some(&mut dataset),
-                &mut on_attempt,
-            )?
-        };
-        bar.finish_and_clear();
+        let report = collect_pass(cfg, &mut envs, &mut policies, &mut reflectors, &mut dataset)?;
         print!("{}", table(&report));
         reports.push(report);
     }
@@ -243,6 +183,69 @@ pub fn run(args: Args) -> Result<()> {
             .flat_map(|r| r.attempts.iter().map(|a| a.reason.as_str())),
         Some(&args.dataset),
     )
+}
+
+/// One collection pass (reflection on or off) over every tab, with its progress bar.
+fn collect_pass(
+    cfg: &CollectConfig,
+    envs: &mut [Tab],
+    policies: &mut [Box<dyn Policy + Send>],
+    reflectors: &mut [Box<dyn Reflector + Send>],
+    dataset: &mut Dataset,
+) -> Result<CollectReport> {
+    let parallel = envs.len();
+    let bar = indicatif::ProgressBar::new((cfg.tasks.len() * cfg.seeds) as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{prefix} {bar:30} {pos}/{len} seeds {elapsed} {msg}",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    bar.set_prefix(if cfg.reflection {
+        "reflection on "
+    } else {
+        "reflection off"
+    });
+    let (mut attempts, mut ok) = (0usize, 0usize);
+    let rounds = cfg.rounds as u32;
+    let mut on_attempt = |a: &rmsweb::collect::AttemptRecord| {
+        attempts += 1;
+        ok += usize::from(a.success);
+        bar.set_message(format!(
+            "{} s{} round {} — {ok}/{attempts} attempts ok",
+            rmsweb::util::sanitize::clean_line(&a.task),
+            a.seed,
+            a.round
+        ));
+        // A seed is finished when it needs no retry or used its last round.
+        if (a.success && !a.detour) || a.round == rounds {
+            bar.inc(1);
+        }
+    };
+    let report = if parallel > 1 {
+        let workers = envs
+            .iter_mut()
+            .zip(policies.iter_mut())
+            .zip(reflectors.iter_mut())
+            .map(|((env, policy), reflector)| Worker {
+                env: env.as_mut(),
+                policy: policy.as_mut(),
+                reflector: reflector.as_mut(),
+            })
+            .collect();
+        collect_parallel(workers, cfg, Some(dataset), &mut on_attempt)?
+    } else {
+        collect(
+            envs[0].as_mut(),
+            policies[0].as_mut(),
+            reflectors[0].as_mut(),
+            cfg,
+            Some(dataset),
+            &mut on_attempt,
+        )?
+    };
+    bar.finish_and_clear();
+    Ok(report)
 }
 
 fn base_reflection(args: &Args) -> bool {

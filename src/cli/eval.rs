@@ -462,17 +462,7 @@ fn check_args(args: &Args, live: bool) -> Result<()> {
             "--tasks-file needs --dataset: the episodes' screenshots and the judge's verdicts are kept there"
         );
     }
-    for t in &args.tasks {
-        if !t.starts_with("miniwob:") && t.contains(':') {
-            bail!("task {t:?}: only miniwob:<name> tasks can be evaluated live");
-        }
-        if args.policy.policy == "scripted" && !ScriptedTeacher::supports(t) {
-            bail!(
-                "task {t:?}: the scripted teacher does not know it (it knows: {})",
-                rmsweb::policy::scripted::SUPPORTED_TASKS.join(", ")
-            );
-        }
-    }
+    check_tasks(&args.tasks, &args.policy.policy, "evaluated")?;
     if args.k == 0 {
         bail!("--k must be at least 1");
     }
@@ -481,6 +471,23 @@ fn check_args(args: &Args, live: bool) -> Result<()> {
             "note: --k {} with a greedy local policy (--temperature 0): every attempt repeats the first",
             args.k
         );
+    }
+    Ok(())
+}
+
+/// The MiniWoB tasks to play (`eval`, `collect`): `miniwob:<name>` or a bare name,
+/// and one the scripted teacher knows when it plays. `verb` says what is done live.
+pub(super) fn check_tasks(tasks: &[String], policy: &str, verb: &str) -> Result<()> {
+    for t in tasks {
+        if !t.starts_with("miniwob:") && t.contains(':') {
+            bail!("task {t:?}: only miniwob:<name> tasks can be {verb} live");
+        }
+        if policy == "scripted" && !ScriptedTeacher::supports(t) {
+            bail!(
+                "task {t:?}: the scripted teacher does not know it (it knows: {})",
+                rmsweb::policy::scripted::SUPPORTED_TASKS.join(", ")
+            );
+        }
     }
     Ok(())
 }
