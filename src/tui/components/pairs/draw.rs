@@ -3,7 +3,7 @@
 
 use super::view::{PairsView, Popup};
 use crate::action::Action as BrowserAction;
-use crate::annotate::{Op, Status};
+use crate::annotate::{Op, PairState, Status};
 use crate::mine::pair::{DEFAULT_TAXONOMY, LabelSource, MinedPair, StepRef};
 use crate::reward::{Decision, score_action};
 use crate::trajectory::{Element, Step};
@@ -200,55 +200,12 @@ impl PairsView {
             .get(&pair.task_id)
             .map(|t| t.instruction.clone())
             .unwrap_or_default();
-        let (cat, src, conf) = match &st.category {
-            Some(c) => (c.clone(), "annotator".to_string(), 1.0),
-            None => (
-                pair.failure_mode.category.clone(),
-                match pair.failure_mode.source {
-                    LabelSource::Judge => "judge",
-                    LabelSource::Heuristic => "heuristic",
-                    LabelSource::Annotator => "annotator",
-                }
-                .to_string(),
-                pair.failure_mode.confidence,
-            ),
-        };
-        let status_style = match st.status {
-            Status::Pending | Status::Conflict => th.warn(),
-            Status::Accepted | Status::Edited => th.good(),
-            Status::Rejected => th.bad(),
-        };
-        let who = match (&st.settled, st.status) {
-            (Some((by, op)), _) => format!(" (settled by {}: {})", line(by), op.as_str()),
-            (None, Status::Conflict) => format!(" ({} · S settles)", decisions_text(&st)),
-            _ => st
-                .last_annotator
-                .as_ref()
-                .map(|a| format!(" (by {})", line(a)))
-                .unwrap_or_default(),
-        };
-        let head_lines = vec![
-            Line::from(vec![
-                Span::styled("Task: ", th.label()),
-                Span::styled(line(&instruction), th.text()),
-            ]),
-            Line::from(vec![
-                Span::styled("Status: ", th.label()),
-                Span::styled(st.status.as_str(), status_style),
-                Span::styled(who, th.dim()),
-            ]),
-            Line::from(vec![
-                Span::styled("Category: ", th.label()),
-                Span::styled(line(&cat), th.text()),
-                Span::styled(format!(" ({src}, {conf:.2})"), th.dim()),
-            ]),
-        ];
         let kind = match pair.kind {
             crate::mine::pair::PairKind::FailContrast => "fail_contrast",
             crate::mine::pair::PairKind::Detour => "detour",
         };
         f.render_widget(
-            Paragraph::new(head_lines).block(pane(
+            Paragraph::new(head_lines(pair, &st, &instruction, &th)).block(pane(
                 format!("{} · {kind} · {}", trunc(&pair.id, 30), line(&pair.domain)),
                 false,
                 &th,
@@ -269,70 +226,7 @@ impl PairsView {
             .map(|s| s.state.elements)
             .unwrap_or_default();
         let decision = score_action(&pair.loc_action, &target, &elements, &sh.reward_cfg);
-        let sc = &pair.scores;
-        let mut lines = vec![
-            Line::from(vec![
-                Span::styled("Target: ", th.label()),
-                Span::styled(line(&target.short()), th.good()),
-                Span::styled(
-                    if st.target.is_some() {
-                        format!("  (edited; mined: {})", line(&pair.target_action.short()))
-                    } else {
-                        String::new()
-                    },
-                    th.dim(),
-                ),
-                Span::styled("   Loc: ", th.label()),
-                Span::styled(line(&pair.loc_action.short()), th.bad()),
-            ]),
-            decision_line("Rubric (loc vs target)", &decision, &th),
-            Line::from(vec![
-                Span::styled("Alignment: ", th.label()),
-                Span::styled(
-                    format!(
-                        "url {:.2} · dom {:.2} · memory {:.2} · progress {:.2} → {:.2}   contrast {:.2} · evidence {:.2} · total {:.2}",
-                        sc.url,
-                        sc.dom,
-                        sc.memory,
-                        sc.progress,
-                        sc.alignment,
-                        sc.contrast,
-                        sc.evidence,
-                        sc.total
-                    ),
-                    th.text(),
-                ),
-            ]),
-            Line::from(vec![
-                Span::styled("Gates: ", th.label()),
-                Span::styled(
-                    format!(
-                        "validity {} · visual {} · progress {}",
-                        mark(pair.gates.validity),
-                        mark(pair.gates.visual),
-                        mark(pair.gates.progress)
-                    ),
-                    th.text(),
-                ),
-            ]),
-            Line::from(Span::styled("Evidence:", th.label())),
-        ];
-        for e in &pair.evidence {
-            lines.push(Line::from(Span::styled(
-                format!("  • {}", line(e)),
-                th.text(),
-            )));
-        }
-        if !st.notes.is_empty() {
-            lines.push(Line::from(Span::styled("Notes:", th.label())));
-            for n in &st.notes {
-                lines.push(Line::from(Span::styled(
-                    format!("  ✎ {}", line(n)),
-                    th.text(),
-                )));
-            }
-        }
-        let p = Paragraph::new(lines)
+        let p = Paragraph::new(decision_lines(pair, &st, &target, &decision, &th))
             .wrap(Wrap { trim: false })
             .scroll((self.detail_scroll, 0))
             .block(pane(
@@ -466,4 +360,132 @@ fn decisions_text(st: &crate::annotate::PairState) -> String {
 
 fn mark(b: bool) -> &'static str {
     if b { "✓" } else { "✗" }
+}
+
+/// The detail's head: the task, the pair's status (who decided or settled it) and its
+/// category (the annotator's when relabelled, else the miner's with its source).
+fn head_lines(
+    pair: &MinedPair,
+    st: &PairState,
+    instruction: &str,
+    th: &Theme,
+) -> Vec<Line<'static>> {
+    let (cat, src, conf) = match &st.category {
+        Some(c) => (c.clone(), "annotator".to_string(), 1.0),
+        None => (
+            pair.failure_mode.category.clone(),
+            match pair.failure_mode.source {
+                LabelSource::Judge => "judge",
+                LabelSource::Heuristic => "heuristic",
+                LabelSource::Annotator => "annotator",
+            }
+            .to_string(),
+            pair.failure_mode.confidence,
+        ),
+    };
+    let status_style = match st.status {
+        Status::Pending | Status::Conflict => th.warn(),
+        Status::Accepted | Status::Edited => th.good(),
+        Status::Rejected => th.bad(),
+    };
+    let who = match (&st.settled, st.status) {
+        (Some((by, op)), _) => format!(" (settled by {}: {})", line(by), op.as_str()),
+        (None, Status::Conflict) => format!(" ({} · S settles)", decisions_text(st)),
+        _ => st
+            .last_annotator
+            .as_ref()
+            .map(|a| format!(" (by {})", line(a)))
+            .unwrap_or_default(),
+    };
+    vec![
+        Line::from(vec![
+            Span::styled("Task: ", th.label()),
+            Span::styled(line(instruction), th.text()),
+        ]),
+        Line::from(vec![
+            Span::styled("Status: ", th.label()),
+            Span::styled(st.status.as_str(), status_style),
+            Span::styled(who, th.dim()),
+        ]),
+        Line::from(vec![
+            Span::styled("Category: ", th.label()),
+            Span::styled(line(&cat), th.text()),
+            Span::styled(format!(" ({src}, {conf:.2})"), th.dim()),
+        ]),
+    ]
+}
+
+/// The decision pane: target (edited or mined) against the loc action, the rubric's
+/// decision on them, the mining scores and gates, the evidence and the notes.
+fn decision_lines(
+    pair: &MinedPair,
+    st: &PairState,
+    target: &BrowserAction,
+    decision: &Decision,
+    th: &Theme,
+) -> Vec<Line<'static>> {
+    let sc = &pair.scores;
+    let mut lines = vec![
+        Line::from(vec![
+            Span::styled("Target: ", th.label()),
+            Span::styled(line(&target.short()), th.good()),
+            Span::styled(
+                if st.target.is_some() {
+                    format!("  (edited; mined: {})", line(&pair.target_action.short()))
+                } else {
+                    String::new()
+                },
+                th.dim(),
+            ),
+            Span::styled("   Loc: ", th.label()),
+            Span::styled(line(&pair.loc_action.short()), th.bad()),
+        ]),
+        decision_line("Rubric (loc vs target)", decision, th),
+        Line::from(vec![
+            Span::styled("Alignment: ", th.label()),
+            Span::styled(
+                format!(
+                    "url {:.2} · dom {:.2} · memory {:.2} · progress {:.2} → {:.2}   contrast {:.2} · evidence {:.2} · total {:.2}",
+                    sc.url,
+                    sc.dom,
+                    sc.memory,
+                    sc.progress,
+                    sc.alignment,
+                    sc.contrast,
+                    sc.evidence,
+                    sc.total
+                ),
+                th.text(),
+            ),
+        ]),
+        Line::from(vec![
+            Span::styled("Gates: ", th.label()),
+            Span::styled(
+                format!(
+                    "validity {} · visual {} · progress {}",
+                    mark(pair.gates.validity),
+                    mark(pair.gates.visual),
+                    mark(pair.gates.progress)
+                ),
+                th.text(),
+            ),
+        ]),
+        Line::from(Span::styled("Evidence:", th.label())),
+    ];
+    for e in &pair.evidence {
+        lines.push(Line::from(Span::styled(
+            format!("  • {}", line(e)),
+            th.text(),
+        )));
+    }
+    if !st.notes.is_empty() {
+        lines.push(Line::from(Span::styled("Notes:", th.label())));
+        for n in &st.notes {
+            lines.push(Line::from(Span::styled(
+                format!("  ✎ {}", line(n)),
+                th.text(),
+            )));
+        }
+    }
+    lines
 }
