@@ -25,162 +25,10 @@ impl RunsView {
     /// The panels with data for the plotted runs: the fixed ones, then those whose
     /// keys are found by prefix (validation scores).
     fn panels(&self, plotted: &[&Track], th: &Theme) -> Vec<PanelView> {
-        let mut defs: Vec<(String, Vec<String>, Vec<String>)> = PANELS
-            .iter()
-            .map(|p| {
-                let labels = (0..p.keys.len())
-                    .map(|i| {
-                        p.labels
-                            .get(i)
-                            .copied()
-                            .unwrap_or_else(|| short_key(p.keys[i]))
-                            .to_string()
-                    })
-                    .collect();
-                (
-                    p.title.to_string(),
-                    p.keys.iter().map(|k| k.to_string()).collect(),
-                    labels,
-                )
-            })
-            .collect();
-        for (title, prefix, most) in PREFIX_PANELS {
-            let mut keys: Vec<String> = plotted
-                .iter()
-                .flat_map(|t| t.series.keys().map(|(k, _)| k.clone()))
-                .filter(|k| k.starts_with(prefix))
-                .collect();
-            keys.sort();
-            keys.dedup();
-            keys.truncate(most);
-            if !keys.is_empty() {
-                let labels = keys
-                    .iter()
-                    .map(|k| trunc(k.trim_start_matches(prefix), 28))
-                    .collect();
-                defs.push((title.to_string(), keys, labels));
-            }
-        }
-        let view = self.view();
-        let colors = palette(th);
-        let overlay = plotted.len() > 1;
-        let mut panels = Vec::new();
-        for (title, keys, labels) in defs {
-            let mut lines = Vec::new();
-            let mut present = Vec::new();
-            let mut gaps = 0u64;
-            for (ri, t) in plotted.iter().enumerate() {
-                for (ki, k) in keys.iter().enumerate() {
-                    let Some(s) = t.series.get(k) else { continue };
-                    gaps += s.gaps();
-                    let segments = chart::plot_segments(s, view);
-                    if segments.is_empty() {
-                        continue;
-                    }
-                    if !present.contains(&ki) {
-                        present.push(ki);
-                    }
-                    // One run: a colour per key. Overlay: a colour per run, a
-                    // marker per key.
-                    let (ci, marker) = if overlay {
-                        (ri, KEY_MARKERS[ki % KEY_MARKERS.len()].0)
-                    } else {
-                        (ki, Marker::Braille)
-                    };
-                    // Smoothing keeps the raw curve visible under it, dimmed.
-                    if view.ema > 0.0 && !overlay {
-                        let raw = chart::View { ema: 0.0, ..view };
-                        for points in chart::plot_segments(s, raw) {
-                            lines.push(PlotLine {
-                                color: th.dim().fg.unwrap_or(ratatui::style::Color::DarkGray),
-                                marker: Marker::Braille,
-                                points,
-                            });
-                        }
-                    }
-                    for points in segments {
-                        lines.push(PlotLine {
-                            color: colors[ci % colors.len()],
-                            marker,
-                            points,
-                        });
-                    }
-                }
-            }
-            if lines.is_empty() {
-                continue;
-            }
-            let mut spans = vec![Span::styled(format!(" {} ", line(&title)), th.label())];
-            let mut bottom = None;
-            if title == "gates" {
-                // The counts of the latest step, per plotted run.
-                let counts: Vec<String> = plotted
-                    .iter()
-                    .filter_map(|t| {
-                        let acc = t.series.latest(keys::SALVAGE_ACCEPTED_GROUPS);
-                        let sal = t.series.latest(keys::SALVAGE_SALVAGE_GROUPS);
-                        (acc.is_some() || sal.is_some()).then(|| {
-                            let n = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.0}"));
-                            format!("acc {} salv {}", n(acc), n(sal))
-                        })
-                    })
-                    .collect();
-                if !counts.is_empty() {
-                    bottom = Some(format!(" {} ", counts.join(" │ ")));
-                }
-            } else if !overlay && let Some(t) = plotted.first() {
-                // The raw values at the step cursor, else the latest, in the keys' order.
-                let values: Vec<String> = present
-                    .iter()
-                    .filter_map(|&ki| match view.cursor {
-                        Some(c) => t
-                            .series
-                            .get(&keys[ki])
-                            .and_then(|s| s.at(c))
-                            .map(|p| p.value),
-                        None => t.series.latest(&keys[ki]),
-                    })
-                    .map(fmt_num)
-                    .collect();
-                bottom = Some(match view.cursor {
-                    Some(c) => format!(" @{c} {} ", values.join(" · ")),
-                    None => format!(" now {} ", values.join(" · ")),
-                });
-            }
-            if let Some(line) = cursor_line(view, plotted, &keys, &lines, th) {
-                lines.push(line);
-            }
-            if gaps > 0 {
-                let text = format!("{gaps} missing ");
-                bottom = Some(match bottom {
-                    Some(b) => format!("{b}· {text}"),
-                    None => format!(" {text}"),
-                });
-            }
-            if keys.len() > 1 || overlay {
-                for ki in present {
-                    let label = &labels[ki];
-                    let span = if overlay {
-                        Span::styled(
-                            format!("{}{} ", KEY_MARKERS[ki % KEY_MARKERS.len()].1, line(label)),
-                            th.text(),
-                        )
-                    } else {
-                        Span::styled(
-                            format!("━{} ", line(label)),
-                            ratatui::style::Style::default().fg(colors[ki % colors.len()]),
-                        )
-                    };
-                    spans.push(span);
-                }
-            }
-            panels.push(PanelView {
-                title: Line::from(spans),
-                bottom,
-                lines,
-            });
-        }
-        panels
+        panel_defs(plotted)
+            .into_iter()
+            .filter_map(|def| panel(&def, plotted, self.view(), th))
+            .collect()
     }
 
     pub(crate) fn draw_charts(
@@ -307,4 +155,200 @@ pub(super) struct PanelView {
     title: Line<'static>,
     bottom: Option<String>,
     lines: Vec<PlotLine>,
+}
+
+/// A panel to draw: its title, its metric keys and their labels.
+struct PanelDef {
+    title: String,
+    keys: Vec<String>,
+    labels: Vec<String>,
+}
+
+/// The fixed panels, then one per prefix panel with keys in the plotted runs.
+fn panel_defs(plotted: &[&Track]) -> Vec<PanelDef> {
+    let mut defs: Vec<PanelDef> = PANELS
+        .iter()
+        .map(|p| PanelDef {
+            title: p.title.to_string(),
+            keys: p.keys.iter().map(|k| k.to_string()).collect(),
+            labels: (0..p.keys.len())
+                .map(|i| {
+                    p.labels
+                        .get(i)
+                        .copied()
+                        .unwrap_or_else(|| short_key(p.keys[i]))
+                        .to_string()
+                })
+                .collect(),
+        })
+        .collect();
+    for (title, prefix, most) in PREFIX_PANELS {
+        let mut keys: Vec<String> = plotted
+            .iter()
+            .flat_map(|t| t.series.keys().map(|(k, _)| k.clone()))
+            .filter(|k| k.starts_with(prefix))
+            .collect();
+        keys.sort();
+        keys.dedup();
+        keys.truncate(most);
+        if !keys.is_empty() {
+            let labels = keys
+                .iter()
+                .map(|k| trunc(k.trim_start_matches(prefix), 28))
+                .collect();
+            defs.push(PanelDef {
+                title: title.to_string(),
+                keys,
+                labels,
+            });
+        }
+    }
+    defs
+}
+
+/// What a panel plots: its lines, the keys (by index) that have points, and the
+/// gaps in their series.
+struct Plotted {
+    lines: Vec<PlotLine>,
+    present: Vec<usize>,
+    gaps: u64,
+}
+
+/// The plot lines of `keys` over the plotted runs. One run: a colour per key, the
+/// raw curve dimmed under a smoothed one. Overlay: a colour per run, a marker per key.
+fn plot_lines(plotted: &[&Track], keys: &[String], view: chart::View, th: &Theme) -> Plotted {
+    let colors = palette(th);
+    let overlay = plotted.len() > 1;
+    let mut out = Plotted {
+        lines: Vec::new(),
+        present: Vec::new(),
+        gaps: 0,
+    };
+    for (ri, t) in plotted.iter().enumerate() {
+        for (ki, k) in keys.iter().enumerate() {
+            let Some(s) = t.series.get(k) else { continue };
+            out.gaps += s.gaps();
+            let segments = chart::plot_segments(s, view);
+            if segments.is_empty() {
+                continue;
+            }
+            if !out.present.contains(&ki) {
+                out.present.push(ki);
+            }
+            let (ci, marker) = if overlay {
+                (ri, KEY_MARKERS[ki % KEY_MARKERS.len()].0)
+            } else {
+                (ki, Marker::Braille)
+            };
+            // Smoothing keeps the raw curve visible under it, dimmed.
+            if view.ema > 0.0 && !overlay {
+                let raw = chart::View { ema: 0.0, ..view };
+                for points in chart::plot_segments(s, raw) {
+                    out.lines.push(PlotLine {
+                        color: th.dim().fg.unwrap_or(ratatui::style::Color::DarkGray),
+                        marker: Marker::Braille,
+                        points,
+                    });
+                }
+            }
+            for points in segments {
+                out.lines.push(PlotLine {
+                    color: colors[ci % colors.len()],
+                    marker,
+                    points,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// One panel, or `None` when none of its keys has points: its plot lines (with the
+/// step cursor's line), its title with the keys' legend, and its bottom text (the gate
+/// counts, or the values at the cursor or the latest, and the missing points).
+fn panel(def: &PanelDef, plotted: &[&Track], view: chart::View, th: &Theme) -> Option<PanelView> {
+    let PanelDef {
+        title,
+        keys,
+        labels,
+    } = def;
+    let overlay = plotted.len() > 1;
+    let Plotted {
+        mut lines,
+        present,
+        gaps,
+    } = plot_lines(plotted, keys, view, th);
+    if lines.is_empty() {
+        return None;
+    }
+    let mut bottom = None;
+    if title == "gates" {
+        // The counts of the latest step, per plotted run.
+        let counts: Vec<String> = plotted
+            .iter()
+            .filter_map(|t| {
+                let acc = t.series.latest(keys::SALVAGE_ACCEPTED_GROUPS);
+                let sal = t.series.latest(keys::SALVAGE_SALVAGE_GROUPS);
+                (acc.is_some() || sal.is_some()).then(|| {
+                    let n = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.0}"));
+                    format!("acc {} salv {}", n(acc), n(sal))
+                })
+            })
+            .collect();
+        if !counts.is_empty() {
+            bottom = Some(format!(" {} ", counts.join(" │ ")));
+        }
+    } else if !overlay && let Some(t) = plotted.first() {
+        // The raw values at the step cursor, else the latest, in the keys' order.
+        let values: Vec<String> = present
+            .iter()
+            .filter_map(|&ki| match view.cursor {
+                Some(c) => t
+                    .series
+                    .get(&keys[ki])
+                    .and_then(|s| s.at(c))
+                    .map(|p| p.value),
+                None => t.series.latest(&keys[ki]),
+            })
+            .map(fmt_num)
+            .collect();
+        bottom = Some(match view.cursor {
+            Some(c) => format!(" @{c} {} ", values.join(" · ")),
+            None => format!(" now {} ", values.join(" · ")),
+        });
+    }
+    if let Some(line) = cursor_line(view, plotted, keys, &lines, th) {
+        lines.push(line);
+    }
+    if gaps > 0 {
+        let text = format!("{gaps} missing ");
+        bottom = Some(match bottom {
+            Some(b) => format!("{b}· {text}"),
+            None => format!(" {text}"),
+        });
+    }
+    let mut spans = vec![Span::styled(format!(" {} ", line(title)), th.label())];
+    if keys.len() > 1 || overlay {
+        let colors = palette(th);
+        for ki in present {
+            let label = &labels[ki];
+            let span = if overlay {
+                Span::styled(
+                    format!("{}{} ", KEY_MARKERS[ki % KEY_MARKERS.len()].1, line(label)),
+                    th.text(),
+                )
+            } else {
+                Span::styled(
+                    format!("━{} ", line(label)),
+                    ratatui::style::Style::default().fg(colors[ki % colors.len()]),
+                )
+            };
+            spans.push(span);
+        }
+    }
+    Some(PanelView {
+        title: Line::from(spans),
+        bottom,
+        lines,
+    })
 }
