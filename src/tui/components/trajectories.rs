@@ -2,11 +2,12 @@
 
 use super::step_view::step_lines;
 use super::{Component, Cursor, ListPointer, Pointer, filter_indices, pane};
-use crate::trajectory::TrajectorySummary;
 use crate::trajectory::mark::step_mark;
+use crate::trajectory::{Trajectory, TrajectorySummary};
 use crate::tui::action::Action;
 use crate::tui::key_help::{KeyHelp, k};
 use crate::tui::shared::Shared;
+use crate::tui::theme::Theme;
 use crate::tui::widgets::text::{line, trunc, trunc_start};
 use ratatui::Frame;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, MouseEvent};
@@ -269,52 +270,52 @@ impl Component for TrajectoriesView {
             .get(&traj.task_id)
             .map(|t| t.instruction.clone())
             .unwrap_or_default();
-        let outcome = if traj.outcome.success {
-            Span::styled("✓ success", th.good())
-        } else {
-            Span::styled("✗ failure", th.bad())
-        };
-        let mut head = vec![
-            Line::from(vec![
-                Span::styled("Task: ", th.label()),
-                Span::styled(line(&instruction), th.text()),
-            ]),
-            Line::from(vec![
-                Span::styled("Outcome: ", th.label()),
-                outcome,
-                Span::styled(
-                    format!("  {}", line(traj.outcome.reason.as_deref().unwrap_or(""))),
-                    th.dim(),
-                ),
-            ]),
-        ];
-        if let Some(v) = verdict {
-            head.push(judge_line(v, &th));
-        }
-        head.push(Line::from(vec![
-            Span::styled("Reflection: ", th.label()),
-            match &traj.reflection {
-                Some(r) => Span::styled(line(r), th.text()),
-                None => Span::styled("(none)", th.dim()),
-            },
-        ]));
         let title = format!(
             "{} · attempt {} · round {}",
             trunc(&traj.id, 40),
             traj.attempt,
             traj.round
         );
-        f.render_widget(Paragraph::new(head).block(pane(title, false, &th)), header);
-
+        f.render_widget(
+            Paragraph::new(header_lines(&traj, &instruction, verdict, &th))
+                .block(pane(title, false, &th)),
+            header,
+        );
         let [timeline, detail] =
             Layout::horizontal([Constraint::Length(28), Constraint::Min(20)]).areas(body);
+        self.draw_timeline(f, timeline, &traj, &th);
+        self.draw_step(f, detail, sh, &traj);
+    }
+
+    fn filter(&self) -> &str {
+        &self.filter
+    }
+
+    fn set_filter(&mut self, filter: &str) {
+        self.filter = filter.to_string();
+        self.list = Cursor::default();
+        self.steps = Cursor::default();
+    }
+
+    fn cycle_focus(&mut self, forward: bool) {
+        self.focus = match (self.focus, forward) {
+            (Focus::List, true) | (Focus::Detail, false) => Focus::Steps,
+            (Focus::Steps, true) | (Focus::List, false) => Focus::Detail,
+            (Focus::Detail, true) | (Focus::Steps, false) => Focus::List,
+        };
+    }
+}
+
+impl TrajectoriesView {
+    /// The step list: each step's index and first action, failed steps marked.
+    fn draw_timeline(&mut self, f: &mut Frame, area: Rect, traj: &Trajectory, th: &Theme) {
         let tl_block = pane(
             format!("Steps ({})", traj.steps.len()),
             self.focus == Focus::Steps,
-            &th,
+            th,
         );
-        let inner = tl_block.inner(timeline);
-        f.render_widget(tl_block, timeline);
+        let inner = tl_block.inner(area);
+        f.render_widget(tl_block, area);
         let window = self.steps.window_in(traj.steps.len(), inner);
         let tl_lines: Vec<Line> = window
             .map(|i| {
@@ -340,13 +341,17 @@ impl Component for TrajectoriesView {
             })
             .collect();
         f.render_widget(Paragraph::new(tl_lines), inner);
+    }
 
+    /// The selected step: its screenshot above its text (scrolled).
+    fn draw_step(&mut self, f: &mut Frame, area: Rect, sh: &mut Shared, traj: &Trajectory) {
+        let th = sh.theme.clone();
         let Some(step) = traj.steps.get(self.steps.selected) else {
             f.render_widget(
                 Paragraph::new("(no steps)")
                     .style(th.dim())
                     .block(pane("Step", false, &th)),
-                detail,
+                area,
             );
             return;
         };
@@ -355,9 +360,9 @@ impl Component for TrajectoriesView {
             self.focus == Focus::Detail,
             &th,
         );
-        self.detail_area = detail;
-        let d_inner = d_block.inner(detail);
-        f.render_widget(d_block, detail);
+        self.detail_area = area;
+        let d_inner = d_block.inner(area);
+        f.render_widget(d_block, area);
         let shot_h = (d_inner.height / 3).clamp(3, 14).min(d_inner.height);
         let [shot, text] =
             Layout::vertical([Constraint::Length(shot_h), Constraint::Min(0)]).areas(d_inner);
@@ -366,26 +371,6 @@ impl Component for TrajectoriesView {
         f.render_widget(Paragraph::new(lines).scroll((self.detail_scroll, 0)), text);
     }
 
-    fn filter(&self) -> &str {
-        &self.filter
-    }
-
-    fn set_filter(&mut self, filter: &str) {
-        self.filter = filter.to_string();
-        self.list = Cursor::default();
-        self.steps = Cursor::default();
-    }
-
-    fn cycle_focus(&mut self, forward: bool) {
-        self.focus = match (self.focus, forward) {
-            (Focus::List, true) | (Focus::Detail, false) => Focus::Steps,
-            (Focus::Steps, true) | (Focus::List, false) => Focus::Detail,
-            (Focus::Detail, true) | (Focus::Steps, false) => Focus::List,
-        };
-    }
-}
-
-impl TrajectoriesView {
     /// The screenshot view of the selected step: a caption (step, action, the target's
     /// text), the screenshot at the tab's full size with the target drawn on it, and
     /// a strip of the trajectory's steps. False when there is no step to show.
@@ -535,6 +520,46 @@ fn draw_shot(
 ) {
     let rel = step.state.screenshot.as_deref();
     images.draw_marked(f, area, root, rel, step_mark(step), dim);
+}
+
+/// The trajectory's header: task, outcome, the judge's verdict (when there is one)
+/// and the reflection it was given.
+fn header_lines(
+    traj: &Trajectory,
+    instruction: &str,
+    verdict: Option<&crate::judge::verdicts::Verdict>,
+    th: &Theme,
+) -> Vec<Line<'static>> {
+    let outcome = if traj.outcome.success {
+        Span::styled("✓ success", th.good())
+    } else {
+        Span::styled("✗ failure", th.bad())
+    };
+    let mut head = vec![
+        Line::from(vec![
+            Span::styled("Task: ", th.label()),
+            Span::styled(line(instruction), th.text()),
+        ]),
+        Line::from(vec![
+            Span::styled("Outcome: ", th.label()),
+            outcome,
+            Span::styled(
+                format!("  {}", line(traj.outcome.reason.as_deref().unwrap_or(""))),
+                th.dim(),
+            ),
+        ]),
+    ];
+    if let Some(v) = verdict {
+        head.push(judge_line(v, th));
+    }
+    head.push(Line::from(vec![
+        Span::styled("Reflection: ", th.label()),
+        match &traj.reflection {
+            Some(r) => Span::styled(line(r), th.text()),
+            None => Span::styled("(none)", th.dim()),
+        },
+    ]));
+    head
 }
 
 /// The header line of an LLM judge's verdict: its decision, the judge model and the
