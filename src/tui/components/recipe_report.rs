@@ -92,7 +92,6 @@ impl RecipeReportView {
     /// Draws the view over `area`.
     pub fn draw(&mut self, f: &mut Frame, area: Rect, th: &Theme) {
         f.render_widget(Clear, area);
-        let r = &self.report;
         let cols = self.columns();
         let block = Block::default()
             .borders(Borders::ALL)
@@ -116,6 +115,14 @@ impl RecipeReportView {
         let foot_h = (cols.len() as u16 + 3).min(inner.height / 2);
         let [table_a, foot_a] =
             Layout::vertical([Constraint::Min(3), Constraint::Length(foot_h)]).areas(inner);
+        self.draw_table(f, table_a, &cols, th);
+        f.render_widget(Paragraph::new(self.footer_lines(&cols, th)), foot_a);
+    }
+
+    /// The table: a row per task type and the overall row, a column per policy, the
+    /// best of each row starred.
+    fn draw_table(&self, f: &mut Frame, area: Rect, cols: &[String], th: &Theme) {
+        let r = &self.report;
         let overall: Vec<Option<f64>> = cols
             .iter()
             .map(|c| {
@@ -183,8 +190,12 @@ impl RecipeReportView {
                 .collect::<Vec<_>>(),
         )
         .style(th.dim());
-        f.render_widget(Table::new(body, widths).header(head), table_a);
-        // The footer: each policy's overall figure with its interval, and reflection.
+        f.render_widget(Table::new(body, widths).header(head), area);
+    }
+
+    /// The footer: each policy's overall figure with its interval, and reflection.
+    fn footer_lines(&self, cols: &[String], th: &Theme) -> Vec<Line<'static>> {
+        let r = &self.report;
         let mut lines = Vec::new();
         let per_type = r.eval_seeds[1];
         let fc = if cols.iter().any(|c| c.ends_with("+full-corpus")) {
@@ -200,7 +211,7 @@ impl RecipeReportView {
             ),
             th.dim(),
         )));
-        for c in &cols {
+        for c in cols {
             let p = if c == "sft" {
                 Some(&r.sft)
             } else {
@@ -231,6 +242,6 @@ impl RecipeReportView {
             ),
             th.text(),
         )));
-        f.render_widget(Paragraph::new(lines), foot_a);
+        lines
     }
 }
