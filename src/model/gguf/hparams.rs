@@ -158,6 +158,79 @@ pub fn architecture(g: &Gguf) -> Result<&str> {
     Ok(arch)
 }
 
+/// A width key's value, at most [`MAX_WIDTH`].
+fn width(g: &Gguf, key: &str) -> Result<usize> {
+    let n = count(g, key)?;
+    ensure!(
+        n <= MAX_WIDTH,
+        "key {} is {n}, more than {MAX_WIDTH}",
+        quoted(key)
+    );
+    Ok(n)
+}
+
+/// The attention's heads, key-value heads and head width: the key and value lengths
+/// agree (transformers' Llama has one head_dim), or it is the hidden width over the
+/// heads; the rotary embedding covers all of it.
+fn attention_shape(g: &Gguf, arch: &str, hidden: usize) -> Result<(usize, usize, usize)> {
+    let k = |s: &str| format!("{arch}.{s}");
+    let heads = width(g, &k("attention.head_count"))?;
+    let kv_heads = match g.get(&k("attention.head_count_kv")) {
+        None => heads,
+        Some(_) => width(g, &k("attention.head_count_kv"))?,
+    };
+    ensure!(
+        heads.is_multiple_of(kv_heads),
+        "key {} ({kv_heads}) does not divide key {} ({heads})",
+        quoted(&k("attention.head_count_kv")),
+        quoted(&k("attention.head_count"))
+    );
+    let key_len = opt_count(g, &k("attention.key_length"))?;
+    let value_len = opt_count(g, &k("attention.value_length"))?;
+    for (key, n) in [
+        ("attention.key_length", key_len),
+        ("attention.value_length", value_len),
+    ] {
+        if let Some(n) = n {
+            ensure!(
+                n <= MAX_WIDTH,
+                "key {} is {n}, more than {MAX_WIDTH}",
+                quoted(&k(key))
+            );
+        }
+    }
+    let head_dim = match (key_len, value_len) {
+        (Some(a), Some(b)) if a != b => bail!(
+            "key {} ({a}) differs from key {} ({b}); transformers' Llama has one head_dim",
+            quoted(&k("attention.key_length")),
+            quoted(&k("attention.value_length"))
+        ),
+        (Some(a), _) | (None, Some(a)) => a,
+        (None, None) => {
+            ensure!(
+                hidden.is_multiple_of(heads),
+                "key {} ({heads}) does not divide key {} ({hidden})",
+                quoted(&k("attention.head_count")),
+                quoted(&k("embedding_length"))
+            );
+            hidden / heads
+        }
+    };
+    ensure!(
+        head_dim > 0 && head_dim.is_multiple_of(2),
+        "head_dim {head_dim} is not a positive even number"
+    );
+    if let Some(rot) = opt_count(g, &k("rope.dimension_count"))? {
+        ensure!(
+            rot == head_dim,
+            "key {} is {rot}, not head_dim {head_dim}: partial rotary embeddings are not \
+             supported",
+            quoted(&k("rope.dimension_count"))
+        );
+    }
+    Ok((heads, kv_heads, head_dim))
+}
+
 impl Hparams {
     /// Reads and checks the hyper-parameters. `vocab` is the number of tokens.
     pub fn from_gguf(g: &Gguf, vocab: usize) -> Result<Self> {
@@ -169,15 +242,6 @@ impl Hparams {
                 quoted(&k("expert_count"))
             );
         }
-        let width = |key: &str| -> Result<usize> {
-            let n = count(g, key)?;
-            ensure!(
-                n <= MAX_WIDTH,
-                "key {} is {n}, more than {MAX_WIDTH}",
-                quoted(key)
-            );
-            Ok(n)
-        };
         // Every block has 9 tensors.
         let layers = count(g, &k("block_count"))?;
         ensure!(
@@ -187,62 +251,9 @@ impl Hparams {
             g.tensors.len()
         );
         let context_length = count(g, &k("context_length"))?;
-        let hidden = width(&k("embedding_length"))?;
-        let ff = width(&k("feed_forward_length"))?;
-        let heads = width(&k("attention.head_count"))?;
-        let kv_heads = match g.get(&k("attention.head_count_kv")) {
-            None => heads,
-            Some(_) => width(&k("attention.head_count_kv"))?,
-        };
-        ensure!(
-            heads.is_multiple_of(kv_heads),
-            "key {} ({kv_heads}) does not divide key {} ({heads})",
-            quoted(&k("attention.head_count_kv")),
-            quoted(&k("attention.head_count"))
-        );
-        let key_len = opt_count(g, &k("attention.key_length"))?;
-        let value_len = opt_count(g, &k("attention.value_length"))?;
-        for (key, n) in [
-            ("attention.key_length", key_len),
-            ("attention.value_length", value_len),
-        ] {
-            if let Some(n) = n {
-                ensure!(
-                    n <= MAX_WIDTH,
-                    "key {} is {n}, more than {MAX_WIDTH}",
-                    quoted(&k(key))
-                );
-            }
-        }
-        let head_dim = match (key_len, value_len) {
-            (Some(a), Some(b)) if a != b => bail!(
-                "key {} ({a}) differs from key {} ({b}); transformers' Llama has one head_dim",
-                quoted(&k("attention.key_length")),
-                quoted(&k("attention.value_length"))
-            ),
-            (Some(a), _) | (None, Some(a)) => a,
-            (None, None) => {
-                ensure!(
-                    hidden.is_multiple_of(heads),
-                    "key {} ({heads}) does not divide key {} ({hidden})",
-                    quoted(&k("attention.head_count")),
-                    quoted(&k("embedding_length"))
-                );
-                hidden / heads
-            }
-        };
-        ensure!(
-            head_dim > 0 && head_dim.is_multiple_of(2),
-            "head_dim {head_dim} is not a positive even number"
-        );
-        if let Some(rot) = opt_count(g, &k("rope.dimension_count"))? {
-            ensure!(
-                rot == head_dim,
-                "key {} is {rot}, not head_dim {head_dim}: partial rotary embeddings are not \
-                 supported",
-                quoted(&k("rope.dimension_count"))
-            );
-        }
+        let hidden = width(g, &k("embedding_length"))?;
+        let ff = width(g, &k("feed_forward_length"))?;
+        let (heads, kv_heads, head_dim) = attention_shape(g, arch, hidden)?;
         let eps_key = k("attention.layer_norm_rms_epsilon");
         require(g, &eps_key)?;
         let rms_norm_eps = opt_float(g, &eps_key)?.unwrap_or_default();
