@@ -506,7 +506,7 @@ fn episode_bar(total: u64) -> indicatif::ProgressBar {
 /// run short, if one did, or the live-web episodes left unjudged.
 fn written(args: &Args, report: &EvalReport, failure: Option<anyhow::Error>) -> Result<()> {
     if let Some(out) = &args.out {
-        write_report(out, &report)?;
+        write_report(out, report)?;
         println!(
             "results written to {}{}",
             out.display(),

@@ -140,7 +140,11 @@ pub(super) fn prepare(cfg: &SftConfig, run: &RunDir, device: &Device) -> Result<
             .as_deref()
             .is_some_and(crate::model::vl::is_vl_folder);
     let sees = cfg.vision.is_some() || vl_base;
-    let (chats, shots, prompt_format) = read_chats(&ds, sees)?;
+    let Chats {
+        chats,
+        shots,
+        prompt_format,
+    } = read_chats(&ds, sees)?;
     anyhow::ensure!(
         !chats.is_empty(),
         "{}: no successful trajectory steps to train on",
@@ -224,16 +228,20 @@ pub(super) fn prepare(cfg: &SftConfig, run: &RunDir, device: &Device) -> Result<
     })
 }
 
+/// A chat as the template encodes it.
+type Chat = Vec<crate::model::Message>;
+
+/// The chats to train on, the screenshot each shows, and the prompt layout they
+/// record.
+struct Chats {
+    chats: Vec<Chat>,
+    shots: Vec<Option<PathBuf>>,
+    prompt_format: Option<String>,
+}
+
 /// The dataset's current samples as chats, each with its screenshot when the model
 /// sees (`sees`), and the prompt layout they record (for checkpoints).
-fn read_chats(
-    ds: &Dataset,
-    sees: bool,
-) -> Result<(
-    Vec<Vec<crate::model::Message>>,
-    Vec<Option<PathBuf>>,
-    Option<String>,
-)> {
+fn read_chats(ds: &Dataset, sees: bool) -> Result<Chats> {
     let mut chats = Vec::new();
     let mut shots = Vec::new();
     // Read once: the chats, and the layout their prompts record (for checkpoints).
@@ -251,7 +259,11 @@ fn read_chats(
             }
         }
     }
-    Ok((chats, shots, prompt_format))
+    Ok(Chats {
+        chats,
+        shots,
+        prompt_format,
+    })
 }
 
 /// A tiny model from scratch: its BPE trained on the chats (or the run folder's, on

@@ -234,23 +234,7 @@ impl<R: Read> Cursor<R> {
 }
 
 fn parse<R: Read>(c: &mut Cursor<R>) -> Result<Gguf> {
-    let magic: [u8; 4] = c.fixed().context("magic")?;
-    ensure!(
-        magic == MAGIC,
-        "not a GGUF file (it starts with bytes {magic:02x?}, not `GGUF`)"
-    );
-    let version = c.u32().context("version")?;
-    match version {
-        2 | 3 => {}
-        1 => bail!("GGUF version 1 is not supported (versions 2 and 3 are)"),
-        v if matches!(v.swap_bytes(), 1..=3) => {
-            bail!(
-                "a big-endian GGUF file (version {}) is not supported",
-                v.swap_bytes()
-            )
-        }
-        v => bail!("unknown GGUF version {v} (versions 2 and 3 are supported)"),
-    }
+    let version = read_version(c)?;
     let tensor_count = c.u64().context("tensor count")?;
     let kv_count = c.u64().context("key count")?;
     // A key takes at least 13 bytes (empty name, type, one-byte value); a tensor at least
@@ -265,7 +249,56 @@ fn parse<R: Read>(c: &mut Cursor<R>) -> Result<Gguf> {
         "the header says {tensor_count} tensors, more than the {} bytes left can hold",
         c.left()
     );
+    let (metadata, index) = read_metadata(c, kv_count)?;
+    let alignment = alignment_of(&metadata, &index)?;
+    let (mut tensors, tensor_index) = read_tensor_infos(c, tensor_count, alignment)?;
+    let data_start = c
+        .pos
+        .checked_next_multiple_of(alignment)
+        .ok_or_else(|| anyhow!("data section offset overflows"))?;
+    let file_len = c.len;
+    place_tensors(&mut tensors, data_start, file_len)?;
+    Ok(Gguf {
+        version,
+        metadata,
+        index,
+        tensors,
+        tensor_index,
+        alignment,
+        data_start,
+        file_len,
+    })
+}
 
+/// The magic and a supported version (2 or 3, little-endian).
+fn read_version<R: Read>(c: &mut Cursor<R>) -> Result<u32> {
+    let magic: [u8; 4] = c.fixed().context("magic")?;
+    ensure!(
+        magic == MAGIC,
+        "not a GGUF file (it starts with bytes {magic:02x?}, not `GGUF`)"
+    );
+    let version = c.u32().context("version")?;
+    match version {
+        2 | 3 => Ok(version),
+        1 => bail!("GGUF version 1 is not supported (versions 2 and 3 are)"),
+        v if matches!(v.swap_bytes(), 1..=3) => {
+            bail!(
+                "a big-endian GGUF file (version {}) is not supported",
+                v.swap_bytes()
+            )
+        }
+        v => bail!("unknown GGUF version {v} (versions 2 and 3 are supported)"),
+    }
+}
+
+/// The metadata in file order (as [`Gguf::metadata`] holds it).
+type Metadata = Vec<(String, Value)>;
+
+/// The metadata in file order, and each key's position; a key twice is refused.
+fn read_metadata<R: Read>(
+    c: &mut Cursor<R>,
+    kv_count: u64,
+) -> Result<(Metadata, HashMap<String, usize>)> {
     let mut budget = MAX_ARRAY_ELEMENTS;
     let mut metadata: Vec<(String, Value)> = Vec::new();
     let mut index = HashMap::new();
@@ -281,24 +314,34 @@ fn parse<R: Read>(c: &mut Cursor<R>) -> Result<Gguf> {
         }
         metadata.push((key, value));
     }
+    Ok((metadata, index))
+}
 
-    let alignment = match index.get(ALIGNMENT_KEY).map(|&i| &metadata[i].1) {
-        None => DEFAULT_ALIGNMENT,
-        Some(v) => {
-            let a = v.as_u64().ok_or_else(|| {
-                anyhow!(
-                    "key `{ALIGNMENT_KEY}`: expected an unsigned integer, found {}",
-                    v.describe()
-                )
-            })?;
-            ensure!(
-                a > 0 && a.is_power_of_two(),
-                "key `{ALIGNMENT_KEY}` is {a}; it must be a positive power of two"
-            );
-            a
-        }
+/// `general.alignment`, a positive power of two (32 when absent).
+fn alignment_of(metadata: &[(String, Value)], index: &HashMap<String, usize>) -> Result<u64> {
+    let Some(v) = index.get(ALIGNMENT_KEY).map(|&i| &metadata[i].1) else {
+        return Ok(DEFAULT_ALIGNMENT);
     };
+    let a = v.as_u64().ok_or_else(|| {
+        anyhow!(
+            "key `{ALIGNMENT_KEY}`: expected an unsigned integer, found {}",
+            v.describe()
+        )
+    })?;
+    ensure!(
+        a > 0 && a.is_power_of_two(),
+        "key `{ALIGNMENT_KEY}` is {a}; it must be a positive power of two"
+    );
+    Ok(a)
+}
 
+/// The tensor infos in file order (offsets relative to the data section), and each
+/// name's position; an empty, overlong or repeated name is refused.
+fn read_tensor_infos<R: Read>(
+    c: &mut Cursor<R>,
+    tensor_count: u64,
+    alignment: u64,
+) -> Result<(Vec<TensorInfo>, HashMap<String, usize>)> {
     let mut tensors: Vec<TensorInfo> = Vec::new();
     let mut tensor_index = HashMap::new();
     for i in 0..tensor_count {
@@ -317,13 +360,13 @@ fn parse<R: Read>(c: &mut Cursor<R>) -> Result<Gguf> {
         }
         tensors.push(info);
     }
+    Ok((tensors, tensor_index))
+}
 
-    let header_end = c.pos;
-    let data_start = header_end
-        .checked_next_multiple_of(alignment)
-        .ok_or_else(|| anyhow!("data section offset overflows"))?;
-    let file_len = c.len;
-    for t in &mut tensors {
+/// Makes the tensors' offsets absolute, and checks that each lies within the file and
+/// that no two overlap.
+fn place_tensors(tensors: &mut [TensorInfo], data_start: u64, file_len: u64) -> Result<()> {
+    for t in tensors.iter_mut() {
         let rel = t.offset;
         t.offset = data_start
             .checked_add(rel)
@@ -354,16 +397,7 @@ fn parse<R: Read>(c: &mut Cursor<R>) -> Result<Gguf> {
             quoted(a)
         );
     }
-    Ok(Gguf {
-        version,
-        metadata,
-        index,
-        tensors,
-        tensor_index,
-        alignment,
-        data_start,
-        file_len,
-    })
+    Ok(())
 }
 
 fn tensor_info<R: Read>(c: &mut Cursor<R>, name: String, alignment: u64) -> Result<TensorInfo> {
