@@ -276,9 +276,9 @@ impl TinyLlama {
         self.hidden / self.heads
     }
 
-    /// The GGUF file and the f32 tensors it was made from, under HF names in HF layout
-    /// (before quantization; the q and k rows unpermuted).
-    pub fn build(&self) -> Result<(GgufWriter, BTreeMap<String, Tensor>)> {
+    /// A writer holding the model's metadata (Llama hyper-parameters, the tiny
+    /// byte-level vocabulary, ChatML), and the vocabulary's size.
+    fn metadata(&self) -> (GgufWriter, usize) {
         let (tokens, types) = tiny_vocab();
         let vocab = tokens.len();
         let (h, hd, ff) = (self.hidden, self.head_dim(), self.ff);
@@ -312,7 +312,14 @@ impl TinyLlama {
                 "tokenizer.chat_template",
                 Value::String(CHATML_TEMPLATE.into()),
             );
+        (w, vocab)
+    }
 
+    /// The GGUF file and the f32 tensors it was made from, under HF names in HF layout
+    /// (before quantization; the q and k rows unpermuted).
+    pub fn build(&self) -> Result<(GgufWriter, BTreeMap<String, Tensor>)> {
+        let (h, hd, ff) = (self.hidden, self.head_dim(), self.ff);
+        let (mut w, vocab) = self.metadata();
         let mut rng = self.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
         let mut values = |n: usize, center: f32, scale: f32| -> Vec<f32> {
             (0..n)
