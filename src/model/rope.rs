@@ -176,133 +176,49 @@ impl RopeSpec {
         top_ompe: Option<usize>,
         max_pos: usize,
     ) -> Result<Self> {
-        let field = |k: &str| format!("{name}.{k}");
-        let kind = |k: &str| -> Result<Option<&str>> {
-            present(d, k)
-                .map(|v| {
-                    v.as_str().with_context(|| {
-                        format!("field `{}`: expected a string, got {v}", field(k))
-                    })
-                })
-                .transpose()
-        };
-        let rope_type = match (kind("rope_type")?, kind("type")?) {
-            (Some(a), Some(b)) if a != b => bail!(
-                "fields `{}` ({a:?}) and `{}` ({b:?}) disagree",
-                field("rope_type"),
-                field("type")
-            ),
-            (Some(a), _) | (None, Some(a)) => a,
-            (None, None) => "default",
-        };
-        let Some(allowed) = allowed_keys(rope_type) else {
-            bail!(
-                "field `{}`: rope type {rope_type:?} is not supported (rmsweb computes default, \
-                 linear, dynamic, yarn and llama3)",
-                field("rope_type")
-            );
-        };
-        for key in d.keys() {
-            let known = ["rope_type", "type", "rope_theta", "partial_rotary_factor"]
-                .contains(&key.as_str())
-                || allowed.contains(&key.as_str());
-            ensure!(
-                known,
-                "field `{}`: not a parameter of rope type {rope_type:?}; refused rather than \
-                 ignored, since it may change the rotary embedding",
-                field(key)
-            );
-        }
-        if let Some(v) = present(d, "partial_rotary_factor") {
-            partial_rotary_factor_is_one(v, &field("partial_rotary_factor"))?;
-        }
+        let dict = Dict { d, name };
+        let rope_type = dict.rope_type()?;
         let theta = match (
             present(d, "rope_theta")
-                .map(|v| positive(v, &field("rope_theta")))
+                .map(|v| positive(v, &dict.field("rope_theta")))
                 .transpose()?,
             top_theta,
         ) {
             (Some(a), Some(b)) if a != b => bail!(
                 "fields `{}` ({a}) and `rope_theta` ({b}) disagree",
-                field("rope_theta")
+                dict.field("rope_theta")
             ),
             (Some(t), _) | (None, Some(t)) => t,
             (None, None) => DEFAULT_THETA,
-        };
-        let req = |k: &str| -> Result<&Value> {
-            present(d, k).with_context(|| {
-                format!(
-                    "field `{}` missing (rope type {rope_type:?} needs it)",
-                    field(k)
-                )
-            })
-        };
-        let opt = |k: &str| -> Result<Option<f64>> {
-            present(d, k).map(|v| number(v, &field(k))).transpose()
         };
         // transformers moves the pre-training length into the dictionary, defaulting
         // to max_position_embeddings; a top-level value wins.
         let ompe = || -> Result<usize> {
             match (top_ompe, present(d, "original_max_position_embeddings")) {
                 (Some(n), _) => Ok(n),
-                (None, Some(v)) => count(v, &field("original_max_position_embeddings")),
+                (None, Some(v)) => count(v, &dict.field("original_max_position_embeddings")),
                 (None, None) => Ok(max_pos),
             }
         };
+        let factor = || dict.positive_field("factor", rope_type);
         let scaling = match rope_type {
             "default" => None,
-            "linear" => Some(RopeScaling::Linear {
-                factor: positive(req("factor")?, &field("factor"))?,
-            }),
-            "dynamic" => Some(RopeScaling::Dynamic {
-                factor: positive(req("factor")?, &field("factor"))?,
-            }),
-            "yarn" => {
-                let original = ompe()?;
-                // A `null` factor means the ratio of the two lengths (DeepSeek-V3 style).
-                let factor = match d.get("factor") {
-                    Some(Value::Null) => max_pos as f64 / original as f64,
-                    Some(v) => positive(v, &field("factor"))?,
-                    None => positive(req("factor")?, &field("factor"))?,
-                };
-                // transformers reads `get("truncate", True)`: an explicit null is false.
-                let truncate = match d.get("truncate") {
-                    None => None,
-                    Some(Value::Null) => Some(false),
-                    Some(v) => Some(v.as_bool().with_context(|| {
-                        format!(
-                            "field `{}`: expected true or false, got {v}",
-                            field("truncate")
-                        )
-                    })?),
-                };
-                Some(RopeScaling::Yarn(Yarn {
-                    factor,
-                    original_max_position_embeddings: original,
-                    attention_factor: opt("attention_factor")?,
-                    beta_fast: opt("beta_fast")?,
-                    beta_slow: opt("beta_slow")?,
-                    mscale: opt("mscale")?,
-                    mscale_all_dim: opt("mscale_all_dim")?,
-                    truncate,
-                }))
-            }
+            "linear" => Some(RopeScaling::Linear { factor: factor()? }),
+            "dynamic" => Some(RopeScaling::Dynamic { factor: factor()? }),
+            "yarn" => Some(RopeScaling::Yarn(dict.yarn(ompe()?, max_pos)?)),
             "llama3" => {
                 let l = Llama3 {
-                    factor: positive(req("factor")?, &field("factor"))?,
-                    low_freq_factor: positive(req("low_freq_factor")?, &field("low_freq_factor"))?,
-                    high_freq_factor: positive(
-                        req("high_freq_factor")?,
-                        &field("high_freq_factor"),
-                    )?,
+                    factor: factor()?,
+                    low_freq_factor: dict.positive_field("low_freq_factor", rope_type)?,
+                    high_freq_factor: dict.positive_field("high_freq_factor", rope_type)?,
                     original_max_position_embeddings: ompe()?,
                 };
                 ensure!(
                     l.high_freq_factor > l.low_freq_factor,
                     "field `{}` ({}) must exceed `{}` ({})",
-                    field("high_freq_factor"),
+                    dict.field("high_freq_factor"),
                     l.high_freq_factor,
-                    field("low_freq_factor"),
+                    dict.field("low_freq_factor"),
                     l.low_freq_factor
                 );
                 Some(RopeScaling::Llama3(l))
@@ -474,6 +390,111 @@ fn yarn(plain: &[f64], y: &Yarn, head_dim: usize, base: f64) -> (Vec<f64>, f64) 
         })
         .collect();
     (inv, attention)
+}
+
+/// A rope-scaling dictionary, with the name errors give it (`rope_scaling` or
+/// `rope_parameters`).
+struct Dict<'a> {
+    d: &'a Map<String, Value>,
+    name: &'a str,
+}
+
+impl<'a> Dict<'a> {
+    fn field(&self, k: &str) -> String {
+        format!("{}.{k}", self.name)
+    }
+
+    /// The rope type (`rope_type`, or the older `type`; both must agree), once every
+    /// key is known to be one of its parameters and any partial rotary factor is 1.
+    fn rope_type(&self) -> Result<&'a str> {
+        let d = self.d;
+        let kind = |k: &str| -> Result<Option<&'a str>> {
+            present(d, k)
+                .map(|v| {
+                    v.as_str().with_context(|| {
+                        format!("field `{}`: expected a string, got {v}", self.field(k))
+                    })
+                })
+                .transpose()
+        };
+        let rope_type = match (kind("rope_type")?, kind("type")?) {
+            (Some(a), Some(b)) if a != b => bail!(
+                "fields `{}` ({a:?}) and `{}` ({b:?}) disagree",
+                self.field("rope_type"),
+                self.field("type")
+            ),
+            (Some(a), _) | (None, Some(a)) => a,
+            (None, None) => "default",
+        };
+        let Some(allowed) = allowed_keys(rope_type) else {
+            bail!(
+                "field `{}`: rope type {rope_type:?} is not supported (rmsweb computes default, \
+                 linear, dynamic, yarn and llama3)",
+                self.field("rope_type")
+            );
+        };
+        for key in d.keys() {
+            let known = ["rope_type", "type", "rope_theta", "partial_rotary_factor"]
+                .contains(&key.as_str())
+                || allowed.contains(&key.as_str());
+            ensure!(
+                known,
+                "field `{}`: not a parameter of rope type {rope_type:?}; refused rather than \
+                 ignored, since it may change the rotary embedding",
+                self.field(key)
+            );
+        }
+        if let Some(v) = present(d, "partial_rotary_factor") {
+            partial_rotary_factor_is_one(v, &self.field("partial_rotary_factor"))?;
+        }
+        Ok(rope_type)
+    }
+
+    /// A parameter the rope type needs, a positive number.
+    fn positive_field(&self, k: &str, rope_type: &str) -> Result<f64> {
+        let v = present(self.d, k).with_context(|| {
+            format!(
+                "field `{}` missing (rope type {rope_type:?} needs it)",
+                self.field(k)
+            )
+        })?;
+        positive(v, &self.field(k))
+    }
+
+    /// YaRN's parameters. `original` is the pre-training length.
+    fn yarn(&self, original: usize, max_pos: usize) -> Result<Yarn> {
+        let d = self.d;
+        let opt = |k: &str| -> Result<Option<f64>> {
+            present(d, k).map(|v| number(v, &self.field(k))).transpose()
+        };
+        // A `null` factor means the ratio of the two lengths (DeepSeek-V3 style).
+        let factor = match d.get("factor") {
+            Some(Value::Null) => max_pos as f64 / original as f64,
+            Some(v) => positive(v, &self.field("factor"))?,
+            None => self.positive_field("factor", "yarn")?,
+        };
+        // transformers reads `get("truncate", True)`: an explicit null is false.
+        let truncate = match d.get("truncate") {
+            None => None,
+            Some(Value::Null) => Some(false),
+            Some(v) => Some(v.as_bool().with_context(|| {
+                format!(
+                    "field `{}`: expected true or false, got {v}",
+                    self.field("truncate")
+                )
+            })?),
+        };
+        Ok(Yarn {
+            factor,
+            original_max_position_embeddings: original,
+            attention_factor: opt("attention_factor")?,
+            beta_fast: opt("beta_fast")?,
+            beta_slow: opt("beta_slow")?,
+            mscale: opt("mscale")?,
+            mscale_all_dim: opt("mscale_all_dim")?,
+            truncate,
+        })
+    }
 }
 
 #[cfg(test)]
