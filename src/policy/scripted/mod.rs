@@ -87,6 +87,83 @@ pub struct ScriptedTeacher {
 }
 
 impl ScriptedTeacher {
+    /// Carries out the plan's next intent on `target`, with the mistakes `rates`
+    /// roll: a misclick on a nearby element, a corrupted value typed, another option
+    /// chosen. Each mistake is noted.
+    fn perform(
+        &mut self,
+        intent: Intent,
+        target: &Element,
+        elements: &[Element],
+        step: usize,
+        rates: MistakeRates,
+        goal: &str,
+    ) -> PolicyOutput {
+        let idx = target.index;
+        match intent {
+            Intent::Click(m, _) => {
+                let mut chosen = target;
+                if self.roll(rates.misclick) {
+                    // The nearest other element of the same kind, else any other element.
+                    let others: Vec<&Element> =
+                        elements.iter().filter(|e| e.index != idx).collect();
+                    let same: Vec<&Element> = others
+                        .iter()
+                        .copied()
+                        .filter(|e| m.kind_matches(e))
+                        .collect();
+                    let pool = if same.is_empty() { others } else { same };
+                    if let Some(d) = pool.iter().copied().min_by_key(|e| e.index.abs_diff(idx)) {
+                        chosen = d;
+                        self.notes
+                            .push(format!("misclick@{step}: [{}] instead of [{idx}]", d.index));
+                    }
+                }
+                let a = Action::new("click", json!({"index": chosen.index}));
+                self.output(click_thinking(goal, chosen), goal, a, step)
+            }
+            Intent::Input(_, value, _) => {
+                let mut v = value.clone();
+                if self.roll(rates.wrong_value) {
+                    let (w, kind) = corrupt(&value, &mut self.rng);
+                    self.notes
+                        .push(format!("{kind}@{step}: {w:?} instead of {value:?}"));
+                    v = w;
+                }
+                let a = Action::new("input", json!({"index": idx, "text": v, "clear": true}));
+                self.output(
+                    format!("To {goal}, type into element [{idx}]."),
+                    goal,
+                    a,
+                    step,
+                )
+            }
+            Intent::Select(_, value, _) => {
+                let mut v = value.clone();
+                if self.roll(rates.wrong_value) {
+                    let options: Vec<&str> = target
+                        .text
+                        .split(" | ")
+                        .filter(|o| !o.eq_ignore_ascii_case(&value))
+                        .collect();
+                    if !options.is_empty() {
+                        let o = options[self.rng.random_range(0..options.len())].to_string();
+                        self.notes
+                            .push(format!("wrong value@{step}: {o:?} instead of {value:?}"));
+                        v = o;
+                    }
+                }
+                let a = Action::new("select_dropdown", json!({"index": idx, "text": v}));
+                self.output(
+                    format!("To {goal}, choose it in the list [{idx}]."),
+                    goal,
+                    a,
+                    step,
+                )
+            }
+        }
+    }
+
     /// A teacher making mistakes at the given rates.
     pub fn new(rates: MistakeRates) -> ScriptedTeacher {
         ScriptedTeacher {
@@ -273,70 +350,7 @@ impl Policy for ScriptedTeacher {
             ));
         };
         self.pos += 1;
-        let idx = target.index;
-        let out = match intent {
-            Intent::Click(m, _) => {
-                let mut chosen = target;
-                if self.roll(rates.misclick) {
-                    // The nearest other element of the same kind, else any other element.
-                    let others: Vec<&Element> =
-                        elements.iter().filter(|e| e.index != idx).collect();
-                    let same: Vec<&Element> = others
-                        .iter()
-                        .copied()
-                        .filter(|e| m.kind_matches(e))
-                        .collect();
-                    let pool = if same.is_empty() { others } else { same };
-                    if let Some(d) = pool.iter().copied().min_by_key(|e| e.index.abs_diff(idx)) {
-                        chosen = d;
-                        self.notes
-                            .push(format!("misclick@{step}: [{}] instead of [{idx}]", d.index));
-                    }
-                }
-                let a = Action::new("click", json!({"index": chosen.index}));
-                self.output(click_thinking(&goal, chosen), &goal, a, step)
-            }
-            Intent::Input(_, value, _) => {
-                let mut v = value.clone();
-                if self.roll(rates.wrong_value) {
-                    let (w, kind) = corrupt(&value, &mut self.rng);
-                    self.notes
-                        .push(format!("{kind}@{step}: {w:?} instead of {value:?}"));
-                    v = w;
-                }
-                let a = Action::new("input", json!({"index": idx, "text": v, "clear": true}));
-                self.output(
-                    format!("To {goal}, type into element [{idx}]."),
-                    &goal,
-                    a,
-                    step,
-                )
-            }
-            Intent::Select(_, value, _) => {
-                let mut v = value.clone();
-                if self.roll(rates.wrong_value) {
-                    let options: Vec<&str> = target
-                        .text
-                        .split(" | ")
-                        .filter(|o| !o.eq_ignore_ascii_case(&value))
-                        .collect();
-                    if !options.is_empty() {
-                        let o = options[self.rng.random_range(0..options.len())].to_string();
-                        self.notes
-                            .push(format!("wrong value@{step}: {o:?} instead of {value:?}"));
-                        v = o;
-                    }
-                }
-                let a = Action::new("select_dropdown", json!({"index": idx, "text": v}));
-                self.output(
-                    format!("To {goal}, choose it in the list [{idx}]."),
-                    &goal,
-                    a,
-                    step,
-                )
-            }
-        };
-        Ok(out)
+        Ok(self.perform(intent, target, elements, step, rates, &goal))
     }
 }
 
