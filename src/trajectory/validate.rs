@@ -7,7 +7,7 @@
 //! ([`StageCheck`]s the caller registers: `mine::validate`, `annotate::validate`).
 
 use super::jsonl::{JsonlFile, RecordError};
-use super::model::{Task, Trajectory};
+use super::model::{Step, Task, Trajectory};
 use super::store::Dataset;
 use crate::action::check::{check_params, index_value};
 use crate::util::fs::resolve_inside;
@@ -360,102 +360,129 @@ fn check_trajectory(
     }
     let mut shots = 0;
     for (k, s) in t.steps.iter().enumerate() {
-        let at = |f: &str| format!("steps[{k}].{f}");
-        if s.index as usize != k {
-            push(
-                Severity::Warning,
-                at("index"),
-                format!("step index {} at position {k}", s.index),
-            );
-        }
-        if !(0.0..=1.0).contains(&s.state.progress) {
-            push(
-                Severity::Error,
-                at("state.progress"),
-                format!("progress {} is outside 0..1", s.state.progress),
-            );
-        }
-        let mut indices: HashSet<u32> = HashSet::new();
-        for (j, e) in s.state.elements.iter().enumerate() {
-            if !indices.insert(e.index) {
-                push(
-                    Severity::Error,
-                    format!("steps[{k}].state.elements[{j}].index"),
-                    format!("element index {} appears twice", e.index),
-                );
-            }
-        }
-        if s.output.actions.is_empty() {
-            push(
-                Severity::Warning,
-                at("output.actions"),
-                "step has no action".into(),
-            );
-        }
-        for (j, a) in s.output.actions.iter().enumerate() {
-            if !a.is_known() {
-                push(
-                    Severity::Warning,
-                    format!("steps[{k}].output.actions[{j}].name"),
-                    format!("unknown action `{}`", a.name),
-                );
-            }
-            if let Err(e) = check_params(a) {
-                push(
-                    Severity::Error,
-                    format!("steps[{k}].output.actions[{j}].params.{}", e.key),
-                    e.message,
-                );
-            } else if let Some(v) = a.params.get("index").filter(|v| !v.is_null())
-                && a.target_index().is_some()
-                && !s.state.elements.is_empty()
-                && !index_value(v).is_some_and(|i| indices.contains(&i))
-            {
-                push(
-                    Severity::Warning,
-                    format!("steps[{k}].output.actions[{j}].params.index"),
-                    format!("index {v} is not among the state's elements"),
-                );
-            }
-        }
-        if let Some(rel) = &s.state.screenshot {
-            match resolve_inside(ds.root(), rel) {
-                Err(e) => push(Severity::Error, at("state.screenshot"), e.to_string()),
-                Ok(p) if !p.exists() => push(
-                    Severity::Error,
-                    at("state.screenshot"),
-                    format!("screenshot `{rel}` does not exist"),
-                ),
-                Ok(p) => {
-                    // What every reader of screenshots refuses: not a regular file, or
-                    // over the size limit.
-                    if let Err(e) = crate::util::image::check_file(&p) {
-                        let why = e.to_string();
-                        let why = why
-                            .strip_prefix(&format!("{}: ", p.display()))
-                            .unwrap_or(&why);
-                        push(
-                            Severity::Error,
-                            at("state.screenshot"),
-                            format!("screenshot `{rel}`: {why}"),
-                        );
-                        continue;
-                    }
-                    shots += 1;
-                    if opts.decode_images
-                        && let Err(e) = image_dimensions(&p)
-                    {
-                        push(
-                            Severity::Error,
-                            at("state.screenshot"),
-                            format!("screenshot `{rel}` does not decode: {e}"),
-                        );
-                    }
-                }
-            }
-        }
+        shots += check_step(ds, s, k, opts, &mut push);
     }
     shots
+}
+
+/// What a finding is reported through: severity, field, message.
+type Push<'a> = dyn FnMut(Severity, String, String) + 'a;
+
+/// Checks step `k`: its index and progress, its elements' indices, its actions, and
+/// its screenshot. Returns 1 when the step has a readable screenshot.
+fn check_step(ds: &Dataset, s: &Step, k: usize, opts: ValidateOptions, push: &mut Push) -> usize {
+    let at = |f: &str| format!("steps[{k}].{f}");
+    if s.index as usize != k {
+        push(
+            Severity::Warning,
+            at("index"),
+            format!("step index {} at position {k}", s.index),
+        );
+    }
+    if !(0.0..=1.0).contains(&s.state.progress) {
+        push(
+            Severity::Error,
+            at("state.progress"),
+            format!("progress {} is outside 0..1", s.state.progress),
+        );
+    }
+    let mut indices: HashSet<u32> = HashSet::new();
+    for (j, e) in s.state.elements.iter().enumerate() {
+        if !indices.insert(e.index) {
+            push(
+                Severity::Error,
+                format!("steps[{k}].state.elements[{j}].index"),
+                format!("element index {} appears twice", e.index),
+            );
+        }
+    }
+    if s.output.actions.is_empty() {
+        push(
+            Severity::Warning,
+            at("output.actions"),
+            "step has no action".into(),
+        );
+    }
+    for (j, a) in s.output.actions.iter().enumerate() {
+        if !a.is_known() {
+            push(
+                Severity::Warning,
+                format!("steps[{k}].output.actions[{j}].name"),
+                format!("unknown action `{}`", a.name),
+            );
+        }
+        if let Err(e) = check_params(a) {
+            push(
+                Severity::Error,
+                format!("steps[{k}].output.actions[{j}].params.{}", e.key),
+                e.message,
+            );
+        } else if let Some(v) = a.params.get("index").filter(|v| !v.is_null())
+            && a.target_index().is_some()
+            && !s.state.elements.is_empty()
+            && !index_value(v).is_some_and(|i| indices.contains(&i))
+        {
+            push(
+                Severity::Warning,
+                format!("steps[{k}].output.actions[{j}].params.index"),
+                format!("index {v} is not among the state's elements"),
+            );
+        }
+    }
+    match &s.state.screenshot {
+        Some(rel) => check_screenshot(ds, rel, &at("state.screenshot"), opts, push),
+        None => 0,
+    }
+}
+
+/// Checks a step's screenshot: inside the dataset, present, a regular file within the
+/// size limit, and (with `decode_images`) decodable. Returns 1 when it is readable.
+fn check_screenshot(
+    ds: &Dataset,
+    rel: &str,
+    field: &str,
+    opts: ValidateOptions,
+    push: &mut Push,
+) -> usize {
+    let p = match resolve_inside(ds.root(), rel) {
+        Err(e) => {
+            push(Severity::Error, field.into(), e.to_string());
+            return 0;
+        }
+        Ok(p) if !p.exists() => {
+            push(
+                Severity::Error,
+                field.into(),
+                format!("screenshot `{rel}` does not exist"),
+            );
+            return 0;
+        }
+        Ok(p) => p,
+    };
+    // What every reader of screenshots refuses: not a regular file, or over the size
+    // limit.
+    if let Err(e) = crate::util::image::check_file(&p) {
+        let why = e.to_string();
+        let why = why
+            .strip_prefix(&format!("{}: ", p.display()))
+            .unwrap_or(&why);
+        push(
+            Severity::Error,
+            field.into(),
+            format!("screenshot `{rel}`: {why}"),
+        );
+        return 0;
+    }
+    if opts.decode_images
+        && let Err(e) = image_dimensions(&p)
+    {
+        push(
+            Severity::Error,
+            field.into(),
+            format!("screenshot `{rel}` does not decode: {e}"),
+        );
+    }
+    1
 }
 
 fn image_dimensions(p: &Path) -> Result<(u32, u32), String> {
