@@ -238,9 +238,46 @@ pub(super) struct Decode<'a, 'r> {
 pub(super) type Step<'s> =
     dyn FnMut(&Tensor, usize, &mut KvCache, Option<&Tensor>) -> Result<Tensor> + 's;
 
+/// Sample `i` of a group's random stream, from the group's seed.
+fn row_rng(seed: u64, i: u64) -> ChaCha8Rng {
+    ChaCha8Rng::seed_from_u64(seed ^ i.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+}
+
+/// A row's next token from its log-probs `logp` (already at the temperature): drawn
+/// under top-p with the banned tokens removed, or picked by the row's rule. `None`:
+/// the rule allows nothing more.
+fn pick_token(
+    rule: Option<&mut Constraint<'_>>,
+    logp: &[f32],
+    d: &Decode<'_, '_>,
+    rng: &mut ChaCha8Rng,
+) -> Option<u32> {
+    match rule {
+        None => {
+            let mut probs: Vec<f32> = logp.iter().map(|x| x.exp()).collect();
+            for &t in d.banned {
+                if let Some(p) = probs.get_mut(t as usize) {
+                    *p = 0.0;
+                }
+            }
+            Some(draw(&probs, d.cfg.top_p, rng))
+        }
+        Some(c) => {
+            let pick_cfg = SampleConfig {
+                temperature: 1.0,
+                top_p: d.cfg.top_p,
+                ..SampleConfig::default()
+            };
+            c.pick(logp, &pick_cfg, rng, d.stop)
+        }
+    }
+}
+
 /// Decodes `d.n` rows per group from each group's logits after its prompt `first`
 /// `(groups, vocab)` and its cache (one row per group, `pos` positions, the per-group
 /// key mask when padded), one token per `step`.
+// Kept whole: one decoding loop whose rows' state (cache, key masks, random streams,
+// rules, the rows still in the batch) changes together at every token.
 pub(super) fn decode_rows(
     decoder: &Decoder,
     first: &Tensor,
@@ -270,10 +307,7 @@ pub(super) fn decode_rows(
         .map(|&gi| key_mask[gi as usize].clone())
         .collect();
     let mut rngs: Vec<ChaCha8Rng> = (0..rows)
-        .map(|r| {
-            let i = (r % n) as u64;
-            ChaCha8Rng::seed_from_u64(d.seeds[r / n] ^ i.wrapping_mul(0x9E37_79B9_7F4A_7C15))
-        })
+        .map(|r| row_rng(d.seeds[r / n], (r % n) as u64))
         .collect();
     let mut out: Vec<Rollout> = (0..rows).map(|_| Rollout::default()).collect();
     let mut row_rules: Vec<Option<Constraint<'_>>> = row_group
@@ -282,12 +316,6 @@ pub(super) fn decode_rows(
         .collect();
     // Rows that ended without a stop token (nothing allowed).
     let mut ended = vec![false; rows];
-    // The rules pick from `logp` (already at the temperature).
-    let pick_cfg = SampleConfig {
-        temperature: 1.0,
-        top_p: cfg.top_p,
-        ..SampleConfig::default()
-    };
     let mut pos = pos;
     let filler = stop.first().copied().unwrap_or(0);
     // The row of `out` each batch row decodes; finished rows leave the batch once a
@@ -303,24 +331,10 @@ pub(super) fn decode_rows(
                 next.push(filler);
                 continue;
             }
-            let t = match row_rules[i].as_mut() {
-                None => {
-                    let mut probs: Vec<f32> = logp[b].iter().map(|x| x.exp()).collect();
-                    for &t in d.banned {
-                        if let Some(p) = probs.get_mut(t as usize) {
-                            *p = 0.0;
-                        }
-                    }
-                    draw(&probs, cfg.top_p, &mut rngs[i])
-                }
-                Some(c) => match c.pick(&logp[b], &pick_cfg, &mut rngs[i], stop) {
-                    Some(t) => t,
-                    None => {
-                        ended[i] = true;
-                        next.push(filler);
-                        continue;
-                    }
-                },
+            let Some(t) = pick_token(row_rules[i].as_mut(), &logp[b], d, &mut rngs[i]) else {
+                ended[i] = true;
+                next.push(filler);
+                continue;
             };
             r.ids.push(t);
             r.logps.push(logp[b][t as usize]);
@@ -338,10 +352,7 @@ pub(super) fn decode_rows(
         if live.len() * 4 <= active.len() * 3 {
             cache.retain_rows(&live)?;
             next = live.iter().map(|&b| next[b]).collect();
-            row_mask = live
-                .iter()
-                .map(|&b| std::mem::take(&mut row_mask[b]))
-                .collect();
+            row_mask = keep_rows(row_mask, &live);
             active = live.iter().map(|&b| active[b]).collect();
         }
         let input = Tensor::from_vec(next, (active.len(), 1), dev)?;
@@ -357,12 +368,19 @@ pub(super) fn decode_rows(
         pos += 1;
         last = decoder.logits(&h)?.squeeze(1)?;
     }
-    let mut groups = Vec::with_capacity(g);
+    Ok(in_groups(out, g, n))
+}
+
+/// The rows at `live`, in order.
+fn keep_rows<T>(rows: Vec<T>, live: &[usize]) -> Vec<T> {
+    let mut rows: Vec<Option<T>> = rows.into_iter().map(Some).collect();
+    live.iter().filter_map(|&b| rows[b].take()).collect()
+}
+
+/// The rollouts as `g` groups of `n`, in order.
+fn in_groups(out: Vec<Rollout>, g: usize, n: usize) -> Vec<Vec<Rollout>> {
     let mut it = out.into_iter();
-    for _ in 0..g {
-        groups.push(it.by_ref().take(n).collect());
-    }
-    Ok(groups)
+    (0..g).map(|_| it.by_ref().take(n).collect()).collect()
 }
 
 #[cfg(test)]
