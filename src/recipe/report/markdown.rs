@@ -118,27 +118,38 @@ fn table2(out: &mut String, a: &Analysis, inputs: &Inputs) {
          pass@1 can hide solved episodes traded for others (`rmsweb eval compare`)."
     );
     if seeds.len() > 1 {
-        let _ = writeln!(out, "\nPer RL seed (pass@1, episodes):\n");
-        let _ = write!(out, "| variant |");
+        per_seed_table(out, a, seeds);
+    }
+    per_task_table(out, a);
+    let _ = writeln!(out);
+}
+
+/// Pass@1 and episodes of each RL variant per RL seed.
+fn per_seed_table(out: &mut String, a: &Analysis, seeds: &[u64]) {
+    let _ = writeln!(out, "\nPer RL seed (pass@1, episodes):\n");
+    let _ = write!(out, "| variant |");
+    for s in seeds {
+        let _ = write!(out, " seed {s} |");
+    }
+    let _ = writeln!(out, "\n|---|{}", "---|".repeat(seeds.len()));
+    for r in &a.rl {
+        let _ = write!(out, "| {} |", r.name);
         for s in seeds {
-            let _ = write!(out, " seed {s} |");
-        }
-        let _ = writeln!(out, "\n|---|{}", "---|".repeat(seeds.len()));
-        for r in &a.rl {
-            let _ = write!(out, "| {} |", r.name);
-            for s in seeds {
-                match r.per_seed.iter().find(|(x, _, _)| x == s) {
-                    Some((_, ok, n)) if *n > 0 => {
-                        let _ = write!(out, " {:.3} ({n}) |", *ok as f64 / *n as f64);
-                    }
-                    _ => {
-                        let _ = write!(out, " – |");
-                    }
+            match r.per_seed.iter().find(|(x, _, _)| x == s) {
+                Some((_, ok, n)) if *n > 0 => {
+                    let _ = write!(out, " {:.3} ({n}) |", *ok as f64 / *n as f64);
+                }
+                _ => {
+                    let _ = write!(out, " – |");
                 }
             }
-            let _ = writeln!(out);
         }
+        let _ = writeln!(out);
     }
+}
+
+/// Pass@1 of every policy per task type.
+fn per_task_table(out: &mut String, a: &Analysis) {
     let _ = writeln!(out, "\n### Per task type (pass@1)\n");
     let base = a.base.as_ref();
     let _ = write!(
@@ -162,7 +173,6 @@ fn table2(out: &mut String, a: &Analysis, inputs: &Inputs) {
         }
         let _ = writeln!(out);
     }
-    let _ = writeln!(out);
 }
 
 fn arm_cells(x: &ReflectionArm) -> String {
