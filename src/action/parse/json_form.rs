@@ -8,6 +8,7 @@ use crate::action::{Action, canonicalize};
 use crate::util::json_kind;
 use serde::Deserialize;
 use serde_json::Value;
+use std::ops::ControlFlow;
 
 pub(super) enum Candidate {
     /// An object with actions.
@@ -101,8 +102,13 @@ pub(super) fn make_action(name: String, params: Value) -> crate::action::Canonic
     }
 }
 
-/// Reads the JSON object that starts at `start` (a `{`); text after it is left alone.
-pub(super) fn parse_object(text: &str, start: usize, budget: &mut ScanBudget) -> Candidate {
+/// The object at `start` read as a response, with its span; or (`Break`) what it is
+/// instead when it is not one (prose in braces, unclosed, invalid, over the budget).
+fn read_raw(
+    text: &str,
+    start: usize,
+    budget: &mut ScanBudget,
+) -> ControlFlow<Candidate, (RawOutput, std::ops::Range<usize>)> {
     let bytes = text.as_bytes();
     // Prose such as `{maybe}` fails here without starting a JSON parse.
     let first = bytes[start + 1..]
@@ -110,9 +116,9 @@ pub(super) fn parse_object(text: &str, start: usize, budget: &mut ScanBudget) ->
         .position(|b| !b.is_ascii_whitespace())
         .map(|k| start + 1 + k);
     match first.map(|k| (k, bytes[k])) {
-        None => return Candidate::NotJson(NotJson::Unclosed(start)),
+        None => return ControlFlow::Break(Candidate::NotJson(NotJson::Unclosed(start))),
         Some((_, b'"' | b'}')) => {}
-        Some((k, _)) => return Candidate::NotJson(NotJson::NoKey(k)),
+        Some((k, _)) => return ControlFlow::Break(Candidate::NotJson(NotJson::NoKey(k))),
     }
     // serde_json sees no more than the budget allows; running into that end is
     // running out of budget, not an unclosed object.
@@ -124,11 +130,11 @@ pub(super) fn parse_object(text: &str, start: usize, budget: &mut ScanBudget) ->
         Some(Ok(r)) => r,
         Some(Err(e)) if e.is_eof() => {
             budget.spend(limit - start);
-            return if truncated {
+            return ControlFlow::Break(if truncated {
                 Candidate::OutOfBudget
             } else {
                 Candidate::NotJson(NotJson::Unclosed(start))
-            };
+            });
         }
         Some(Err(e)) => {
             // What serde_json read before failing (at least the line it failed on).
@@ -138,12 +144,20 @@ pub(super) fn parse_object(text: &str, start: usize, budget: &mut ScanBudget) ->
                 line_col_to_offset(&bytes[start..limit], e.line(), e.column())
             };
             budget.spend(scanned.max(1));
-            return Candidate::NotJson(NotJson::Invalid(start, e));
+            return ControlFlow::Break(Candidate::NotJson(NotJson::Invalid(start, e)));
         }
-        None => return Candidate::NoActions(text.len()),
+        None => return ControlFlow::Break(Candidate::NoActions(text.len())),
     };
     budget.spend(stream.byte_offset());
-    let span = start..start + stream.byte_offset();
+    ControlFlow::Continue((raw, start..start + stream.byte_offset()))
+}
+
+/// Reads the JSON object that starts at `start` (a `{`); text after it is left alone.
+pub(super) fn parse_object(text: &str, start: usize, budget: &mut ScanBudget) -> Candidate {
+    let (raw, span) = match read_raw(text, start, budget) {
+        ControlFlow::Continue(r) => r,
+        ControlFlow::Break(c) => return c,
+    };
     let state = raw.current_state.as_ref();
     let nested = |k: &str| state.and_then(|s| s.get(k));
     let mut parsed = Parsed {
