@@ -1,7 +1,7 @@
 //! The run list: one row per run with its state, step, pace, ETA and latest value.
 
 use super::common::*;
-use crate::runs::monitor::RunsState;
+use crate::runs::monitor::{RunsState, Track};
 use crate::tui::components::pane;
 use crate::tui::components::runs::view::RunsView;
 use crate::tui::theme::Theme;
@@ -33,18 +33,7 @@ impl RunsView {
         };
         let block = pane(title, true, th);
         if vis.is_empty() {
-            let text = match &self.opts.root {
-                _ if !st.runs.is_empty() => format!(
-                    "no run matches the filter `{}` (/ then Esc clears)",
-                    line(&self.filter)
-                ),
-                Some(r) if !r.is_dir() => format!(
-                    "no runs yet ({} does not exist) · n launches a run",
-                    line(&r.display().to_string())
-                ),
-                Some(_) => "no runs yet · n launches a run".into(),
-                None => "no runs folder: start with --runs DIR or --watch FILE".into(),
-            };
+            let text = self.empty_text(st);
             f.render_widget(
                 Paragraph::new(Span::styled(text, th.dim())).block(block),
                 area,
@@ -67,44 +56,10 @@ impl RunsView {
         let rows = vis[range.clone()].iter().enumerate().map(|(i, &ri)| {
             let t = &st.runs[ri];
             let idx = range.start + i;
-            let (state, sstyle) = state_style(t, self.launcher.child_state(&t.info.dir), th);
-            let headline = t
-                .headline()
-                .map(|(what, v)| format!("{what} {}", fmt_num(v)))
-                .unwrap_or_else(|| "-".into());
-            let mark = if self.marked.contains(&t.info.metrics) {
-                "●"
-            } else {
-                " "
-            };
             // The selected row is drawn in the selection style through and through:
             // a cell's own colour (a yellow "running") would be unreadable on it.
             let selected = idx == self.cursor.selected;
-            let cell = |text: String, style: Style| {
-                Span::styled(text, if selected { th.selected() } else { style })
-            };
-            let cells = vec![
-                cell(mark.into(), th.label()),
-                cell(trunc(&t.info.id, 40), th.text()),
-                cell(state, sstyle),
-                cell(line(t.kind().unwrap_or("?")), th.text()),
-                cell(
-                    line(t.info.config.preset.as_deref().unwrap_or("-")),
-                    th.text(),
-                ),
-                cell(
-                    line(t.info.config.mode.as_deref().unwrap_or("-")),
-                    th.text(),
-                ),
-                cell(t.step().map_or("-".into(), |s| s.to_string()), th.text()),
-                cell(
-                    t.step_seconds().map_or("-".into(), |s| format!("{s:.1}")),
-                    th.text(),
-                ),
-                cell(t.eta_seconds().map_or("-".into(), short_time), th.text()),
-                cell(headline, th.text()),
-                cell(age(t.updated(), now), th.dim()),
-            ];
+            let cells = self.run_cells(t, selected, now, th);
             let row = Row::new(
                 cells
                     .into_iter()
@@ -146,5 +101,67 @@ impl RunsView {
             .header(Row::new(header).style(th.dim()))
             .block(block);
         f.render_widget(table, area);
+    }
+
+    /// What the list says when no run is shown: filtered out, none yet, or no folder.
+    fn empty_text(&self, st: &RunsState) -> String {
+        match &self.opts.root {
+            _ if !st.runs.is_empty() => format!(
+                "no run matches the filter `{}` (/ then Esc clears)",
+                line(&self.filter)
+            ),
+            Some(r) if !r.is_dir() => format!(
+                "no runs yet ({} does not exist) · n launches a run",
+                line(&r.display().to_string())
+            ),
+            Some(_) => "no runs yet · n launches a run".into(),
+            None => "no runs folder: start with --runs DIR or --watch FILE".into(),
+        }
+    }
+
+    /// A run's cells, in the columns' order: mark, id, state, kind, preset, mode, step,
+    /// seconds a step, ETA, headline metric, age.
+    fn run_cells(
+        &self,
+        t: &Track,
+        selected: bool,
+        now: chrono::DateTime<chrono::Utc>,
+        th: &Theme,
+    ) -> Vec<Span<'static>> {
+        let (state, sstyle) = state_style(t, self.launcher.child_state(&t.info.dir), th);
+        let headline = t
+            .headline()
+            .map(|(what, v)| format!("{what} {}", fmt_num(v)))
+            .unwrap_or_else(|| "-".into());
+        let mark = if self.marked.contains(&t.info.metrics) {
+            "●"
+        } else {
+            " "
+        };
+        let cell = |text: String, style: Style| {
+            Span::styled(text, if selected { th.selected() } else { style })
+        };
+        vec![
+            cell(mark.into(), th.label()),
+            cell(trunc(&t.info.id, 40), th.text()),
+            cell(state, sstyle),
+            cell(line(t.kind().unwrap_or("?")), th.text()),
+            cell(
+                line(t.info.config.preset.as_deref().unwrap_or("-")),
+                th.text(),
+            ),
+            cell(
+                line(t.info.config.mode.as_deref().unwrap_or("-")),
+                th.text(),
+            ),
+            cell(t.step().map_or("-".into(), |s| s.to_string()), th.text()),
+            cell(
+                t.step_seconds().map_or("-".into(), |s| format!("{s:.1}")),
+                th.text(),
+            ),
+            cell(t.eta_seconds().map_or("-".into(), short_time), th.text()),
+            cell(headline, th.text()),
+            cell(age(t.updated(), now), th.dim()),
+        ]
     }
 }
