@@ -26,12 +26,7 @@ pub(crate) fn draw_info(
         return;
     };
     let w = area.width.saturating_sub(12) as usize;
-    let kv = |k: &str, v: String| {
-        Line::from(vec![
-            Span::styled(format!("{k:>8}: "), th.dim()),
-            Span::styled(trunc(&v, w), th.text()),
-        ])
-    };
+    let kv = |k: &str, v: String| kv(k, v, w, th);
     // While the run goes: its pace and the time left, on one line.
     let pace = match (t.step_seconds(), t.eta_seconds(), t.info.status.total_steps) {
         (Some(s), Some(e), Some(_)) => Some(format!(
@@ -70,6 +65,23 @@ pub(crate) fn draw_info(
             kv("cursor", format!("step {c} (, . < > move · ; hides)")),
         );
     }
+    lines.extend(health_lines(t, w, th));
+    f.render_widget(Paragraph::new(lines).block(block), area);
+}
+
+/// A key and its value, the key right-aligned.
+fn kv(k: &str, v: String, w: usize, th: &Theme) -> Line<'static> {
+    Line::from(vec![
+        Span::styled(format!("{k:>8}: "), th.dim()),
+        Span::styled(trunc(&v, w), th.text()),
+    ])
+}
+
+/// How the run's files read: the metrics tail, gaps and skipped keys, the
+/// self-sharpening detector, malformed lines and the run's problems.
+fn health_lines(t: &Track, w: usize, th: &Theme) -> Vec<Line<'static>> {
+    let kv = |k: &str, v: String| kv(k, v, w, th);
+    let mut lines = Vec::new();
     let tail = match t.tail {
         TailState::Live => format!("{} records", t.series.records()),
         TailState::Waiting => "waiting for the file".into(),
@@ -127,7 +139,7 @@ pub(crate) fn draw_info(
             th.warn(),
         )));
     }
-    f.render_widget(Paragraph::new(lines).block(block), area);
+    lines
 }
 
 pub(crate) fn draw_log(f: &mut Frame, area: Rect, t: Option<&Track>, th: &Theme) {
