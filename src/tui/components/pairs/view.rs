@@ -2,6 +2,7 @@
 //! and what each key does to them (decisions come back as annotation actions).
 
 use super::edit::EditBox;
+use crate::action::Action as BrowserAction;
 use crate::annotate::{Op, Status};
 use crate::mine::pair::{DEFAULT_TAXONOMY, MinedPair};
 use crate::tui::action::Action;
@@ -256,65 +257,88 @@ impl PairsView {
                 self.popup = Popup::None;
                 self.decide(sh, pair, Op::Relabel, json!(cat))
             }
-            Popup::Edit(b) => match key.code {
-                KeyCode::Esc => {
-                    self.popup = Popup::None;
-                    None
-                }
-                KeyCode::Enter => match &b.parsed {
-                    Ok(a) => {
-                        let value = serde_json::to_value(a).unwrap_or(Value::Null);
-                        let prev = serde_json::to_value(&current_target).unwrap_or(Value::Null);
-                        self.popup = Popup::None;
-                        Some(Action::Annotate {
-                            pair_id: pair.id.clone(),
-                            op: Op::EditTarget,
-                            value,
-                            prev,
-                        })
-                    }
-                    Err(e) => Some(Action::Message(format!("not saved: {e}"))),
-                },
-                KeyCode::Char('u') if key.modifiers.contains(KeyModifiers::CONTROL) => {
-                    b.area.select_all();
-                    b.area.cut();
-                    b.reparse();
-                    None
-                }
-                _ => {
-                    b.area.input(key);
-                    b.reparse();
-                    None
-                }
-            },
-            Popup::Note(area) => match key.code {
-                KeyCode::Esc => {
-                    self.popup = Popup::None;
-                    None
-                }
-                KeyCode::Enter => {
-                    let text = area.lines().join("\n").trim().to_string();
-                    if text.is_empty() {
-                        return Some(Action::Message("empty note not saved".into()));
-                    }
+            Popup::Edit(_) => self.edit_key(key, pair, &current_target),
+            Popup::Note(_) => self.note_key(key, pair),
+        }
+    }
+
+    /// Keys in the target editor: Enter saves a target that parses, Esc closes, Ctrl-U
+    /// clears, the rest edit.
+    fn edit_key(
+        &mut self,
+        key: KeyEvent,
+        pair: &MinedPair,
+        current_target: &BrowserAction,
+    ) -> Option<Action> {
+        let Popup::Edit(b) = &mut self.popup else {
+            return None;
+        };
+        match key.code {
+            KeyCode::Esc => {
+                self.popup = Popup::None;
+                None
+            }
+            KeyCode::Enter => match &b.parsed {
+                Ok(a) => {
+                    let value = serde_json::to_value(a).unwrap_or(Value::Null);
+                    let prev = serde_json::to_value(current_target).unwrap_or(Value::Null);
                     self.popup = Popup::None;
                     Some(Action::Annotate {
                         pair_id: pair.id.clone(),
-                        op: Op::Note,
-                        value: json!(text),
-                        prev: Value::Null,
+                        op: Op::EditTarget,
+                        value,
+                        prev,
                     })
                 }
-                KeyCode::Char('u') if key.modifiers.contains(KeyModifiers::CONTROL) => {
-                    area.select_all();
-                    area.cut();
-                    None
-                }
-                _ => {
-                    area.input(key);
-                    None
-                }
+                Err(e) => Some(Action::Message(format!("not saved: {e}"))),
             },
+            KeyCode::Char('u') if key.modifiers.contains(KeyModifiers::CONTROL) => {
+                b.area.select_all();
+                b.area.cut();
+                b.reparse();
+                None
+            }
+            _ => {
+                b.area.input(key);
+                b.reparse();
+                None
+            }
+        }
+    }
+
+    /// Keys in the note editor: Enter saves a note that is not empty, Esc closes, Ctrl-U
+    /// clears, the rest edit.
+    fn note_key(&mut self, key: KeyEvent, pair: &MinedPair) -> Option<Action> {
+        let Popup::Note(area) = &mut self.popup else {
+            return None;
+        };
+        match key.code {
+            KeyCode::Esc => {
+                self.popup = Popup::None;
+                None
+            }
+            KeyCode::Enter => {
+                let text = area.lines().join("\n").trim().to_string();
+                if text.is_empty() {
+                    return Some(Action::Message("empty note not saved".into()));
+                }
+                self.popup = Popup::None;
+                Some(Action::Annotate {
+                    pair_id: pair.id.clone(),
+                    op: Op::Note,
+                    value: json!(text),
+                    prev: Value::Null,
+                })
+            }
+            KeyCode::Char('u') if key.modifiers.contains(KeyModifiers::CONTROL) => {
+                area.select_all();
+                area.cut();
+                None
+            }
+            _ => {
+                area.input(key);
+                None
+            }
         }
     }
 }
