@@ -217,9 +217,7 @@ fn stage_one(
         root: opts.screenshot_root.as_deref(),
         max_bytes: opts.max_file_bytes,
     };
-    // Screenshots are checked (decoded) in parallel, a bounded batch at a time, and
-    // written in step order; the first bad one (in step order) is reported.
-    use rayon::prelude::*;
+    // Screenshots are checked and written once the record is known (`write_shots`).
     let mut jobs: Vec<(usize, browser_use::ShotSource)> = Vec::new();
     for (i, shot) in shots.into_iter().enumerate() {
         let shot = shot.map(|s| relocated(s, base_dir, &unit.file, i, &mut warnings));
@@ -261,12 +259,26 @@ fn stage_one(
     };
     t.fill_progress();
     check_record_size(&t, &unit.task, &unit.file)?;
-    let dir = stage.join(id);
+    let written = write_shots(&t, &jobs, &policy, &stage.join(id), unit)?;
+    Ok((t, warnings, written))
+}
+
+/// Checks (decodes) the screenshots `jobs` in parallel, a bounded batch at a time,
+/// and writes them into `dir` in step order; the first bad one (in step order) is
+/// reported. Returns how many were written.
+fn write_shots(
+    t: &Trajectory,
+    jobs: &[(usize, browser_use::ShotSource)],
+    policy: &screenshot::ShotPolicy,
+    dir: &Path,
+    unit: &Unit,
+) -> Result<usize, ImportError> {
+    use rayon::prelude::*;
     let mut written = 0;
     for batch in jobs.chunks(32) {
         let pngs: Vec<Result<Vec<u8>, String>> = batch
             .par_iter()
-            .map(|(_, src)| screenshot::load_png(src, &policy))
+            .map(|(_, src)| screenshot::load_png(src, policy))
             .collect();
         for ((i, src), png) in batch.iter().zip(pngs) {
             let step = &t.steps[*i];
@@ -281,7 +293,7 @@ fn stage_one(
                 message,
             })?;
             let out = dir.join(format!("{}.png", step.index));
-            std::fs::create_dir_all(&dir)
+            std::fs::create_dir_all(dir)
                 .and_then(|()| std::fs::write(&out, &png))
                 .map_err(|e| {
                     ImportError::file(
@@ -292,7 +304,7 @@ fn stage_one(
             written += 1;
         }
     }
-    Ok((t, warnings, written))
+    Ok(written)
 }
 
 /// Browser Use writes absolute screenshot paths into its agent's temporary folder
