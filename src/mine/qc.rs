@@ -137,19 +137,67 @@ fn balance_drop(p: &MinedPair, d: &BalanceDrop, kept_total: usize) -> QcDrop {
 
 /// Runs every quality-control step.
 pub fn quality_control(pairs: Vec<MinedPair>, cfg: &MineConfig) -> QcOutcome {
-    let mut rej: BTreeMap<String, u64> = BTreeMap::new();
-    let mut dropped: Vec<QcDrop> = Vec::new();
-    let mut reject =
-        |p: &MinedPair, reason: &str, detail: String, rej: &mut BTreeMap<String, u64>| {
-            *rej.entry(reason.to_string()).or_default() += 1;
-            dropped.push(QcDrop {
-                id: p.id.clone(),
-                reason: reason.into(),
-                detail,
-                score: p.scores.total,
-                caps: Vec::new(),
-            });
-        };
+    let mut drops = Drops::default();
+    let survivors = score_gate(pairs, cfg, &mut drops);
+    let unique = dedupe(&survivors, &mut drops);
+    let b = balance(
+        &unique,
+        Shares {
+            category: cfg.max_category_share,
+            domain: cfg.max_domain_share,
+            obstruction: cfg.obstruction_cap,
+        },
+    );
+    for d in &b.drops {
+        let q = balance_drop(&unique[d.index], d, b.kept);
+        *drops.counts.entry(q.reason.clone()).or_default() += 1;
+        drops.dropped.push(q);
+    }
+    let note = BalanceNote {
+        category_share: b.category_share,
+        category_relaxed: b.category_relaxed,
+        domain_share: b.domain_share,
+        domain_relaxed: b.domain_relaxed,
+        obstruction_share: b.obstruction_share,
+        input: unique.len() as u64,
+        kept: b.kept as u64,
+    };
+    let kept: Vec<MinedPair> = unique
+        .into_iter()
+        .zip(&b.keep)
+        .filter_map(|(p, k)| k.then_some(p))
+        .collect();
+    QcOutcome {
+        kept,
+        rejections: drops.counts,
+        balance: note,
+        dropped: drops.dropped,
+    }
+}
+
+/// The pairs quality control dropped, and their count per reason.
+#[derive(Default)]
+struct Drops {
+    counts: BTreeMap<String, u64>,
+    dropped: Vec<QcDrop>,
+}
+
+impl Drops {
+    fn reject(&mut self, p: &MinedPair, reason: &str, detail: String) {
+        *self.counts.entry(reason.to_string()).or_default() += 1;
+        self.dropped.push(QcDrop {
+            id: p.id.clone(),
+            reason: reason.into(),
+            detail,
+            score: p.scores.total,
+            caps: Vec::new(),
+        });
+    }
+}
+
+/// Drops the pairs under the minimum score (raised by `strict_factor` when the loc
+/// attempt failed at runtime or evaluation) and those whose target is trivial.
+fn score_gate(pairs: Vec<MinedPair>, cfg: &MineConfig, drops: &mut Drops) -> Vec<MinedPair> {
     let mut survivors = Vec::with_capacity(pairs.len());
     for p in pairs {
         let strict = matches!(
@@ -171,85 +219,50 @@ pub fn quality_control(pairs: Vec<MinedPair>, cfg: &MineConfig) -> QcOutcome {
                 ("below_min_score", "")
             };
             let detail = format!("score {:.3} is below {min:.3}{why}", p.scores.total);
-            reject(&p, reason, detail, &mut rej);
+            drops.reject(&p, reason, detail);
         } else if p.target_action.is_trivial() {
             let detail = format!(
                 "the target `{}` is a wait, scroll or go_back",
                 p.target_action.name
             );
-            reject(&p, "trivial_target", detail, &mut rej);
+            drops.reject(&p, "trivial_target", detail);
         } else {
             survivors.push(p);
         }
     }
-    // Dedupe by (task, success step): keep the best-scoring pair.
-    let mut best: HashMap<(&str, &str, u32), usize> = HashMap::new();
-    for (k, p) in survivors.iter().enumerate() {
-        let key = (
+    survivors
+}
+
+/// Dedupes by (task, success step): keeps the best-scoring pair of each.
+fn dedupe(survivors: &[MinedPair], drops: &mut Drops) -> Vec<MinedPair> {
+    fn key(p: &MinedPair) -> (&str, &str, u32) {
+        (
             p.task_id.as_str(),
             p.success.trajectory.as_str(),
             p.success.step,
-        );
-        match best.get(&key) {
+        )
+    }
+    let mut best: HashMap<(&str, &str, u32), usize> = HashMap::new();
+    for (k, p) in survivors.iter().enumerate() {
+        match best.get(&key(p)) {
             Some(&b) if weakest_first(p, &survivors[b]).is_le() => {}
             _ => {
-                best.insert(key, k);
+                best.insert(key(p), k);
             }
         }
     }
-    let mut winner_of: Vec<Option<usize>> = vec![None; survivors.len()];
-    for (k, p) in survivors.iter().enumerate() {
-        let key = (
-            p.task_id.as_str(),
-            p.success.trajectory.as_str(),
-            p.success.step,
-        );
-        winner_of[k] = best.get(&key).copied().filter(|&b| b != k);
-    }
     let mut unique = Vec::with_capacity(survivors.len());
     for (k, p) in survivors.iter().enumerate() {
-        match winner_of[k] {
+        match best.get(&key(p)).copied().filter(|&b| b != k) {
             Some(b) => {
                 let detail = format!(
                     "same task and success step as `{}`, which scores {:.3}",
                     survivors[b].id, survivors[b].scores.total
                 );
-                reject(p, "duplicate_success_step", detail, &mut rej);
+                drops.reject(p, "duplicate_success_step", detail);
             }
             None => unique.push(p.clone()),
         }
     }
-    let b = balance(
-        &unique,
-        Shares {
-            category: cfg.max_category_share,
-            domain: cfg.max_domain_share,
-            obstruction: cfg.obstruction_cap,
-        },
-    );
-    for d in &b.drops {
-        let q = balance_drop(&unique[d.index], d, b.kept);
-        *rej.entry(q.reason.clone()).or_default() += 1;
-        dropped.push(q);
-    }
-    let note = BalanceNote {
-        category_share: b.category_share,
-        category_relaxed: b.category_relaxed,
-        domain_share: b.domain_share,
-        domain_relaxed: b.domain_relaxed,
-        obstruction_share: b.obstruction_share,
-        input: unique.len() as u64,
-        kept: b.kept as u64,
-    };
-    let kept: Vec<MinedPair> = unique
-        .into_iter()
-        .zip(&b.keep)
-        .filter_map(|(p, k)| k.then_some(p))
-        .collect();
-    QcOutcome {
-        kept,
-        rejections: rej,
-        balance: note,
-        dropped,
-    }
+    unique
 }
