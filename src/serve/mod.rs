@@ -474,43 +474,28 @@ fn choices_texts(choices: &[Choice]) -> Vec<(String, &'static str)> {
         .collect()
 }
 
+/// The answer as server-sent events: a role chunk per choice, then each delta, each
+/// choice's finish, the usage when asked for, and `[DONE]`.
 fn stream(
     app: Arc<App>,
     req: api::Checked,
     prompt_tokens: usize,
     rx: tokio::sync::mpsc::UnboundedReceiver<Event>,
 ) -> Sse<impl futures_util::Stream<Item = Result<SseEvent, std::convert::Infallible>>> {
-    let id = format!("chatcmpl-{}", app.requests.load(Ordering::Relaxed));
-    let created = now_s();
-    let chunk = move |app: &App, choices: Value, usage: Option<Value>| {
-        let mut c = json!({
-            "id": id, "object": "chat.completion.chunk", "created": created,
-            "model": app.model, "choices": choices,
-        });
-        if let Some(u) = usage {
-            c["usage"] = u;
-        }
-        SseEvent::default().data(c.to_string())
+    let chunks = Chunks {
+        id: format!("chatcmpl-{}", app.requests.load(Ordering::Relaxed)),
+        created: now_s(),
     };
-    struct St {
-        rx: tokio::sync::mpsc::UnboundedReceiver<Event>,
-        texts: Vec<String>,
-        finished: Vec<Option<&'static str>>,
-        tokens: usize,
-        started: Instant,
-        pending: std::collections::VecDeque<SseEvent>,
-        over: bool,
-    }
     let n = req.n;
     let mut pending = std::collections::VecDeque::new();
     for i in 0..n {
-        pending.push_back(chunk(
+        pending.push_back(chunks.event(
             &app,
             json!([{"index": i, "delta": {"role": "assistant", "content": ""}, "finish_reason": null}]),
             None,
         ));
     }
-    let st = St {
+    let st = StreamState {
         rx,
         texts: vec![String::new(); n],
         finished: vec![None; n],
@@ -522,7 +507,7 @@ fn stream(
     let stream = futures_util::stream::unfold(st, move |mut st| {
         let app = Arc::clone(&app);
         let req = req.clone();
-        let chunk = chunk.clone();
+        let chunks = chunks.clone();
         async move {
             loop {
                 if let Some(e) = st.pending.pop_front() {
@@ -531,61 +516,108 @@ fn stream(
                 if st.over {
                     return None;
                 }
-                match st.rx.recv().await {
-                    Some(Event::Delta { choice, text }) => {
-                        st.texts[choice].push_str(&text);
-                        st.pending.push_back(chunk(
-                            &app,
-                            json!([{"index": choice, "delta": {"content": text}, "finish_reason": null}]),
-                            None,
-                        ));
-                    }
-                    Some(Event::Finished {
-                        choice,
-                        finish,
-                        tokens,
-                    }) => {
-                        st.finished[choice] = Some(finish.reason());
-                        st.tokens += tokens;
-                        st.pending.push_back(chunk(
-                            &app,
-                            json!([{"index": choice, "delta": {}, "finish_reason": finish.reason()}]),
-                            None,
-                        ));
-                        if st.finished.iter().all(Option::is_some) {
-                            if req.include_usage {
-                                st.pending.push_back(chunk(
-                                    &app,
-                                    json!([]),
-                                    Some(usage(prompt_tokens, st.tokens)),
-                                ));
-                            }
-                            st.pending.push_back(SseEvent::default().data("[DONE]"));
-                            st.over = true;
-                            if let Some(l) = &app.log {
-                                let texts: Vec<(String, &'static str)> = st
-                                    .texts
-                                    .iter()
-                                    .zip(&st.finished)
-                                    .map(|(t, f)| (t.clone(), f.unwrap_or("stop")))
-                                    .collect();
-                                l.record(&req.messages, &texts, st.started.elapsed());
-                            }
-                        }
-                    }
-                    Some(Event::Failed(e)) => {
-                        st.pending.push_back(
-                            SseEvent::default().data(ApiError::server(e).body().to_string()),
-                        );
-                        st.pending.push_back(SseEvent::default().data("[DONE]"));
-                        st.over = true;
-                    }
-                    None => {
-                        st.over = true;
-                    }
-                }
+                let event = st.rx.recv().await;
+                st.on_event(event, &app, &req, prompt_tokens, &chunks);
             }
         }
     });
     Sse::new(stream)
+}
+
+/// Builds the stream's chunks: every one carries the completion's id and creation time.
+#[derive(Clone)]
+struct Chunks {
+    id: String,
+    created: u64,
+}
+
+impl Chunks {
+    fn event(&self, app: &App, choices: Value, usage: Option<Value>) -> SseEvent {
+        let mut c = json!({
+            "id": self.id, "object": "chat.completion.chunk", "created": self.created,
+            "model": app.model, "choices": choices,
+        });
+        if let Some(u) = usage {
+            c["usage"] = u;
+        }
+        SseEvent::default().data(c.to_string())
+    }
+}
+
+/// Where a streamed answer stands: each choice's text and finish, the tokens decoded,
+/// and the events not yet sent.
+struct StreamState {
+    rx: tokio::sync::mpsc::UnboundedReceiver<Event>,
+    texts: Vec<String>,
+    finished: Vec<Option<&'static str>>,
+    tokens: usize,
+    started: Instant,
+    pending: std::collections::VecDeque<SseEvent>,
+    over: bool,
+}
+
+impl StreamState {
+    /// Queues the chunks an engine event gives (`None`: the engine dropped the
+    /// request). The last choice's finish also logs the exchange when asked to.
+    fn on_event(
+        &mut self,
+        event: Option<Event>,
+        app: &App,
+        req: &api::Checked,
+        prompt_tokens: usize,
+        chunks: &Chunks,
+    ) {
+        match event {
+            Some(Event::Delta { choice, text }) => {
+                self.texts[choice].push_str(&text);
+                self.pending.push_back(chunks.event(
+                    app,
+                    json!([{"index": choice, "delta": {"content": text}, "finish_reason": null}]),
+                    None,
+                ));
+            }
+            Some(Event::Finished {
+                choice,
+                finish,
+                tokens,
+            }) => {
+                self.finished[choice] = Some(finish.reason());
+                self.tokens += tokens;
+                self.pending.push_back(chunks.event(
+                    app,
+                    json!([{"index": choice, "delta": {}, "finish_reason": finish.reason()}]),
+                    None,
+                ));
+                if self.finished.iter().all(Option::is_some) {
+                    if req.include_usage {
+                        self.pending.push_back(chunks.event(
+                            app,
+                            json!([]),
+                            Some(usage(prompt_tokens, self.tokens)),
+                        ));
+                    }
+                    self.pending.push_back(SseEvent::default().data("[DONE]"));
+                    self.over = true;
+                    if let Some(l) = &app.log {
+                        let texts: Vec<(String, &'static str)> = self
+                            .texts
+                            .iter()
+                            .zip(&self.finished)
+                            .map(|(t, f)| (t.clone(), f.unwrap_or("stop")))
+                            .collect();
+                        l.record(&req.messages, &texts, self.started.elapsed());
+                    }
+                }
+            }
+            Some(Event::Failed(e)) => {
+                self.pending
+                    .push_back(SseEvent::default().data(ApiError::server(e).body().to_string()));
+                self.pending.push_back(SseEvent::default().data("[DONE]"));
+                self.over = true;
+            }
+            None => {
+                self.over = true;
+            }
+        }
+    }
 }
