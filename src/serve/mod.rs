@@ -27,6 +27,7 @@ pub mod error;
 pub mod images;
 pub mod limits;
 pub mod log;
+mod stream;
 
 use crate::model::engine::{Engine, EngineOptions, Event, Finish, GenRequest};
 use crate::model::vl::prompt::{Screenshot, expand_ids};
@@ -35,7 +36,6 @@ use crate::policy::format::PromptFormat;
 use anyhow::{Context, Result};
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::StatusCode;
-use axum::response::sse::{Event as SseEvent, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -46,6 +46,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
+use stream::{now_s, usage};
 
 /// Settings of `rmsweb serve`.
 #[derive(Debug, Clone)]
@@ -281,7 +282,22 @@ async fn chat(
     match started {
         Ok((req, prompt_tokens, events)) => {
             if req.stream {
-                stream(app, req, prompt_tokens, events).into_response()
+                let id = format!("chatcmpl-{}", app.requests.load(Ordering::Relaxed));
+                let done = Arc::clone(&app);
+                let messages = req.messages.clone();
+                let on_done = move |texts: &[(String, &'static str)], took| {
+                    if let Some(l) = &done.log {
+                        l.record(&messages, texts, took);
+                    }
+                };
+                let head = stream::Head {
+                    id,
+                    model: app.model.clone(),
+                    n: req.n,
+                    include_usage: req.include_usage,
+                    prompt_tokens,
+                };
+                stream::stream(head, events, on_done).into_response()
             } else {
                 complete(app, req, prompt_tokens, events)
                     .await
@@ -409,16 +425,6 @@ fn start(app: &App, body: &[u8]) -> Result<Started, ApiError> {
     Ok((req, prompt_tokens, app.engine.submit(job)))
 }
 
-fn now_s() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
-fn usage(prompt: usize, completion: usize) -> Value {
-    json!({"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion})
-}
-
 async fn complete(
     app: Arc<App>,
     req: api::Checked,
@@ -472,152 +478,4 @@ fn choices_texts(choices: &[Choice]) -> Vec<(String, &'static str)> {
         .iter()
         .map(|c| (c.text.clone(), c.finish.reason()))
         .collect()
-}
-
-/// The answer as server-sent events: a role chunk per choice, then each delta, each
-/// choice's finish, the usage when asked for, and `[DONE]`.
-fn stream(
-    app: Arc<App>,
-    req: api::Checked,
-    prompt_tokens: usize,
-    rx: tokio::sync::mpsc::UnboundedReceiver<Event>,
-) -> Sse<impl futures_util::Stream<Item = Result<SseEvent, std::convert::Infallible>>> {
-    let chunks = Chunks {
-        id: format!("chatcmpl-{}", app.requests.load(Ordering::Relaxed)),
-        created: now_s(),
-    };
-    let n = req.n;
-    let mut pending = std::collections::VecDeque::new();
-    for i in 0..n {
-        pending.push_back(chunks.event(
-            &app,
-            json!([{"index": i, "delta": {"role": "assistant", "content": ""}, "finish_reason": null}]),
-            None,
-        ));
-    }
-    let st = StreamState {
-        rx,
-        texts: vec![String::new(); n],
-        finished: vec![None; n],
-        tokens: 0,
-        started: Instant::now(),
-        pending,
-        over: false,
-    };
-    let stream = futures_util::stream::unfold(st, move |mut st| {
-        let app = Arc::clone(&app);
-        let req = req.clone();
-        let chunks = chunks.clone();
-        async move {
-            loop {
-                if let Some(e) = st.pending.pop_front() {
-                    return Some((Ok(e), st));
-                }
-                if st.over {
-                    return None;
-                }
-                let event = st.rx.recv().await;
-                st.on_event(event, &app, &req, prompt_tokens, &chunks);
-            }
-        }
-    });
-    Sse::new(stream)
-}
-
-/// Builds the stream's chunks: every one carries the completion's id and creation time.
-#[derive(Clone)]
-struct Chunks {
-    id: String,
-    created: u64,
-}
-
-impl Chunks {
-    fn event(&self, app: &App, choices: Value, usage: Option<Value>) -> SseEvent {
-        let mut c = json!({
-            "id": self.id, "object": "chat.completion.chunk", "created": self.created,
-            "model": app.model, "choices": choices,
-        });
-        if let Some(u) = usage {
-            c["usage"] = u;
-        }
-        SseEvent::default().data(c.to_string())
-    }
-}
-
-/// Where a streamed answer stands: each choice's text and finish, the tokens decoded,
-/// and the events not yet sent.
-struct StreamState {
-    rx: tokio::sync::mpsc::UnboundedReceiver<Event>,
-    texts: Vec<String>,
-    finished: Vec<Option<&'static str>>,
-    tokens: usize,
-    started: Instant,
-    pending: std::collections::VecDeque<SseEvent>,
-    over: bool,
-}
-
-impl StreamState {
-    /// Queues the chunks an engine event gives (`None`: the engine dropped the
-    /// request). The last choice's finish also logs the exchange when asked to.
-    fn on_event(
-        &mut self,
-        event: Option<Event>,
-        app: &App,
-        req: &api::Checked,
-        prompt_tokens: usize,
-        chunks: &Chunks,
-    ) {
-        match event {
-            Some(Event::Delta { choice, text }) => {
-                self.texts[choice].push_str(&text);
-                self.pending.push_back(chunks.event(
-                    app,
-                    json!([{"index": choice, "delta": {"content": text}, "finish_reason": null}]),
-                    None,
-                ));
-            }
-            Some(Event::Finished {
-                choice,
-                finish,
-                tokens,
-            }) => {
-                self.finished[choice] = Some(finish.reason());
-                self.tokens += tokens;
-                self.pending.push_back(chunks.event(
-                    app,
-                    json!([{"index": choice, "delta": {}, "finish_reason": finish.reason()}]),
-                    None,
-                ));
-                if self.finished.iter().all(Option::is_some) {
-                    if req.include_usage {
-                        self.pending.push_back(chunks.event(
-                            app,
-                            json!([]),
-                            Some(usage(prompt_tokens, self.tokens)),
-                        ));
-                    }
-                    self.pending.push_back(SseEvent::default().data("[DONE]"));
-                    self.over = true;
-                    if let Some(l) = &app.log {
-                        let texts: Vec<(String, &'static str)> = self
-                            .texts
-                            .iter()
-                            .zip(&self.finished)
-                            .map(|(t, f)| (t.clone(), f.unwrap_or("stop")))
-                            .collect();
-                        l.record(&req.messages, &texts, self.started.elapsed());
-                    }
-                }
-            }
-            Some(Event::Failed(e)) => {
-                self.pending
-                    .push_back(SseEvent::default().data(ApiError::server(e).body().to_string()));
-                self.pending.push_back(SseEvent::default().data("[DONE]"));
-                self.over = true;
-            }
-            None => {
-                self.over = true;
-            }
-        }
-    }
 }
