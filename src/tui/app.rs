@@ -382,7 +382,6 @@ impl App {
     fn draw_status(&mut self, f: &mut Frame, area: ratatui::layout::Rect) {
         let sh = &self.shared;
         let th = &sh.theme;
-        let sep = Span::styled(" │ ", th.dim());
         if let Some(input) = &self.filter_input {
             let l = Line::from(vec![
                 Span::styled("/", th.label()),
@@ -394,6 +393,51 @@ impl App {
             self.help_button = Rect::default();
             return;
         }
+        let mut spans = self.status_spans();
+        let sh = &self.shared;
+        let th = &sh.theme;
+        let sep = Span::styled(" │ ", th.dim());
+        // `? help` keeps its place at the right edge however long the rest is,
+        // unless a message of the moment needs the room.
+        let help = Line::from(vec![sep, Span::styled("? help", th.dim())]);
+        let room = usize::from(area.width);
+        // On a narrow bar the dataset's counts and the annotator's name (spans 2-5)
+        // give way first: the save state, the review count, conflicts, the filter and
+        // a message of the moment matter more.
+        let width = |s: &[Span]| s.iter().map(Span::width).sum::<usize>();
+        let mut given_way = 0;
+        while given_way < 2 && width(&spans) + help.width() > room {
+            spans.drain(2..4);
+            given_way += 1;
+        }
+        let left = Line::from(spans);
+        if sh.message.is_some() && left.width() + help.width() > room {
+            self.help_button = Rect::default();
+            f.render_widget(Paragraph::new(left), area);
+            return;
+        }
+        let [left_area, right] = ratatui::layout::Layout::horizontal([
+            ratatui::layout::Constraint::Min(0),
+            ratatui::layout::Constraint::Length(help.width() as u16),
+        ])
+        .areas(area);
+        f.render_widget(Paragraph::new(left), left_area);
+        f.render_widget(Paragraph::new(help), right);
+        // `? help` without the separator before it.
+        self.help_button = Rect {
+            x: right.x + 3,
+            width: right.width.saturating_sub(3),
+            ..right
+        };
+    }
+
+    /// The status bar's facts, in order: dataset, counts, annotator, save state,
+    /// review count, conflicts, the filter, unreadable records, a message.
+    fn status_spans(&mut self) -> Vec<Span<'static>> {
+        let filter = self.view().filter().to_string();
+        let sh = &self.shared;
+        let th = &sh.theme;
+        let sep = Span::styled(" │ ", th.dim());
         let (done, total) = sh.reviewed();
         let name = if crate::util::user_data::is_fixtures_copy(sh.dataset.root()) {
             format!(
@@ -439,9 +483,6 @@ impl App {
                 th.warn(),
             ));
         }
-        let filter = self.view().filter().to_string();
-        let sh = &self.shared;
-        let th = &sh.theme;
         if !filter.is_empty() {
             spans.push(sep.clone());
             spans.push(Span::styled(
@@ -460,38 +501,7 @@ impl App {
             spans.push(sep.clone());
             spans.push(Span::styled(line(m), th.warn()));
         }
-        // `? help` keeps its place at the right edge however long the rest is,
-        // unless a message of the moment needs the room.
-        let help = Line::from(vec![sep, Span::styled("? help", th.dim())]);
-        let room = usize::from(area.width);
-        // On a narrow bar the dataset's counts and the annotator's name (spans 2-5)
-        // give way first: the save state, the review count, conflicts, the filter and
-        // a message of the moment matter more.
-        let width = |s: &[Span]| s.iter().map(Span::width).sum::<usize>();
-        let mut given_way = 0;
-        while given_way < 2 && width(&spans) + help.width() > room {
-            spans.drain(2..4);
-            given_way += 1;
-        }
-        let left = Line::from(spans);
-        if sh.message.is_some() && left.width() + help.width() > room {
-            self.help_button = Rect::default();
-            f.render_widget(Paragraph::new(left), area);
-            return;
-        }
-        let [left_area, right] = ratatui::layout::Layout::horizontal([
-            ratatui::layout::Constraint::Min(0),
-            ratatui::layout::Constraint::Length(help.width() as u16),
-        ])
-        .areas(area);
-        f.render_widget(Paragraph::new(left), left_area);
-        f.render_widget(Paragraph::new(help), right);
-        // `? help` without the separator before it.
-        self.help_button = Rect {
-            x: right.x + 3,
-            width: right.width.saturating_sub(3),
-            ..right
-        };
+        spans
     }
 }
 
