@@ -5,6 +5,7 @@ use crate::model::constrain::{ANY_ARRAY, ANY_OBJECT, Node, NodeId, numbers};
 
 impl Matcher {
     /// Starts a value of `node` with byte `b` (not whitespace).
+    // Kept whole: one short arm per kind of schema node, read side by side.
     pub(super) fn start_value(&self, mut s: Stack, node: NodeId, b: u8, out: &mut Vec<Stack>) {
         match self.node(node) {
             Node::AnyOf(alts) => {
@@ -14,35 +15,7 @@ impl Matcher {
             }
             Node::Pending => {}
             Node::Any => {
-                let n = match b {
-                    b'"' => Some(Frame::Str {
-                        node,
-                        chars: 0,
-                        esc: 0,
-                    }),
-                    b'{' => Some(Frame::Obj {
-                        node: ANY_OBJECT,
-                        seen: 0,
-                        st: ObjState::Open,
-                    }),
-                    b'[' => Some(Frame::Arr {
-                        node: ANY_ARRAY,
-                        count: 0,
-                        st: ArrState::Open,
-                    }),
-                    b'-' | b'0'..=b'9' => Some(Frame::Num { node, buf: vec![b] }),
-                    b't' => Some(Frame::Lit {
-                        rest: b"rue".to_vec(),
-                    }),
-                    b'f' => Some(Frame::Lit {
-                        rest: b"alse".to_vec(),
-                    }),
-                    b'n' => Some(Frame::Lit {
-                        rest: b"ull".to_vec(),
-                    }),
-                    _ => None,
-                };
-                if let Some(f) = n {
+                if let Some(f) = any_frame(node, b) {
                     self.push_started(s, f, out);
                 }
             }
@@ -132,5 +105,38 @@ impl Matcher {
         }
         s.frames.push(f);
         out.push(s);
+    }
+}
+
+/// The frame any JSON value opens with byte `b` (strings keep `node`, containers
+/// take the unconstrained object and array nodes); `None` when no value starts so.
+fn any_frame(node: NodeId, b: u8) -> Option<Frame> {
+    match b {
+        b'"' => Some(Frame::Str {
+            node,
+            chars: 0,
+            esc: 0,
+        }),
+        b'{' => Some(Frame::Obj {
+            node: ANY_OBJECT,
+            seen: 0,
+            st: ObjState::Open,
+        }),
+        b'[' => Some(Frame::Arr {
+            node: ANY_ARRAY,
+            count: 0,
+            st: ArrState::Open,
+        }),
+        b'-' | b'0'..=b'9' => Some(Frame::Num { node, buf: vec![b] }),
+        b't' => Some(Frame::Lit {
+            rest: b"rue".to_vec(),
+        }),
+        b'f' => Some(Frame::Lit {
+            rest: b"alse".to_vec(),
+        }),
+        b'n' => Some(Frame::Lit {
+            rest: b"ull".to_vec(),
+        }),
+        _ => None,
     }
 }
