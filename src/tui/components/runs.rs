@@ -18,19 +18,15 @@ mod view;
 use super::launch_form::{FormOutcome, LaunchForm};
 use super::{Component, ListPointer, Pointer};
 use crate::runs::launch;
-use crate::runs::monitor::Track;
+use crate::runs::monitor::{RunsState, Track};
 use crate::runs::series::EMA_LEVELS;
 use crate::tui::action::Action;
 use crate::tui::key_help::{KeyHelp, k};
 use crate::tui::shared::Shared;
-use crate::tui::widgets::text::{line, trunc};
-use draw::{draw_info, draw_log};
+use draw::{draw_banner, draw_info, draw_kill_confirm, draw_log};
 use ratatui::Frame;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, MouseEvent};
 use ratatui::layout::{Constraint, Layout, Rect};
-use ratatui::style::Modifier;
-use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Clear, Paragraph};
 use std::path::Path;
 use std::sync::Arc;
 use view::lock;
@@ -86,6 +82,29 @@ pub const KEYS: &[KeyHelp] = &[
 ];
 
 impl RunsView {
+    /// Keeps the selection on the same run as the list changes; a launched run not
+    /// listed yet keeps it until it shows.
+    fn keep_selection(&mut self, st: &RunsState, vis: &[usize]) {
+        let sel_idx = self
+            .selected
+            .as_ref()
+            .and_then(|p| vis.iter().position(|&i| &st.runs[i].info.metrics == p));
+        match sel_idx {
+            Some(i) => {
+                self.cursor.selected = i;
+                self.awaiting = None;
+            }
+            // A launched run not listed yet keeps the selection until it shows.
+            None if self.awaiting.is_some() && self.awaiting == self.selected => {}
+            None => {
+                self.cursor.selected = self.cursor.selected.min(vis.len().saturating_sub(1));
+                self.selected = vis
+                    .get(self.cursor.selected)
+                    .map(|&i| st.runs[i].info.metrics.clone());
+            }
+        }
+    }
+
     /// Keys for an open overlay (report, config diff, kill confirmation, launch
     /// form), which takes every key while it is open. `None`: no overlay is open.
     fn overlay_key(&mut self, key: KeyEvent) -> Option<Option<Action>> {
@@ -311,24 +330,7 @@ impl Component for RunsView {
         let st = lock(&state);
         // Keep the selection on the same run as the list changes.
         let vis = self.visible(&st);
-        let sel_idx = self
-            .selected
-            .as_ref()
-            .and_then(|p| vis.iter().position(|&i| &st.runs[i].info.metrics == p));
-        match sel_idx {
-            Some(i) => {
-                self.cursor.selected = i;
-                self.awaiting = None;
-            }
-            // A launched run not listed yet keeps the selection until it shows.
-            None if self.awaiting.is_some() && self.awaiting == self.selected => {}
-            None => {
-                self.cursor.selected = self.cursor.selected.min(vis.len().saturating_sub(1));
-                self.selected = vis
-                    .get(self.cursor.selected)
-                    .map(|&i| st.runs[i].info.metrics.clone());
-            }
-        }
+        self.keep_selection(&st, &vis);
         let sel: Option<&Track> = vis.get(self.cursor.selected).map(|&i| &st.runs[i]);
         let plotted: Vec<&Track> = if self.marked.is_empty() {
             sel.into_iter().collect()
@@ -353,20 +355,7 @@ impl Component for RunsView {
             Constraint::Length(8),
         ])
         .areas(area);
-        if let Some((id, msg)) = banner.first() {
-            let more = match banner.len() {
-                1 => String::new(),
-                n => format!(" (+{} more)", n - 1),
-            };
-            let text = format!(" ⚠ self-sharpening in {}{more}: {}", line(id), line(msg));
-            f.render_widget(
-                Paragraph::new(Line::from(Span::styled(
-                    text,
-                    th.bad().add_modifier(Modifier::BOLD | Modifier::REVERSED),
-                ))),
-                banner_a,
-            );
-        }
+        draw_banner(f, banner_a, &banner, &th);
         self.draw_list(f, list_a, &st, &vis, &th);
         self.charts_area = charts_a;
         self.draw_charts(f, charts_a, &plotted, &th);
@@ -391,28 +380,7 @@ impl Component for RunsView {
             d.draw(f, area, &th);
         }
         if let Some(c) = &self.confirm {
-            let r = super::centered(area, 60, 4);
-            f.render_widget(Clear, r);
-            f.render_widget(
-                Paragraph::new(vec![
-                    Line::from(Span::styled(
-                        format!("Kill {} (pid {}) with SIGKILL?", trunc(&c.id, 30), c.pid),
-                        th.bad(),
-                    )),
-                    Line::from(Span::styled(
-                        "no checkpoint is written · y kills · any other key cancels",
-                        th.dim(),
-                    )),
-                ])
-                .block(
-                    Block::default()
-                        .borders(Borders::ALL)
-                        .border_style(th.border(true))
-                        .title(Span::styled(" Kill ", th.label()))
-                        .style(th.text()),
-                ),
-                r,
-            );
+            draw_kill_confirm(f, area, &c.id, c.pid, &th);
         }
     }
 }
