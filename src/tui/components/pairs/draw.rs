@@ -1,6 +1,7 @@
 //! Drawing the Mined pairs tab: the queue, the pair's two sides with the rubric's
 //! decision, and the popups.
 
+use super::edit::EditBox;
 use super::view::{PairsView, Popup};
 use crate::action::Action as BrowserAction;
 use crate::annotate::{Op, PairState, Status};
@@ -250,28 +251,7 @@ impl PairsView {
             Popup::None => {}
             Popup::Agreement(view) => view.draw(f, area, &th),
             Popup::Settle => {
-                let st = sh.folded.state(&pair.id);
-                let mut lines: Vec<Line> = st
-                    .decisions
-                    .iter()
-                    .map(|(who, op)| {
-                        Line::from(vec![
-                            Span::styled(format!(" {:<16}", trunc(&line(who), 16)), th.label()),
-                            Span::styled(
-                                op.as_str(),
-                                if *op == Op::Reject {
-                                    th.bad()
-                                } else {
-                                    th.good()
-                                },
-                            ),
-                        ])
-                    })
-                    .collect();
-                lines.push(Line::from(Span::styled(
-                    " a accept · x reject · Esc cancels",
-                    th.dim(),
-                )));
+                let lines = settle_lines(&sh.folded.state(&pair.id), &th);
                 let r = centered(44, lines.len() as u16 + 2);
                 f.render_widget(Clear, r);
                 f.render_widget(
@@ -315,25 +295,7 @@ impl PairsView {
                     Layout::vertical([Constraint::Min(3), Constraint::Length(3)]).areas(inner);
                 b.area.set_style(th.text());
                 f.render_widget(&b.area, edit);
-                let info_lines = match &b.parsed {
-                    Ok(a) => {
-                        let vs_mined =
-                            score_action(a, &pair.target_action, &b.elements, &sh.reward_cfg);
-                        let loc = score_action(&pair.loc_action, a, &b.elements, &sh.reward_cfg);
-                        vec![
-                            Line::from(vec![
-                                Span::styled("valid: ", th.good()),
-                                Span::styled(line(&a.short()), th.text()),
-                            ]),
-                            decision_line("vs mined target", &vs_mined, &th),
-                            decision_line("loc action vs this", &loc, &th),
-                        ]
-                    }
-                    Err(e) => vec![Line::from(vec![
-                        Span::styled("invalid: ", th.bad()),
-                        Span::styled(line(e), th.text()),
-                    ])],
-                };
+                let info_lines = edit_info_lines(b, pair, sh, &th);
                 f.render_widget(Paragraph::new(info_lines), info);
             }
             Popup::Note(a) => {
@@ -488,4 +450,53 @@ fn decision_lines(
         }
     }
     lines
+}
+
+/// The conflict's decisions, one line per annotator, and the keys that settle it.
+fn settle_lines(st: &PairState, th: &Theme) -> Vec<Line<'static>> {
+    let mut lines: Vec<Line<'static>> = st
+        .decisions
+        .iter()
+        .map(|(who, op)| {
+            Line::from(vec![
+                Span::styled(format!(" {:<16}", trunc(&line(who), 16)), th.label()),
+                Span::styled(
+                    op.as_str(),
+                    if *op == Op::Reject {
+                        th.bad()
+                    } else {
+                        th.good()
+                    },
+                ),
+            ])
+        })
+        .collect();
+    lines.push(Line::from(Span::styled(
+        " a accept · x reject · Esc cancels",
+        th.dim(),
+    )));
+    lines
+}
+
+/// Under the target editor: the edited action if it parses (with the rubric's view of
+/// it against the mined target and of the loc action against it), else why not.
+fn edit_info_lines(b: &EditBox, pair: &MinedPair, sh: &Shared, th: &Theme) -> Vec<Line<'static>> {
+    match &b.parsed {
+        Ok(a) => {
+            let vs_mined = score_action(a, &pair.target_action, &b.elements, &sh.reward_cfg);
+            let loc = score_action(&pair.loc_action, a, &b.elements, &sh.reward_cfg);
+            vec![
+                Line::from(vec![
+                    Span::styled("valid: ", th.good()),
+                    Span::styled(line(&a.short()), th.text()),
+                ]),
+                decision_line("vs mined target", &vs_mined, th),
+                decision_line("loc action vs this", &loc, th),
+            ]
+        }
+        Err(e) => vec![Line::from(vec![
+            Span::styled("invalid: ", th.bad()),
+            Span::styled(line(e), th.text()),
+        ])],
+    }
 }
