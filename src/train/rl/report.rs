@@ -17,19 +17,40 @@ fn mean(v: impl IntoIterator<Item = f64>) -> f64 {
     if n == 0 { 0.0 } else { s / n as f64 }
 }
 
+/// How a step's sampling went: the generation batches drawn and the accepted groups
+/// beyond `train_batch`.
+pub(crate) struct Sampled {
+    pub gen_batches: usize,
+    pub surplus: usize,
+}
+
+/// A step's wall-clock seconds: in all, sampling, and the log-prob probe.
+pub(crate) struct StepTimes {
+    pub step_s: f64,
+    pub gen_s: f64,
+    pub probe_s: f64,
+}
+
 /// Every metric of the step (FORMATS.md's keys plus a few extras).
-#[allow(clippy::too_many_arguments)]
+// Kept whole: one line per metric key, in FORMATS.md's order, so a key is found and
+// checked against the format where it is written.
 pub(crate) fn step_metrics(
     ctx: &Ctx,
     groups: &[Group],
-    gen_batches: usize,
-    surplus: usize,
+    sampled: Sampled,
     probe: &Probe,
     upd: &UpdateStats,
-    step_s: f64,
-    gen_s: f64,
-    probe_s: f64,
+    times: StepTimes,
 ) -> Map<String, Value> {
+    let Sampled {
+        gen_batches,
+        surplus,
+    } = sampled;
+    let StepTimes {
+        step_s,
+        gen_s,
+        probe_s,
+    } = times;
     let all_r: Vec<f64> = groups
         .iter()
         .flat_map(|g| g.rewards.iter().copied())

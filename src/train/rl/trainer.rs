@@ -35,7 +35,7 @@ use super::groups::{GateDecision, GroupStats, decide, salvage_mix_for};
 use super::policy::{Policy, encode_prompt, load_policy, resolve_init};
 use super::probe::probe_logprobs;
 use super::prompts::{self, RlPrompt};
-use super::report::{past_signals, step_metrics, write_rollouts};
+use super::report::{Sampled, StepTimes, past_signals, step_metrics, write_rollouts};
 use super::rollout::{GroupDecoding, Rollout, RolloutConfig, sample_groups};
 use super::rollout_seeing::sample_groups_seeing;
 use super::seqs::SeenImage;
@@ -332,13 +332,17 @@ impl LoopState {
         let mut m = step_metrics(
             ctx,
             &groups,
-            gen_batches,
-            surplus,
+            Sampled {
+                gen_batches,
+                surplus,
+            },
             &probe,
             &upd,
-            dt,
-            gen_s,
-            probe_s,
+            StepTimes {
+                step_s: dt,
+                gen_s,
+                probe_s,
+            },
         );
         let reward_mean = m
             .get(keys::CRITIC_SCORE_MEAN)
