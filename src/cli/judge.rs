@@ -94,42 +94,7 @@ fn judge(a: RunArgs) -> Result<()> {
     };
     let model = a.llm.model()?.to_string();
     let ds = Dataset::open(&dataset)?;
-    let tasks: HashMap<String, Task> = ds
-        .tasks()?
-        .into_iter()
-        .map(|t| (t.task_id.clone(), t))
-        .collect();
-    let chosen = chosen_trajectories(&ds, &a.trajectories)?;
-    let earlier = verdicts::read(&dataset)?;
-    let standing = standing(&earlier, Some(&model));
-    let mut todo: Vec<(Task, Trajectory)> = Vec::new();
-    let mut reused = 0;
-    for t in chosen {
-        let task = tasks.get(&t.task_id).cloned().unwrap_or_else(|| Task {
-            task_id: t.task_id.clone(),
-            website: String::new(),
-            domain: String::new(),
-            category: String::new(),
-            instruction: String::new(),
-            source: String::new(),
-        });
-        if task.instruction.is_empty() {
-            bail!(
-                "trajectory {}: its task {} is not in {} (the judge needs the task's text)",
-                clean_line(&t.id),
-                clean_line(&t.task_id),
-                dataset.join("tasks.jsonl").display()
-            );
-        }
-        let same = standing.get(t.id.as_str()).is_some_and(|v| {
-            v.prompt_version == PROMPT_VERSION && v.content_hash == content_hash(&task, &t)
-        });
-        if same && !a.again {
-            reused += 1;
-        } else {
-            todo.push((task, t));
-        }
-    }
+    let (todo, reused) = to_judge(&ds, &dataset, &a.trajectories, &model, a.again)?;
     // One client per question: its token budget and, unless --no-schema, its schema.
     let clients = a.llm.judge_clients(a.vision, !a.no_schema)?;
     let ask =
@@ -156,9 +121,76 @@ fn judge(a: RunArgs) -> Result<()> {
             })
             .collect()
     });
+    let (failed, successes) = print_verdicts(&results);
+    println!(
+        "judged {} trajectories with {} ({} success, {} failure), {reused} standing verdicts reused, {failed} not judged; verdicts in {}",
+        results.len() - failed,
+        clean_line(&model),
+        successes,
+        results.len() - failed - successes,
+        verdicts::path(&dataset).display()
+    );
+    if failed > 0 {
+        bail!("{failed} trajectories could not be judged (run again to retry them)");
+    }
+    Ok(())
+}
+
+/// The trajectories to judge, with their tasks, and how many standing verdicts (same
+/// model, prompt version and content) are reused instead; all of them with `again`.
+/// A trajectory whose task is not in the dataset is refused.
+fn to_judge(
+    ds: &Dataset,
+    dataset: &Path,
+    ids: &[String],
+    model: &str,
+    again: bool,
+) -> Result<(Vec<(Task, Trajectory)>, usize)> {
+    let tasks: HashMap<String, Task> = ds
+        .tasks()?
+        .into_iter()
+        .map(|t| (t.task_id.clone(), t))
+        .collect();
+    let chosen = chosen_trajectories(ds, ids)?;
+    let earlier = verdicts::read(dataset)?;
+    let standing = standing(&earlier, Some(model));
+    let mut todo: Vec<(Task, Trajectory)> = Vec::new();
+    let mut reused = 0;
+    for t in chosen {
+        let task = tasks.get(&t.task_id).cloned().unwrap_or_else(|| Task {
+            task_id: t.task_id.clone(),
+            website: String::new(),
+            domain: String::new(),
+            category: String::new(),
+            instruction: String::new(),
+            source: String::new(),
+        });
+        if task.instruction.is_empty() {
+            bail!(
+                "trajectory {}: its task {} is not in {} (the judge needs the task's text)",
+                clean_line(&t.id),
+                clean_line(&t.task_id),
+                dataset.join("tasks.jsonl").display()
+            );
+        }
+        let same = standing.get(t.id.as_str()).is_some_and(|v| {
+            v.prompt_version == PROMPT_VERSION && v.content_hash == content_hash(&task, &t)
+        });
+        if same && !again {
+            reused += 1;
+        } else {
+            todo.push((task, t));
+        }
+    }
+    Ok((todo, reused))
+}
+
+/// Prints each trajectory's verdict (or why it was not judged); returns how many were
+/// not judged and how many were judged successes.
+fn print_verdicts(results: &[(String, Result<Verdict>)]) -> (usize, usize) {
     let mut failed = 0;
     let mut successes = 0;
-    for (id, r) in &results {
+    for (id, r) in results {
         match r {
             Ok(v) => {
                 successes += usize::from(v.success);
@@ -182,18 +214,7 @@ fn judge(a: RunArgs) -> Result<()> {
             }
         }
     }
-    println!(
-        "judged {} trajectories with {} ({} success, {} failure), {reused} standing verdicts reused, {failed} not judged; verdicts in {}",
-        results.len() - failed,
-        clean_line(&model),
-        successes,
-        results.len() - failed - successes,
-        verdicts::path(&dataset).display()
-    );
-    if failed > 0 {
-        bail!("{failed} trajectories could not be judged (run again to retry them)");
-    }
-    Ok(())
+    (failed, successes)
 }
 
 fn chosen_trajectories(ds: &Dataset, ids: &[String]) -> Result<Vec<Trajectory>> {
