@@ -101,60 +101,7 @@ impl Decoder {
             |name: &str, shape: &[usize]| take(w, name, shape, dtype, device, trainable);
         let mut layers = Vec::new();
         for (i, block) in block_tensors(config).into_iter().enumerate() {
-            let mut lins = Vec::with_capacity(block.len());
-            for t in &block {
-                let name = format!("model.layers.{i}.{}", t.module);
-                let weight = param(&format!("{name}.weight"), &t.shape)?;
-                let bias = match t.bias {
-                    true => Some(param(&format!("{name}.bias"), &t.shape[..1])?),
-                    false => None,
-                };
-                lins.push(Linear::new(name, weight).with_bias(bias));
-            }
-            let Ok::<[Linear; 7], _>(
-                [
-                    q_proj,
-                    k_proj,
-                    v_proj,
-                    o_proj,
-                    gate_proj,
-                    up_proj,
-                    down_proj,
-                ],
-            ) = lins.try_into()
-            else {
-                unreachable!("block_tensors lists seven linear layers")
-            };
-            let mut norm =
-                |n: &str, dim: usize| param(&format!("model.layers.{i}.{n}.weight"), &[dim]);
-            let hd = config.head_dim();
-            let (q_norm, k_norm) = match arch.spec.qk_norm {
-                true => (
-                    Some(norm("self_attn.q_norm", hd)?),
-                    Some(norm("self_attn.k_norm", hd)?),
-                ),
-                false => (None, None),
-            };
-            let h = config.hidden_size;
-            let input_layernorm = norm("input_layernorm", h)?;
-            let post_attention_layernorm = norm("post_attention_layernorm", h)?;
-            layers.push(Layer {
-                attn: Attention {
-                    q_proj,
-                    k_proj,
-                    v_proj,
-                    o_proj,
-                    q_norm,
-                    k_norm,
-                },
-                mlp: Mlp {
-                    gate_proj,
-                    up_proj,
-                    down_proj,
-                },
-                input_layernorm,
-                post_attention_layernorm,
-            });
+            layers.push(take_layer(config, i, &block, &mut param)?);
         }
         let h = config.hidden_size;
         let lm_head = if config.tie_word_embeddings {
@@ -475,6 +422,70 @@ struct BlockLinear {
     module: &'static str,
     shape: [usize; 2],
     bias: bool,
+}
+/// Layer `i`'s weights taken by `param` (name, shape): its seven linear layers (with
+/// their biases where the family has them), the q/k norms of a family that has them,
+/// and the two layer norms.
+fn take_layer(
+    config: &DecoderConfig,
+    i: usize,
+    block: &[BlockLinear],
+    param: &mut dyn FnMut(&str, &[usize]) -> anyhow::Result<Param>,
+) -> anyhow::Result<Layer> {
+    let arch = config.arch;
+    let mut lins = Vec::with_capacity(block.len());
+    for t in block {
+        let name = format!("model.layers.{i}.{}", t.module);
+        let weight = param(&format!("{name}.weight"), &t.shape)?;
+        let bias = match t.bias {
+            true => Some(param(&format!("{name}.bias"), &t.shape[..1])?),
+            false => None,
+        };
+        lins.push(Linear::new(name, weight).with_bias(bias));
+    }
+    let Ok::<[Linear; 7], _>(
+        [
+            q_proj,
+            k_proj,
+            v_proj,
+            o_proj,
+            gate_proj,
+            up_proj,
+            down_proj,
+        ],
+    ) = lins.try_into()
+    else {
+        unreachable!("block_tensors lists seven linear layers")
+    };
+    let mut norm = |n: &str, dim: usize| param(&format!("model.layers.{i}.{n}.weight"), &[dim]);
+    let hd = config.head_dim();
+    let (q_norm, k_norm) = match arch.spec.qk_norm {
+        true => (
+            Some(norm("self_attn.q_norm", hd)?),
+            Some(norm("self_attn.k_norm", hd)?),
+        ),
+        false => (None, None),
+    };
+    let h = config.hidden_size;
+    let input_layernorm = norm("input_layernorm", h)?;
+    let post_attention_layernorm = norm("post_attention_layernorm", h)?;
+    Ok(Layer {
+        attn: Attention {
+            q_proj,
+            k_proj,
+            v_proj,
+            o_proj,
+            q_norm,
+            k_norm,
+        },
+        mlp: Mlp {
+            gate_proj,
+            up_proj,
+            down_proj,
+        },
+        input_layernorm,
+        post_attention_layernorm,
+    })
 }
 
 /// The seven linear layers of every block of `config`, in HF order.
