@@ -387,6 +387,43 @@ pub fn to_parquet(rows: &[VerlRow], with_images: bool) -> Result<Vec<u8>> {
         ],
         None,
     ));
+    let (extra_fields, extra_info) = extra_info_column(rows);
+    let mut fields = vec![
+        utf8("data_source", false),
+        Field::new("prompt", prompt.data_type().clone(), false),
+    ];
+    let mut columns: Vec<ArrayRef> =
+        vec![strings(rows.iter().map(|r| r.data_source.as_str())), prompt];
+    if with_images {
+        let images = images_column(rows);
+        fields.push(Field::new("images", images.data_type().clone(), false));
+        columns.push(images);
+    }
+    fields.extend([
+        utf8("ability", false),
+        Field::new("reward_model", DataType::Struct(rm_fields), false),
+        Field::new("extra_info", DataType::Struct(extra_fields), false),
+    ]);
+    columns.extend([
+        strings(rows.iter().map(|_| ABILITY)),
+        reward_model as ArrayRef,
+        extra_info as ArrayRef,
+    ]);
+    let schema = Arc::new(Schema::new(fields));
+    let batch = RecordBatch::try_new(schema.clone(), columns).context("building the table")?;
+    let props = WriterProperties::builder()
+        .set_compression(Compression::SNAPPY)
+        .build();
+    let mut buf = Vec::new();
+    let mut w = ArrowWriter::try_new(&mut buf, schema, Some(props))?;
+    w.write(&batch)?;
+    w.close()?;
+    Ok(buf)
+}
+
+/// The extra_info column (pair, task, trajectory, step, failure mode, elements, prompt
+/// format, index, split) and its fields.
+fn extra_info_column(rows: &[VerlRow]) -> (Fields, Arc<StructArray>) {
     let extra_fields = Fields::from(vec![
         utf8("pair_id", false),
         utf8("task_id", false),
@@ -416,55 +453,30 @@ pub fn to_parquet(rows: &[VerlRow], with_images: bool) -> Result<Vec<u8>> {
         ],
         None,
     ));
-    let mut fields = vec![
-        utf8("data_source", false),
-        Field::new("prompt", prompt.data_type().clone(), false),
-    ];
-    let mut columns: Vec<ArrayRef> =
-        vec![strings(rows.iter().map(|r| r.data_source.as_str())), prompt];
-    if with_images {
-        let img_fields = Fields::from(vec![
-            Field::new("bytes", DataType::Binary, false),
-            utf8("path", false),
-        ]);
-        let imgs = || rows.iter().flat_map(|r| r.images.iter());
-        let images = list_of(
-            &img_fields,
-            StructArray::new(
-                img_fields.clone(),
-                vec![
-                    Arc::new(BinaryArray::from_iter_values(
-                        imgs().map(|i| i.0.as_slice()),
-                    )),
-                    strings(imgs().map(|i| i.1.as_str())),
-                ],
-                None,
-            ),
-            rows.iter().map(|r| r.images.len()),
-        );
-        fields.push(Field::new("images", images.data_type().clone(), false));
-        columns.push(images);
-    }
-    fields.extend([
-        utf8("ability", false),
-        Field::new("reward_model", DataType::Struct(rm_fields), false),
-        Field::new("extra_info", DataType::Struct(extra_fields), false),
+    (extra_fields, extra_info)
+}
+
+/// The images column: each row's screenshots as PNG bytes with their paths.
+fn images_column(rows: &[VerlRow]) -> ArrayRef {
+    let img_fields = Fields::from(vec![
+        Field::new("bytes", DataType::Binary, false),
+        utf8("path", false),
     ]);
-    columns.extend([
-        strings(rows.iter().map(|_| ABILITY)),
-        reward_model as ArrayRef,
-        extra_info as ArrayRef,
-    ]);
-    let schema = Arc::new(Schema::new(fields));
-    let batch = RecordBatch::try_new(schema.clone(), columns).context("building the table")?;
-    let props = WriterProperties::builder()
-        .set_compression(Compression::SNAPPY)
-        .build();
-    let mut buf = Vec::new();
-    let mut w = ArrowWriter::try_new(&mut buf, schema, Some(props))?;
-    w.write(&batch)?;
-    w.close()?;
-    Ok(buf)
+    let imgs = || rows.iter().flat_map(|r| r.images.iter());
+    list_of(
+        &img_fields,
+        StructArray::new(
+            img_fields.clone(),
+            vec![
+                Arc::new(BinaryArray::from_iter_values(
+                    imgs().map(|i| i.0.as_slice()),
+                )),
+                strings(imgs().map(|i| i.1.as_str())),
+            ],
+            None,
+        ),
+        rows.iter().map(|r| r.images.len()),
+    )
 }
 
 /// Exports the dataset's RL prompts into `out` (created; existing export files are
