@@ -82,15 +82,9 @@ fn load_output_ids(ds: &Dataset) -> Option<Vec<MinedPair>> {
     )
 }
 
-/// Explains the pair of a success trajectory and a loc trajectory (failed: a
-/// `fail_contrast`; successful: a `detour`).
-pub fn explain_trajectories(
-    ds: &Dataset,
-    success_id: &str,
-    loc_id: &str,
-    cfg: &MineConfig,
-    judge: &dyn Judge,
-) -> Result<Explanation> {
+/// The two trajectories of a pair to explain: both in the dataset, the success side a
+/// verified success, both of one task.
+fn load_pair(ds: &Dataset, success_id: &str, loc_id: &str) -> Result<(Trajectory, Trajectory)> {
     let load = |id: &str| -> Result<_> {
         ds.trajectory_by_id(id)
             .map_err(|e| anyhow!("{e}"))?
@@ -119,6 +113,19 @@ pub fn explain_trajectories(
             clean_line(&l.task_id)
         );
     }
+    Ok((s, l))
+}
+
+/// Explains the pair of a success trajectory and a loc trajectory (failed: a
+/// `fail_contrast`; successful: a `detour`).
+pub fn explain_trajectories(
+    ds: &Dataset,
+    success_id: &str,
+    loc_id: &str,
+    cfg: &MineConfig,
+    judge: &dyn Judge,
+) -> Result<Explanation> {
+    let (s, l) = load_pair(ds, success_id, loc_id)?;
     let kind = if l.outcome.success {
         PairKind::Detour
     } else {
