@@ -12,7 +12,7 @@ use super::steps::{self, Ctx, Done};
 use crate::util::duration::human_time;
 use anyhow::{Context, Result, bail};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 /// How to run a recipe.
@@ -44,6 +44,27 @@ pub enum Outcome {
 pub struct RunSummary {
     pub units: Vec<(String, Outcome)>,
     pub elapsed_s: f64,
+}
+
+impl RunSummary {
+    /// The run's last line: units run, up to date and left out of date, the time, and
+    /// where the report is.
+    fn closing_line(&self, report: &Path) -> String {
+        let count = |f: fn(&Outcome) -> bool| self.units.iter().filter(|(_, o)| f(o)).count();
+        let ran = count(|o| matches!(o, Outcome::Ran(_)));
+        let left = count(|o| matches!(o, Outcome::Left(_)));
+        format!(
+            "recipe: {ran} units run, {} up to date{} in {}; report: {}",
+            self.units.len() - ran - left,
+            if left > 0 {
+                format!(", {left} out of date but not selected")
+            } else {
+                String::new()
+            },
+            human_time(self.elapsed_s),
+            report.display()
+        )
+    }
 }
 
 fn run_unit(ctx: &mut Ctx<'_>, unit: &Unit) -> Result<Done> {
@@ -172,26 +193,6 @@ pub fn run(cfg: &RecipeConfig, opts: &RunOptions) -> Result<RunSummary> {
     }
     progress.finish();
     summary.elapsed_s = started.elapsed().as_secs_f64();
-    let ran = summary
-        .units
-        .iter()
-        .filter(|(_, o)| matches!(o, Outcome::Ran(_)))
-        .count();
-    let left = summary
-        .units
-        .iter()
-        .filter(|(_, o)| matches!(o, Outcome::Left(_)))
-        .count();
-    progress.say(&format!(
-        "recipe: {ran} units run, {} up to date{} in {}; report: {}",
-        summary.units.len() - ran - left,
-        if left > 0 {
-            format!(", {left} out of date but not selected")
-        } else {
-            String::new()
-        },
-        human_time(summary.elapsed_s),
-        layout.report_md().display()
-    ));
+    progress.say(&summary.closing_line(&layout.report_md()));
     Ok(summary)
 }

@@ -242,6 +242,8 @@ impl Planner {
 }
 
 /// Every unit of the recipe, in an order where inputs come first.
+// Kept whole: it is the recipe's graph, stage by stage in pipeline order, and each
+// unit's key and inputs are read beside the others'.
 pub fn plan(cfg: &RecipeConfig) -> Result<Vec<Unit>> {
     let tasks = cfg.task_names();
     let mut p = Planner { units: Vec::new() };
