@@ -182,24 +182,15 @@ fn train_inner(
         let dt = t0.elapsed().as_secs_f64();
         let done = step + 1;
         let tokens_per_s = sums.tokens as f64 / dt;
-        let mut m = serde_json::Map::new();
-        m.insert(keys::SFT_LOSS.into(), loss_sum.into());
-        if sums.others > 0 {
-            m.insert(
-                keys::SFT_PROMPT_LOSS.into(),
-                (sums.prompt_nll / sums.others as f64).into(),
-            );
-        }
-        m.insert(keys::SFT_TOKENS.into(), sums.targets.into());
-        m.insert(keys::ACTOR_LR.into(), lr.into());
-        m.insert(keys::ACTOR_GRAD_NORM.into(), grad_norm.into());
-        m.insert(keys::PERF_TOKENS_PER_S.into(), tokens_per_s.into());
-        m.insert(keys::PERF_STEP_S.into(), dt.into());
-        m.insert(
-            keys::TRAIN_EPOCH.into(),
-            ((done as usize * eff) as f64 / n as f64).into(),
+        let m = sft_metrics(
+            &sums,
+            loss_sum,
+            lr,
+            grad_norm,
+            dt,
+            (done as usize * eff) as f64 / n as f64,
+            &idx,
         );
-        m.insert("data/order_hash".into(), order_hash(&idx).into());
         run.log_metrics(done, &m)?;
         on_step(&StepReport {
             step: done,
@@ -235,6 +226,38 @@ fn train_inner(
         )?;
     }
     lifecycle::finish(run, total, &[])
+}
+
+/// The metrics of one SFT step: the assistant tokens' mean NLL (and the other
+/// tokens' when they are weighed), lr, gradient norm, speed, epoch and data order.
+fn sft_metrics(
+    sums: &StepSums,
+    loss: f64,
+    lr: f64,
+    grad_norm: f64,
+    dt: f64,
+    epoch: f64,
+    idx: &[usize],
+) -> serde_json::Map<String, serde_json::Value> {
+    let mut m = serde_json::Map::new();
+    m.insert(keys::SFT_LOSS.into(), loss.into());
+    if sums.others > 0 {
+        m.insert(
+            keys::SFT_PROMPT_LOSS.into(),
+            (sums.prompt_nll / sums.others as f64).into(),
+        );
+    }
+    m.insert(keys::SFT_TOKENS.into(), sums.targets.into());
+    m.insert(keys::ACTOR_LR.into(), lr.into());
+    m.insert(keys::ACTOR_GRAD_NORM.into(), grad_norm.into());
+    m.insert(
+        keys::PERF_TOKENS_PER_S.into(),
+        (sums.tokens as f64 / dt).into(),
+    );
+    m.insert(keys::PERF_STEP_S.into(), dt.into());
+    m.insert(keys::TRAIN_EPOCH.into(), epoch.into());
+    m.insert("data/order_hash".into(), order_hash(idx).into());
+    m
 }
 
 /// Loads the latest checkpoint's adapters (or weights) and optimizer state into

@@ -151,22 +151,7 @@ pub(super) fn prepare(cfg: &SftConfig, run: &RunDir, device: &Device) -> Result<
         cfg.dataset.display()
     );
     let dtype = resolve_dtype(cfg, device)?;
-    let (tok, template, mut model) = match (&cfg.tiny, &cfg.model) {
-        (Some(tiny), _) => build_tiny(cfg, tiny, run, &chats, dtype, device)?,
-        (None, Some(dir)) if vl_base => {
-            let (tok, template, trainee) = VlTrainee::load_hf(dir, cfg.max_pixels, dtype, device)?;
-            (tok, template, SftModel::Vl(Box::new(trainee)))
-        }
-        (None, Some(dir)) => {
-            let config = DecoderConfig::from_file(dir.join("config.json"))?;
-            let w = weights::load_dir(dir, device)?;
-            let model = Decoder::from_weights(&config, w, dtype, device, cfg.lora.is_none())?;
-            let tok = tokenizer::load(dir.join("tokenizer.json"))?;
-            let template = ChatTemplate::for_model_dir(dir)?;
-            (tok, template, SftModel::Text(Box::new(model)))
-        }
-        (None, None) => anyhow::bail!("config has neither `tiny` nor `model`"),
-    };
+    let (tok, template, mut model) = load_model(cfg, run, &chats, vl_base, dtype, device)?;
     if let Some(l) = &cfg.lora {
         let n = model.decoder_mut().add_lora(l, cfg.seed)?;
         anyhow::ensure!(
@@ -225,6 +210,34 @@ pub(super) fn prepare(cfg: &SftConfig, run: &RunDir, device: &Device) -> Result<
             images,
         },
         prompt_format,
+    })
+}
+
+/// The model to train, with its tokenizer and chat template: a tiny one from scratch,
+/// a Qwen3-VL folder, or a text model's folder.
+fn load_model(
+    cfg: &SftConfig,
+    run: &RunDir,
+    chats: &[Chat],
+    vl_base: bool,
+    dtype: DType,
+    device: &Device,
+) -> Result<(tokenizers::Tokenizer, ChatTemplate, SftModel)> {
+    Ok(match (&cfg.tiny, &cfg.model) {
+        (Some(tiny), _) => build_tiny(cfg, tiny, run, chats, dtype, device)?,
+        (None, Some(dir)) if vl_base => {
+            let (tok, template, trainee) = VlTrainee::load_hf(dir, cfg.max_pixels, dtype, device)?;
+            (tok, template, SftModel::Vl(Box::new(trainee)))
+        }
+        (None, Some(dir)) => {
+            let config = DecoderConfig::from_file(dir.join("config.json"))?;
+            let w = weights::load_dir(dir, device)?;
+            let model = Decoder::from_weights(&config, w, dtype, device, cfg.lora.is_none())?;
+            let tok = tokenizer::load(dir.join("tokenizer.json"))?;
+            let template = ChatTemplate::for_model_dir(dir)?;
+            (tok, template, SftModel::Text(Box::new(model)))
+        }
+        (None, None) => anyhow::bail!("config has neither `tiny` nor `model`"),
     })
 }
 
