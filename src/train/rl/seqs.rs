@@ -169,20 +169,7 @@ pub fn token_logps<'a>(
     let model = scorer.decoder;
     let dev = model.device();
     let width = seqs.iter().map(|s| s.resp_len()).max().unwrap_or(0);
-    let mut runs = Vec::new();
-    let mut i = 0;
-    while i < seqs.len() {
-        let ctx = &seqs[i].ids[..seqs[i].resp_start];
-        let mut j = i + 1;
-        while j < seqs.len()
-            && seqs[j].ids[..seqs[j].resp_start] == *ctx
-            && seqs[j].image == seqs[i].image
-        {
-            j += 1;
-        }
-        runs.push((ctx, i..j));
-        i = j;
-    }
+    let runs = context_runs(seqs);
     // With several text contexts, their common prefix (each keeps a token of its own).
     let shared = match runs.len() {
         _ if seqs.iter().any(|s| s.image.is_some()) => None,
@@ -215,19 +202,7 @@ pub fn token_logps<'a>(
     }
     let hidden = Tensor::cat(&parts, 0)?; // (batch, width, hidden)
     let (b, h) = (seqs.len(), hidden.dim(2)?);
-    let mut tgt = Vec::with_capacity(b * width);
-    let mut msk = Vec::with_capacity(b * width);
-    for s in seqs {
-        for k in 0..width {
-            if k < s.resp_len() {
-                tgt.push(s.ids[s.resp_start + k]);
-                msk.push(s.mask.get(k).copied().unwrap_or(0.0));
-            } else {
-                tgt.push(0);
-                msk.push(0.0);
-            }
-        }
-    }
+    let (tgt, msk) = targets_and_mask(seqs, width);
     let logits = model.logits(&hidden.reshape((b * width, h))?)?;
     let logits = crate::model::at_least_f32(&logits)?;
     let scaled = (logits / temperature)?;
@@ -249,6 +224,44 @@ pub fn token_logps<'a>(
         mask,
         entropy,
     })
+}
+
+/// The sequences in runs of one context (and image): `(context, range of seqs)`.
+fn context_runs<'s>(seqs: &[&'s TrainSeq]) -> Vec<(&'s [u32], std::ops::Range<usize>)> {
+    let mut runs = Vec::new();
+    let mut i = 0;
+    while i < seqs.len() {
+        let ctx = &seqs[i].ids[..seqs[i].resp_start];
+        let mut j = i + 1;
+        while j < seqs.len()
+            && seqs[j].ids[..seqs[j].resp_start] == *ctx
+            && seqs[j].image == seqs[i].image
+        {
+            j += 1;
+        }
+        runs.push((ctx, i..j));
+        i = j;
+    }
+    runs
+}
+
+/// Each sequence's response tokens and their loss mask, padded to `width` (padding:
+/// token 0, mask 0), row after row.
+fn targets_and_mask(seqs: &[&TrainSeq], width: usize) -> (Vec<u32>, Vec<f32>) {
+    let mut tgt = Vec::with_capacity(seqs.len() * width);
+    let mut msk = Vec::with_capacity(seqs.len() * width);
+    for s in seqs {
+        for k in 0..width {
+            if k < s.resp_len() {
+                tgt.push(s.ids[s.resp_start + k]);
+                msk.push(s.mask.get(k).copied().unwrap_or(0.0));
+            } else {
+                tgt.push(0);
+                msk.push(0.0);
+            }
+        }
+    }
+    (tgt, msk)
 }
 
 /// Hidden states `(m, width, hidden)` that predict the response tokens of `group`
