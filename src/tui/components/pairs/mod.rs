@@ -14,6 +14,7 @@ pub use edit::{EditBox, escape_for_box, fits_page, parse_target};
 pub use view::{PairsView, Popup};
 
 use crate::annotate::{Op, Status};
+use crate::mine::pair::MinedPair;
 use crate::tui::action::Action;
 use crate::tui::components::agreement::AgreementView;
 use crate::tui::components::{Component, Cursor, ListPointer, Pointer, pane};
@@ -64,46 +65,11 @@ pub const KEYS: &[KeyHelp] = &[
     k("Mined pairs", "J K", "scroll the pair detail"),
 ];
 
-impl Component for PairsView {
-    fn keys(&self) -> &'static [&'static [KeyHelp]] {
-        &[KEYS]
-    }
-
-    fn handle_key(&mut self, key: KeyEvent, sh: &mut Shared) -> Option<Action> {
-        self.refresh_rows(sh);
-        let pair = self
-            .rows
-            .get(self.list.selected)
-            .and_then(|&i| sh.pairs.get(i))
-            .cloned();
-        if !matches!(self.popup, Popup::None) {
-            return pair.and_then(|p| self.popup_key(key, sh, &p));
-        }
-        let before = self.list.selected;
-        if self.list.navigate(&key, self.rows.len()) {
-            if before != self.list.selected {
-                self.detail_scroll = 0;
-            }
-            return None;
-        }
-        match key.code {
-            KeyCode::Char(']') => return self.jump_pending(sh, true),
-            KeyCode::Char('[') => return self.jump_pending(sh, false),
-            KeyCode::Char('J') => self.detail_scroll = self.detail_scroll.saturating_add(3),
-            KeyCode::Char('K') => self.detail_scroll = self.detail_scroll.saturating_sub(3),
-            KeyCode::Char('C') => {
-                let rows = crate::annotate::agreement::by_category(
-                    &sh.folded,
-                    sh.pairs
-                        .iter()
-                        .map(|p| (p.id.as_str(), p.failure_mode.category.as_str())),
-                );
-                self.popup = Popup::Agreement(Box::new(AgreementView::new(rows)));
-                return None;
-            }
-            _ => {}
-        }
-        let pair = pair?;
+impl PairsView {
+    /// The keys that act on the selected pair: decide, settle, relabel, edit the
+    /// target, note, undo, and whether a decision advances.
+    // Kept whole: one short arm per key, read beside the help's key list.
+    fn pair_key(&mut self, key: KeyEvent, sh: &mut Shared, pair: &MinedPair) -> Option<Action> {
         let state = sh.folded.state(&pair.id);
         let annotate = |op, value, prev| {
             Some(Action::Annotate {
@@ -114,8 +80,8 @@ impl Component for PairsView {
             })
         };
         match key.code {
-            KeyCode::Char('a') => self.decide(sh, &pair, Op::Accept, Value::Null),
-            KeyCode::Char('x') => self.decide(sh, &pair, Op::Reject, Value::Null),
+            KeyCode::Char('a') => self.decide(sh, pair, Op::Accept, Value::Null),
+            KeyCode::Char('x') => self.decide(sh, pair, Op::Reject, Value::Null),
             KeyCode::Char('S') => {
                 if state.status == Status::Conflict {
                     self.popup = Popup::Settle;
@@ -162,6 +128,49 @@ impl Component for PairsView {
             },
             _ => None,
         }
+    }
+}
+
+impl Component for PairsView {
+    fn keys(&self) -> &'static [&'static [KeyHelp]] {
+        &[KEYS]
+    }
+
+    fn handle_key(&mut self, key: KeyEvent, sh: &mut Shared) -> Option<Action> {
+        self.refresh_rows(sh);
+        let pair = self
+            .rows
+            .get(self.list.selected)
+            .and_then(|&i| sh.pairs.get(i))
+            .cloned();
+        if !matches!(self.popup, Popup::None) {
+            return pair.and_then(|p| self.popup_key(key, sh, &p));
+        }
+        let before = self.list.selected;
+        if self.list.navigate(&key, self.rows.len()) {
+            if before != self.list.selected {
+                self.detail_scroll = 0;
+            }
+            return None;
+        }
+        match key.code {
+            KeyCode::Char(']') => return self.jump_pending(sh, true),
+            KeyCode::Char('[') => return self.jump_pending(sh, false),
+            KeyCode::Char('J') => self.detail_scroll = self.detail_scroll.saturating_add(3),
+            KeyCode::Char('K') => self.detail_scroll = self.detail_scroll.saturating_sub(3),
+            KeyCode::Char('C') => {
+                let rows = crate::annotate::agreement::by_category(
+                    &sh.folded,
+                    sh.pairs
+                        .iter()
+                        .map(|p| (p.id.as_str(), p.failure_mode.category.as_str())),
+                );
+                self.popup = Popup::Agreement(Box::new(AgreementView::new(rows)));
+                return None;
+            }
+            _ => {}
+        }
+        self.pair_key(key, sh, &pair?)
     }
 
     /// A click selects a pair; the wheel moves through the queue, or scrolls the
