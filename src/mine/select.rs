@@ -360,6 +360,8 @@ impl CandidateTrace {
 /// informativeness, route choice, validity / visual / progress); the first that stops
 /// it is the error. One that passes them all comes back scored. `tr`, when kept,
 /// receives each score part as it is computed.
+// Kept whole: the gates in the order ALGORITHMS.md §4 applies them, each stopping
+// the candidate with its verdict; split, the order would be spread over functions.
 fn judge_candidate(
     scan: &Scan,
     i: usize,

@@ -179,6 +179,68 @@ pub fn read_spec(run_dir: &Path) -> Result<VerlSpec> {
     toml::from_str(&text).with_context(|| format!("{}: not a verl run", p.display()))
 }
 
+/// `bash run.sh` of the export with the run's checkpoint and rollout folders, the
+/// spec's overrides, and the environment run.sh reads (metrics file, nodes, GPUs,
+/// mode, and Ray, model and Python when set), in a process group of its own.
+fn verl_command(
+    spec: &VerlSpec,
+    export: &Path,
+    abs: &Path,
+    metrics: &Path,
+) -> std::process::Command {
+    let mut cmd = std::process::Command::new("bash");
+    cmd.arg(export.join("run.sh"))
+        .arg(format!(
+            "trainer.default_local_dir={}",
+            abs.join("checkpoints").display()
+        ))
+        .arg(format!(
+            "trainer.rollout_data_dir={}",
+            abs.join("rollouts-dump").display()
+        ))
+        .args(&spec.overrides)
+        .env("VERL_FILE_LOGGER_PATH", metrics)
+        .env("NODES", spec.nodes.to_string())
+        .env("GPUS_PER_NODE", spec.gpus_per_node.to_string())
+        .env("MODE", &spec.mode)
+        .stdin(std::process::Stdio::null())
+        .process_group(0);
+    if let Some(r) = &spec.ray_address {
+        cmd.env("RAY_ADDRESS", r);
+    }
+    if let Some(m) = &spec.model {
+        cmd.env("MODEL", m);
+    }
+    if let Some(p) = &spec.python {
+        cmd.env("PYTHON", p);
+    }
+    cmd
+}
+
+/// Waits for verl; the first stop request sends its process group SIGTERM. Returns
+/// its exit status and whether it was asked to stop.
+fn wait_stoppable(
+    child: &mut std::process::Child,
+    stop: &AtomicBool,
+    run: &RunDir,
+) -> Result<(std::process::ExitStatus, bool)> {
+    let pgid = child.id() as libc::pid_t;
+    let mut signalled = false;
+    let status = loop {
+        if let Some(s) = child.try_wait()? {
+            break s;
+        }
+        if stop.load(Ordering::Relaxed) && !signalled {
+            signalled = true;
+            // SAFETY: kill has no memory effects; the group is the child's own.
+            unsafe { libc::kill(-pgid, libc::SIGTERM) };
+            run.set_status(RunState::Running, 0, "stop requested: SIGTERM sent to verl")?;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    Ok((status, signalled))
+}
+
 /// Runs a new attempt of `spec` in `run_dir` and waits for it; returns verl's exit
 /// code (the supervisor's status says finished, failed or stopped).
 pub fn run(spec: &VerlSpec, run_dir: &Path) -> Result<i32> {
@@ -196,33 +258,7 @@ pub fn run(spec: &VerlSpec, run_dir: &Path) -> Result<i32> {
     let attempt = attempts(run_dir) + 1;
     let metrics = attempt_file(&std::path::absolute(run_dir)?, attempt);
     link_metrics(run_dir, attempt)?;
-    let abs = std::path::absolute(run_dir)?;
-    let mut cmd = std::process::Command::new("bash");
-    cmd.arg(export.join("run.sh"))
-        .arg(format!(
-            "trainer.default_local_dir={}",
-            abs.join("checkpoints").display()
-        ))
-        .arg(format!(
-            "trainer.rollout_data_dir={}",
-            abs.join("rollouts-dump").display()
-        ))
-        .args(&spec.overrides)
-        .env("VERL_FILE_LOGGER_PATH", &metrics)
-        .env("NODES", spec.nodes.to_string())
-        .env("GPUS_PER_NODE", spec.gpus_per_node.to_string())
-        .env("MODE", &spec.mode)
-        .stdin(std::process::Stdio::null())
-        .process_group(0);
-    if let Some(r) = &spec.ray_address {
-        cmd.env("RAY_ADDRESS", r);
-    }
-    if let Some(m) = &spec.model {
-        cmd.env("MODEL", m);
-    }
-    if let Some(p) = &spec.python {
-        cmd.env("PYTHON", p);
-    }
+    let mut cmd = verl_command(&spec, &export, &std::path::absolute(run_dir)?, &metrics);
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(sig, Arc::clone(&stop))
@@ -246,20 +282,7 @@ pub fn run(spec: &VerlSpec, run_dir: &Path) -> Result<i32> {
             return Err(e);
         }
     };
-    let pgid = child.id() as libc::pid_t;
-    let mut signalled = false;
-    let status = loop {
-        if let Some(s) = child.try_wait()? {
-            break s;
-        }
-        if stop.load(Ordering::Relaxed) && !signalled {
-            signalled = true;
-            // SAFETY: kill has no memory effects; the group is the child's own.
-            unsafe { libc::kill(-pgid, libc::SIGTERM) };
-            run.set_status(RunState::Running, 0, "stop requested: SIGTERM sent to verl")?;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    };
+    let (status, signalled) = wait_stoppable(&mut child, &stop, &run)?;
     let code = status.code().unwrap_or(-1);
     let (state, text) = if signalled {
         (RunState::Stopped, format!("attempt {attempt} stopped"))

@@ -317,6 +317,8 @@ impl TinyLlama {
 
     /// The GGUF file and the f32 tensors it was made from, under HF names in HF layout
     /// (before quantization; the q and k rows unpermuted).
+    // Kept whole: it writes the tensors in file order (embedding, each block's parts,
+    // the final norm, the head), which the reader's tests walk in the same order.
     pub fn build(&self) -> Result<(GgufWriter, BTreeMap<String, Tensor>)> {
         let (h, hd, ff) = (self.hidden, self.head_dim(), self.ff);
         let (mut w, vocab) = self.metadata();
