@@ -159,31 +159,13 @@ impl Folded {
                         );
                     }
                 },
-                Op::EditTarget => {
-                    match serde_json::from_value::<Action>(e.value.clone()) {
-                        Ok(a) => match crate::action::check::check_params(&a) {
-                            Ok(()) => st.target = Some(a),
-                            Err(bad) => {
-                                self.problems.insert(
-                                    j,
-                                    format!(
-                                        "event {} (pair {pair}): edit_target `{}`: {}: {}",
-                                        j + 1,
-                                        a.name,
-                                        bad.key,
-                                        bad.message
-                                    ),
-                                );
-                            }
-                        },
-                        Err(err) => {
-                            self.problems.insert(
-                            j,
-                            format!("event {} (pair {pair}): edit_target value is not an action: {err}", j + 1),
-                        );
-                        }
+                Op::EditTarget => match edited_target(&e.value) {
+                    Ok(a) => st.target = Some(a),
+                    Err(why) => {
+                        self.problems
+                            .insert(j, format!("event {} (pair {pair}): {why}", j + 1));
                     }
-                }
+                },
                 Op::Note => st.notes.push(match &e.value {
                     serde_json::Value::String(s) => s.clone(),
                     other => other.to_string(),
@@ -192,18 +174,7 @@ impl Folded {
             }
             st.last_annotator = Some(e.annotator.clone());
         }
-        let rejects = st.decisions.values().filter(|&&o| o == Op::Reject).count();
-        let conflict = rejects > 0 && rejects < st.decisions.len();
-        if let Some((_, op)) = &st.settled {
-            decision = Some(*op);
-        }
-        st.status = match (decision, st.target.is_some()) {
-            _ if conflict && st.settled.is_none() => Status::Conflict,
-            (Some(Op::Reject), _) => Status::Rejected,
-            (_, true) => Status::Edited,
-            (Some(Op::Accept), false) => Status::Accepted,
-            _ => Status::Pending,
-        };
+        st.status = status_of(&st, decision);
         self.states.insert(pair.to_string(), st);
     }
 
@@ -248,6 +219,33 @@ impl Folded {
     /// Events whose value could not be applied, with their position in the log (0-based).
     pub fn problem_events(&self) -> Vec<(usize, String)> {
         self.problems.iter().map(|(k, m)| (*k, m.clone())).collect()
+    }
+}
+
+/// The action an `edit_target` event sets, checked; or why it sets none.
+fn edited_target(value: &serde_json::Value) -> Result<Action, String> {
+    let a = serde_json::from_value::<Action>(value.clone())
+        .map_err(|err| format!("edit_target value is not an action: {err}"))?;
+    crate::action::check::check_params(&a)
+        .map_err(|bad| format!("edit_target `{}`: {}: {}", a.name, bad.key, bad.message))?;
+    Ok(a)
+}
+
+/// A pair's status from its folded decisions: a conflict until settled, else the
+/// settled or latest decision, an edited target counting as accepted.
+fn status_of(st: &PairState, latest: Option<Op>) -> Status {
+    let rejects = st.decisions.values().filter(|&&o| o == Op::Reject).count();
+    let conflict = rejects > 0 && rejects < st.decisions.len();
+    let decision = match &st.settled {
+        Some((_, op)) => Some(*op),
+        None => latest,
+    };
+    match (decision, st.target.is_some()) {
+        _ if conflict && st.settled.is_none() => Status::Conflict,
+        (Some(Op::Reject), _) => Status::Rejected,
+        (_, true) => Status::Edited,
+        (Some(Op::Accept), false) => Status::Accepted,
+        _ => Status::Pending,
     }
 }
 
