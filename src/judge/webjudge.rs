@@ -100,6 +100,33 @@ fn final_answer(t: &Trajectory) -> String {
         .unwrap_or_else(|| "(none)".into())
 }
 
+/// Marks the key states (at most `max_key_states` steps scored at least `min_score`,
+/// the best first, then in step order) and writes them for the verdict question.
+fn select_key_states(evidence: &mut [Evidence], t: &Trajectory, cfg: &JudgeConfig) -> String {
+    let mut ranked: Vec<usize> = (0..evidence.len())
+        .filter(|&i| evidence[i].score >= cfg.min_score)
+        .collect();
+    ranked.sort_by_key(|&i| (std::cmp::Reverse(evidence[i].score), i));
+    ranked.truncate(cfg.max_key_states);
+    ranked.sort_unstable();
+    let mut key_states = Vec::new();
+    for &i in &ranked {
+        evidence[i].selected = true;
+        let e = &evidence[i];
+        let step = t.steps.iter().find(|s| s.index == e.step);
+        let page = step.map_or_else(String::new, |s| state_text(s, cfg.state_chars));
+        key_states.push(format!(
+            "step {} (score {}): {}\n{page}",
+            e.step, e.score, e.reason
+        ));
+    }
+    if key_states.is_empty() {
+        "(no step scored as relevant)".to_string()
+    } else {
+        key_states.join("\n\n")
+    }
+}
+
 /// Judges `t` (its recorded outcome is never shown to the judge).
 pub fn judge_trajectory(
     ds: &Dataset,
@@ -147,28 +174,7 @@ pub fn judge_trajectory(
             screenshot: image.map(|(rel, _)| rel),
         });
     }
-    let mut ranked: Vec<usize> = (0..evidence.len())
-        .filter(|&i| evidence[i].score >= cfg.min_score)
-        .collect();
-    ranked.sort_by_key(|&i| (std::cmp::Reverse(evidence[i].score), i));
-    ranked.truncate(cfg.max_key_states);
-    ranked.sort_unstable();
-    let mut key_states = Vec::new();
-    for &i in &ranked {
-        evidence[i].selected = true;
-        let e = &evidence[i];
-        let step = t.steps.iter().find(|s| s.index == e.step);
-        let page = step.map_or_else(String::new, |s| state_text(s, cfg.state_chars));
-        key_states.push(format!(
-            "step {} (score {}): {}\n{page}",
-            e.step, e.score, e.reason
-        ));
-    }
-    let key_states = if key_states.is_empty() {
-        "(no step scored as relevant)".to_string()
-    } else {
-        key_states.join("\n\n")
-    };
+    let key_states = select_key_states(&mut evidence, t, cfg);
     let answer = ask(
         Stage::Verdict,
         &prompts::verdict(
