@@ -133,27 +133,70 @@ fn config_kind(p: &std::path::Path, text: &str) -> Result<String> {
     }
 }
 
-fn rl_progress() -> (ProgressBar, impl FnMut(&RlStepReport)) {
+/// What a trainer's step report puts on the progress bar.
+trait BarLine {
+    /// The bar's template.
+    const TEMPLATE: &'static str;
+    /// The message before the first step.
+    const LOADING: &'static str;
+    /// The step, the total and the message.
+    fn line(&self) -> (u64, u64, String);
+}
+
+impl BarLine for StepReport {
+    const TEMPLATE: &'static str =
+        "{elapsed_precise} [{bar:30}] {pos}/{len} steps  {msg}  eta {eta}";
+    const LOADING: &'static str = "preparing tokenizer, samples and model";
+    fn line(&self) -> (u64, u64, String) {
+        let msg = format!(
+            "loss {:.4}  lr {:.2e}  {:.0} tok/s",
+            self.loss, self.lr, self.tokens_per_s
+        );
+        (self.step, self.total, msg)
+    }
+}
+
+impl BarLine for RlStepReport {
+    const TEMPLATE: &'static str = "{elapsed_precise} [{bar:30}] {pos}/{len} steps  {msg}";
+    const LOADING: &'static str = "loading prompts and the SFT policy";
+    fn line(&self) -> (u64, u64, String) {
+        let msg = format!(
+            "reward {:.3}  accepted {}  salvage {}  gen batches {}  {:.1}s/step",
+            self.reward_mean,
+            self.accepted_groups,
+            self.salvage_groups,
+            self.num_gen_batches,
+            self.step_s
+        );
+        (self.step, self.total, msg)
+    }
+}
+
+/// Trains (`go`, fed each step's report) with a progress bar, a line per step
+/// without a terminal, then says how the run in `run` ended.
+fn with_progress<R: BarLine>(
+    run: &std::path::Path,
+    go: impl FnOnce(&mut dyn FnMut(&R)) -> Result<Outcome>,
+) -> Result<()> {
     let bar = ProgressBar::new(0);
     bar.set_style(
-        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} steps  {msg}")
+        ProgressStyle::with_template(R::TEMPLATE)
             .unwrap_or_else(|_| ProgressStyle::default_bar())
             .progress_chars("=> "),
     );
-    bar.set_message("loading prompts and the SFT policy");
-    let b = bar.clone();
+    bar.set_message(R::LOADING);
     let mut lines = PlainLines::new();
-    let cb = move |r: &RlStepReport| {
-        let msg = format!(
-            "reward {:.3}  accepted {}  salvage {}  gen batches {}  {:.1}s/step",
-            r.reward_mean, r.accepted_groups, r.salvage_groups, r.num_gen_batches, r.step_s
-        );
-        lines.step(r.step, r.total, &msg);
-        b.set_length(r.total);
-        b.set_position(r.step);
-        b.set_message(msg);
+    let mut cb = |r: &R| {
+        let (step, total, msg) = r.line();
+        lines.step(step, total, &msg);
+        bar.set_length(total);
+        bar.set_position(step);
+        bar.set_message(msg);
     };
-    (bar, cb)
+    let out = go(&mut cb);
+    bar.finish();
+    report(out?, run);
+    Ok(())
 }
 
 /// Progress as plain lines on standard output where standard error is no terminal
@@ -192,31 +235,6 @@ fn stop_flag() -> Result<Arc<AtomicBool>> {
     signal_hook::flag::register(signal_hook::consts::SIGTERM, flag.clone())?;
     signal_hook::flag::register(signal_hook::consts::SIGINT, flag.clone())?;
     Ok(flag)
-}
-
-fn progress() -> (ProgressBar, impl FnMut(&StepReport)) {
-    let bar = ProgressBar::new(0);
-    bar.set_style(
-        ProgressStyle::with_template(
-            "{elapsed_precise} [{bar:30}] {pos}/{len} steps  {msg}  eta {eta}",
-        )
-        .unwrap_or_else(|_| ProgressStyle::default_bar())
-        .progress_chars("=> "),
-    );
-    bar.set_message("preparing tokenizer, samples and model");
-    let b = bar.clone();
-    let mut lines = PlainLines::new();
-    let cb = move |r: &StepReport| {
-        let msg = format!(
-            "loss {:.4}  lr {:.2e}  {:.0} tok/s",
-            r.loss, r.lr, r.tokens_per_s
-        );
-        lines.step(r.step, r.total, &msg);
-        b.set_length(r.total);
-        b.set_position(r.step);
-        b.set_message(msg);
-    };
-    (bar, cb)
 }
 
 fn report(outcome: Outcome, run: &std::path::Path) {
@@ -258,22 +276,12 @@ impl TrainerConfig {
     /// terminal), then says how it ended.
     fn train_new(&self, dir: &std::path::Path) -> Result<()> {
         let run = RunDir::open(dir)?;
-        let out = match self {
+        match self {
             Self::Sft(cfg) => {
-                let (bar, mut cb) = progress();
-                let out = sft::train(cfg, &run, false, stop_flag()?, &mut cb);
-                bar.finish();
-                out
+                with_progress(dir, |cb| sft::train(cfg, &run, false, stop_flag()?, cb))
             }
-            Self::Rl(cfg) => {
-                let (bar, mut cb) = rl_progress();
-                let out = rl::train(cfg, &run, false, stop_flag()?, &mut cb);
-                bar.finish();
-                out
-            }
-        };
-        report(out?, dir);
-        Ok(())
+            Self::Rl(cfg) => with_progress(dir, |cb| rl::train(cfg, &run, false, stop_flag()?, cb)),
+        }
     }
 }
 
@@ -312,18 +320,8 @@ pub fn run(args: Args) -> Result<()> {
         }
         Command::Start { config, run_dir } => TrainerConfig::read(&config)?.train_new(&run_dir)?,
         Command::Resume { run_dir } => match run_kind(&run_dir)?.as_str() {
-            "sft" => {
-                let (bar, mut cb) = progress();
-                let out = sft::resume(&run_dir, stop_flag()?, &mut cb);
-                bar.finish();
-                report(out?, &run_dir);
-            }
-            "rl" => {
-                let (bar, mut cb) = rl_progress();
-                let out = rl::resume(&run_dir, stop_flag()?, &mut cb);
-                bar.finish();
-                report(out?, &run_dir);
-            }
+            "sft" => with_progress(&run_dir, |cb| sft::resume(&run_dir, stop_flag()?, cb))?,
+            "rl" => with_progress(&run_dir, |cb| rl::resume(&run_dir, stop_flag()?, cb))?,
             other => anyhow::bail!(
                 "{}: field `kind` is `{other}`; expected sft or rl",
                 run_dir.join("run.toml").display()
