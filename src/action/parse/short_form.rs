@@ -301,32 +301,7 @@ pub(super) fn parse_literal(
                 .map_err(|e| (i, format!("bad string literal: {e}")))?;
             Ok((Value::String(s), end))
         }
-        Some(b'\'') => {
-            let limit = (i + 1).saturating_add(budget.left()).min(bytes.len());
-            let mut out = String::new();
-            let mut chars = text[i + 1..].char_indices();
-            while let Some((k, c)) = chars.next() {
-                if i + 1 + k >= limit {
-                    budget.spend(limit - i);
-                    return Err(unclosed(i, "string", Bounded::OutOfBudget));
-                }
-                match c {
-                    '\\' => match chars.next() {
-                        Some((_, 'n')) => out.push('\n'),
-                        Some((_, 't')) => out.push('\t'),
-                        Some((_, e)) => out.push(e),
-                        None => break,
-                    },
-                    '\'' => {
-                        budget.spend(k + 2);
-                        return Ok((Value::String(out), i + 1 + k + 1));
-                    }
-                    c => out.push(c),
-                }
-            }
-            budget.spend(bytes.len() - i);
-            Err((i, "the string is never closed".into()))
-        }
+        Some(b'\'') => single_quoted(text, i, budget),
         Some(b'{' | b'[') => {
             let end = match balanced_end_within(bytes, i, budget) {
                 Bounded::End(end) => end,
@@ -336,45 +311,7 @@ pub(super) fn parse_literal(
                 .map_err(|e| (i, format!("invalid JSON argument: {e}")))?;
             Ok((v, end))
         }
-        Some(_) => {
-            // A bare literal ends at `,` or `)`; a `(` means prose such as
-            // `click(the click(` and is not read past.
-            let limit = i.saturating_add(MAX_BARE_LITERAL + 1).min(bytes.len());
-            let end = bytes[i..limit]
-                .iter()
-                .position(|b| matches!(b, b',' | b')' | b'('))
-                .map_or(limit, |k| i + k);
-            budget.spend(end - i);
-            let tok = String::from_utf8_lossy(&bytes[i..end]);
-            let tok = tok.trim();
-            if end == limit && end < bytes.len() && !matches!(bytes[end], b',' | b')') {
-                return Err((
-                    i,
-                    format!(
-                        "argument `{}…` is not a number, string, boolean or null",
-                        crate::util::sanitize::clean_line(clip(tok, 40))
-                    ),
-                ));
-            }
-            let v = match tok {
-                "true" | "True" => Value::Bool(true),
-                "false" | "False" => Value::Bool(false),
-                "null" | "None" => Value::Null,
-                _ => match serde_json::from_str::<Value>(tok) {
-                    Ok(v @ Value::Number(_)) => v,
-                    _ => {
-                        return Err((
-                            i,
-                            format!(
-                                "argument `{}` is not a number, string, boolean or null",
-                                crate::util::sanitize::clean_line(clip(tok, 40))
-                            ),
-                        ));
-                    }
-                },
-            };
-            Ok((v, end))
-        }
+        Some(_) => bare_literal(text, i, budget),
     }
 }
 
@@ -383,4 +320,84 @@ pub(super) fn clip(s: &str, max: usize) -> &str {
         Some((i, _)) => &s[..i],
         None => s,
     }
+}
+
+/// A single-quoted string at `i` (Python style: `\n` and `\t` escapes, `\` before any
+/// other character keeps it), and where it ends.
+fn single_quoted(
+    text: &str,
+    i: usize,
+    budget: &mut ScanBudget,
+) -> Result<(Value, usize), (usize, String)> {
+    let bytes = text.as_bytes();
+    let limit = (i + 1).saturating_add(budget.left()).min(bytes.len());
+    let mut out = String::new();
+    let mut chars = text[i + 1..].char_indices();
+    while let Some((k, c)) = chars.next() {
+        if i + 1 + k >= limit {
+            budget.spend(limit - i);
+            return Err(unclosed(i, "string", Bounded::OutOfBudget));
+        }
+        match c {
+            '\\' => match chars.next() {
+                Some((_, 'n')) => out.push('\n'),
+                Some((_, 't')) => out.push('\t'),
+                Some((_, e)) => out.push(e),
+                None => break,
+            },
+            '\'' => {
+                budget.spend(k + 2);
+                return Ok((Value::String(out), i + 1 + k + 1));
+            }
+            c => out.push(c),
+        }
+    }
+    budget.spend(bytes.len() - i);
+    Err((i, "the string is never closed".into()))
+}
+
+/// A bare literal at `i` (number, boolean or null, also Python's spelling), and where
+/// it ends: at `,` or `)`; a `(` means prose such as `click(the click(` and is not
+/// read past.
+fn bare_literal(
+    text: &str,
+    i: usize,
+    budget: &mut ScanBudget,
+) -> Result<(Value, usize), (usize, String)> {
+    let bytes = text.as_bytes();
+    let limit = i.saturating_add(MAX_BARE_LITERAL + 1).min(bytes.len());
+    let end = bytes[i..limit]
+        .iter()
+        .position(|b| matches!(b, b',' | b')' | b'('))
+        .map_or(limit, |k| i + k);
+    budget.spend(end - i);
+    let tok = String::from_utf8_lossy(&bytes[i..end]);
+    let tok = tok.trim();
+    if end == limit && end < bytes.len() && !matches!(bytes[end], b',' | b')') {
+        return Err((
+            i,
+            format!(
+                "argument `{}…` is not a number, string, boolean or null",
+                crate::util::sanitize::clean_line(clip(tok, 40))
+            ),
+        ));
+    }
+    let v = match tok {
+        "true" | "True" => Value::Bool(true),
+        "false" | "False" => Value::Bool(false),
+        "null" | "None" => Value::Null,
+        _ => match serde_json::from_str::<Value>(tok) {
+            Ok(v @ Value::Number(_)) => v,
+            _ => {
+                return Err((
+                    i,
+                    format!(
+                        "argument `{}` is not a number, string, boolean or null",
+                        crate::util::sanitize::clean_line(clip(tok, 40))
+                    ),
+                ));
+            }
+        },
+    };
+    Ok((v, end))
 }
