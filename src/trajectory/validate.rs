@@ -178,18 +178,9 @@ pub trait StageCheck {
     fn check(&self, root: &Path, known: &mut Known, report: &mut ValidationReport);
 }
 
-/// Checks every task and trajectory of the dataset, then runs `stages` in order.
-pub fn validate(
-    ds: &Dataset,
-    opts: ValidateOptions,
-    stages: &[&dyn StageCheck],
-) -> ValidationReport {
-    let mut report = ValidationReport::default();
-    let tasks_file = ds.tasks_file();
-    let traj_file = ds.trajectories_file();
-    torn(tasks_file, &mut report.findings);
-    torn(traj_file, &mut report.findings);
-
+/// Checks each task record (its JSON, its duplicate keys, a `task_id` seen before),
+/// counting them into `report`; returns each task id's line.
+fn check_tasks(tasks_file: &JsonlFile, report: &mut ValidationReport) -> HashMap<String, usize> {
     let mut task_lines: HashMap<String, usize> = HashMap::new();
     for i in 0..tasks_file.len() {
         report.findings.extend(duplicate_keys(tasks_file, i));
@@ -210,9 +201,14 @@ pub fn validate(
             Err(e) => report.findings.push(from_record_error(e)),
         }
     }
-    let task_ids: HashSet<&str> = task_lines.keys().map(String::as_str).collect();
+    task_lines
+}
 
-    let per_record: Vec<Checked> = (0..traj_file.len())
+/// Checks each trajectory record, in parallel (its JSON, duplicate keys, task, steps
+/// and screenshots).
+fn check_records(ds: &Dataset, opts: ValidateOptions, task_ids: &HashSet<&str>) -> Vec<Checked> {
+    let traj_file = ds.trajectories_file();
+    (0..traj_file.len())
         .into_par_iter()
         .map(|i| {
             let line = traj_file.span(i).map_or(0, |s| s.line as usize);
@@ -220,7 +216,7 @@ pub fn validate(
                 Ok(t) => {
                     let mut findings: Vec<Finding> =
                         duplicate_keys(traj_file, i).into_iter().collect();
-                    let shots = check_trajectory(ds, &t, line, &task_ids, opts, &mut findings);
+                    let shots = check_trajectory(ds, &t, line, task_ids, opts, &mut findings);
                     Checked {
                         id: Some((t.id, line)),
                         steps: t.steps.len(),
@@ -236,8 +232,25 @@ pub fn validate(
                 },
             }
         })
-        .collect();
+        .collect()
+}
 
+/// Checks every task and trajectory of the dataset, then runs `stages` in order.
+pub fn validate(
+    ds: &Dataset,
+    opts: ValidateOptions,
+    stages: &[&dyn StageCheck],
+) -> ValidationReport {
+    let mut report = ValidationReport::default();
+    let tasks_file = ds.tasks_file();
+    let traj_file = ds.trajectories_file();
+    torn(tasks_file, &mut report.findings);
+    torn(traj_file, &mut report.findings);
+
+    let task_lines = check_tasks(tasks_file, &mut report);
+    let task_ids: HashSet<&str> = task_lines.keys().map(String::as_str).collect();
+
+    let per_record = check_records(ds, opts, &task_ids);
     let mut seen: HashMap<String, usize> = HashMap::new();
     let mut steps_of: HashMap<String, usize> = HashMap::new();
     for c in per_record {
