@@ -65,7 +65,7 @@ fn open(runs: &Path) -> App {
         ..Default::default()
     });
     app.update(Action::SwitchTab(Tab::Runs));
-    app.runs.poll_now();
+    app.views.runs.poll_now();
     app
 }
 
@@ -103,7 +103,7 @@ fn rss_probe() {
     let t = Instant::now();
     term.draw(|f| app.draw(f)).unwrap();
     let draw_ms = t.elapsed().as_secs_f64() * 1e3;
-    let st = app.runs.snapshot();
+    let st = app.views.runs.snapshot();
     let points: usize = st.runs.iter().map(|r| r.series.stored_points()).sum();
     println!(
         "file {:.1} MB, {} records, {} stored points over {} keys; open+ingest {:.2} s, first frame {:.1} ms",

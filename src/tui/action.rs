@@ -3,29 +3,29 @@
 use crate::annotate::Op;
 use serde_json::Value;
 
-/// The workbench tabs, in key order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Tab {
-    Trajectories,
-    Pairs,
-    Reward,
-    Runs,
-}
-
-impl Tab {
-    /// Every tab in order.
-    pub const ALL: [Tab; 4] = [Tab::Trajectories, Tab::Pairs, Tab::Reward, Tab::Runs];
-
-    /// The title shown in the tab bar.
-    pub fn title(self) -> &'static str {
-        match self {
-            Tab::Trajectories => "Trajectories",
-            Tab::Pairs => "Mined pairs",
-            Tab::Reward => "Reward",
-            Tab::Runs => "Runs",
+/// The tab enum from the table of tabs ([`crate::tui::tabs`]).
+macro_rules! tab_enum {
+    ($($variant:ident, $title:literal, $field:ident: $module:ident::$view:ident;)+) => {
+        /// The workbench tabs, in key order.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum Tab {
+            $($variant),+
         }
-    }
+
+        impl Tab {
+            /// Every tab in order.
+            pub const ALL: [Tab; [$(Tab::$variant),+].len()] = [$(Tab::$variant),+];
+
+            /// The title shown in the tab bar.
+            pub fn title(self) -> &'static str {
+                match self {
+                    $(Tab::$variant => $title),+
+                }
+            }
+        }
+    };
 }
+super::tabs::with_tabs!(tab_enum);
 
 /// An effect a component cannot perform alone.
 #[derive(Debug, Clone, PartialEq)]

@@ -3,10 +3,7 @@
 
 use super::action::{Action, Tab};
 use super::components::curriculum::CurriculumView;
-use super::components::pairs::PairsView;
-use super::components::reward::RewardView;
 use super::components::runs::{RunsOptions, RunsView};
-use super::components::trajectories::TrajectoriesView;
 use super::components::{Component, help};
 use super::shared::{SaveState, Shared, load};
 use super::theme::Theme;
@@ -36,10 +33,8 @@ pub struct Options {
 pub struct App {
     pub shared: Shared,
     pub tab: Tab,
-    pub trajectories: TrajectoriesView,
-    pub pairs: PairsView,
-    pub reward: RewardView,
-    pub runs: RunsView,
+    /// Each tab's view.
+    pub views: Views,
     /// The curriculum view, shown in the Runs tab while open.
     pub curriculum: Option<CurriculumView>,
     pub help: bool,
@@ -55,6 +50,28 @@ pub struct App {
     tab_spans: Vec<std::ops::Range<u16>>,
     help_button: Rect,
 }
+
+/// The views struct and the tab-to-view map from the table of tabs
+/// ([`crate::tui::tabs`]).
+macro_rules! tab_views {
+    ($($variant:ident, $title:literal, $field:ident: $module:ident::$view:ident;)+) => {
+        /// Each tab's view.
+        #[derive(Default)]
+        pub struct Views {
+            $(pub $field: super::components::$module::$view,)+
+        }
+
+        impl Views {
+            /// The view of `tab`.
+            pub fn get(&mut self, tab: Tab) -> &mut dyn Component {
+                match tab {
+                    $(Tab::$variant => &mut self.$field,)+
+                }
+            }
+        }
+    };
+}
+super::tabs::with_tabs!(tab_views);
 
 impl App {
     /// Opens the dataset (line index only) and starts reading summaries, tasks and
@@ -84,11 +101,8 @@ impl App {
         )?;
         Ok(App {
             shared,
-            tab: Tab::Trajectories,
-            trajectories: TrajectoriesView::default(),
-            pairs: PairsView::default(),
-            reward: RewardView::default(),
-            runs: RunsView::default(),
+            tab: Tab::ALL[0],
+            views: Views::default(),
             curriculum: None,
             help: false,
             help_offset: 0,
@@ -112,14 +126,14 @@ impl App {
     /// frame).
     pub fn tick(&mut self) -> bool {
         let data = self.shared.poll_loader(false);
-        let runs = self.runs.tick();
+        let runs = self.views.runs.tick();
         data || runs || (!self.highlighted && super::widgets::highlight::ready())
     }
 
     /// Points the Runs tab at a runs folder and extra metrics files (replacing
     /// the default view, which watches nothing).
     pub fn set_runs(&mut self, opts: RunsOptions) {
-        self.runs = RunsView::new(opts);
+        self.views.runs = RunsView::new(opts);
     }
 
     /// Replaces how screenshots are drawn (once the terminal has been asked).
@@ -133,27 +147,18 @@ impl App {
     }
 
     /// The view of the current tab (in the Runs tab: the curriculum while open),
-    /// and the shared state beside it. The one place a tab is mapped to its view:
-    /// a new tab is a view file, a [`Tab`] variant and an arm here.
+    /// and the shared state beside it. The one place a tab is mapped to its view.
     fn view_and_shared(&mut self) -> (&mut dyn Component, &mut Shared) {
         let App {
             shared,
             tab,
-            trajectories,
-            pairs,
-            reward,
-            runs,
+            views,
             curriculum,
             ..
         } = self;
-        let view: &mut dyn Component = match tab {
-            Tab::Trajectories => trajectories,
-            Tab::Pairs => pairs,
-            Tab::Reward => reward,
-            Tab::Runs => match curriculum {
-                Some(c) => c,
-                None => runs,
-            },
+        let view: &mut dyn Component = match (tab, curriculum) {
+            (Tab::Runs, Some(c)) => c,
+            (tab, _) => views.get(*tab),
         };
         (view, shared)
     }
@@ -301,7 +306,7 @@ impl App {
                 self.shared.annotate(ev);
             }
             Action::Message(m) => self.shared.message = Some(m),
-            Action::OpenRollouts(dir) => match self.reward.open_rollouts(&dir) {
+            Action::OpenRollouts(dir) => match self.views.reward.open_rollouts(&dir) {
                 Ok(m) => {
                     self.tab = Tab::Reward;
                     self.shared.message = Some(m);
@@ -317,7 +322,7 @@ impl App {
             },
             Action::CloseCurriculum => self.curriculum = None,
             Action::ShowPair(id) => {
-                if self.pairs.select_pair(&id, &self.shared) {
+                if self.views.pairs.select_pair(&id, &self.shared) {
                     self.tab = Tab::Pairs;
                 } else {
                     self.shared.message = Some(if self.shared.pairs_loaded {

@@ -1,15 +1,32 @@
 //! The keys the workbench answers to: the app's own here, each view's in its own
 //! module (`KEYS`), gathered by [`keymap`] for the help overlay.
 
+use super::action::Tab;
 pub use super::key_help::{KeyHelp, k};
+use std::sync::LazyLock;
 
-/// Keys the app itself answers, in every tab.
+/// The number keys: a digit per tab, and the tabs' titles (from the table of tabs).
+static SWITCH: LazyLock<KeyHelp> = LazyLock::new(|| {
+    static DIGITS: LazyLock<String> = LazyLock::new(|| {
+        let digits: Vec<String> = (1..=Tab::ALL.len()).map(|d| d.to_string()).collect();
+        digits.join(" ")
+    });
+    static TITLES: LazyLock<String> =
+        LazyLock::new(|| format!("switch tab: {}", Tab::ALL.map(Tab::title).join(", ")));
+    k("Global", DIGITS.as_str(), TITLES.as_str())
+});
+
+/// Each tab's own key table, in tab order, from the table of tabs
+/// ([`crate::tui::tabs`]).
+macro_rules! tab_keys {
+    ($($variant:ident, $title:literal, $field:ident: $module:ident::$view:ident;)+) => {
+        const TAB_KEYS: &[&[KeyHelp]] = &[$(crate::tui::components::$module::KEYS),+];
+    };
+}
+super::tabs::with_tabs!(tab_keys);
+
+/// Keys the app itself answers, in every tab (after the number keys).
 pub const GLOBAL: &[KeyHelp] = &[
-    k(
-        "Global",
-        "1 2 3 4",
-        "switch tab: Trajectories, Mined pairs, Reward, Runs",
-    ),
     k("Global", "Tab / Shift-Tab", "next / previous pane"),
     k("Global", "?", "show or hide this help"),
     k(
@@ -45,17 +62,22 @@ pub const TEXT_BOXES: &[KeyHelp] = &[
 /// view's own ([`crate::tui::components::Component::keys`]) in tab order, then the
 /// text boxes'.
 pub fn keymap() -> Vec<&'static KeyHelp> {
-    use crate::tui::components::{curriculum, pairs, reward, runs, trajectories};
-    [
-        GLOBAL,
-        trajectories::KEYS,
-        pairs::KEYS,
-        reward::KEYS,
-        runs::KEYS,
-        curriculum::KEYS,
-        TEXT_BOXES,
-    ]
-    .into_iter()
-    .flatten()
-    .collect()
+    let views = TAB_KEYS
+        .iter()
+        .copied()
+        .chain([crate::tui::components::curriculum::KEYS]);
+    std::iter::once(&*SWITCH)
+        .chain(
+            std::iter::once(GLOBAL)
+                .chain(views)
+                .chain([TEXT_BOXES])
+                .flatten(),
+        )
+        .collect()
+}
+
+/// Whether `k` is one of the app's own keys (the number keys, [`GLOBAL`],
+/// [`TEXT_BOXES`]) rather than a view's.
+pub fn is_app_key(k: &KeyHelp) -> bool {
+    *k == *SWITCH || GLOBAL.contains(k) || TEXT_BOXES.contains(k)
 }

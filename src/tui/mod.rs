@@ -14,6 +14,7 @@ pub mod key_help;
 pub mod keys;
 pub mod run;
 pub mod shared;
+pub mod tabs;
 pub mod theme;
 pub mod widgets;
 

@@ -74,7 +74,7 @@ pub fn run_with_runs(opts: Options, runs: RunsOptions, mouse: bool) -> anyhow::R
         );
     }
     app.set_runs(runs);
-    app.runs.start_background()?;
+    app.views.runs.start_background()?;
     // ratatui::init installs a panic hook that restores the terminal first.
     let mut terminal = ratatui::try_init()?;
     let _restore = Restore { mouse };

@@ -237,13 +237,13 @@ fn snapshot_curriculum_view_and_jump_to_the_pair() {
         ..Default::default()
     });
     app.update(Action::SwitchTab(Tab::Runs));
-    app.runs.poll_now();
+    app.views.runs.poll_now();
     app.handle_key(key(KeyCode::Char('c')));
     assert_eq!(
         app.shared.message.as_deref(),
         Some("select an RL run first (j/k)")
     );
-    assert!(app.runs.select_id("rl-curriculum"));
+    assert!(app.views.runs.select_id("rl-curriculum"));
     app.handle_key(key(KeyCode::Char('c')));
     assert!(app.curriculum.is_some(), "{:?}", app.shared.message);
     let s = screen(&mut app);
@@ -261,7 +261,7 @@ fn snapshot_curriculum_view_and_jump_to_the_pair() {
     assert_eq!(app.tab, Tab::Pairs);
     let mut sorted = pairs.clone();
     sorted.sort();
-    let selected = app.pairs.selected(&app.shared).unwrap().id.clone();
+    let selected = app.views.pairs.selected(&app.shared).unwrap().id.clone();
     assert_eq!(selected, sorted[2]);
     // back in the Runs tab the view is still open; Esc closes it
     app.handle_key(key(KeyCode::Char('4')));

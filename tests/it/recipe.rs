@@ -574,7 +574,7 @@ fn runs_tab_opens_the_recipe_report_as_a_table() {
         ..Default::default()
     });
     app.update(Action::SwitchTab(Tab::Runs));
-    app.runs.poll_now();
+    app.views.runs.poll_now();
     app.handle_key(key(KeyCode::Char('R')));
     app.handle_key(key(KeyCode::Char('j')));
     let s = screen(&mut app, 120, 30);
@@ -599,7 +599,7 @@ fn runs_tab_opens_the_recipe_report_as_a_table() {
         root: Some(plain.path().to_path_buf()),
         ..Default::default()
     });
-    app.runs.poll_now();
+    app.views.runs.poll_now();
     app.handle_key(key(KeyCode::Char('R')));
     assert!(
         app.shared
@@ -615,7 +615,7 @@ fn runs_tab_opens_the_recipe_report_as_a_table() {
         root: Some(dir.join("runs")),
         ..Default::default()
     });
-    app.runs.poll_now();
+    app.views.runs.poll_now();
     app.handle_key(key(KeyCode::Char('R')));
     let m = app.shared.message.clone().unwrap_or_default();
     assert!(

@@ -124,7 +124,7 @@ pub fn open(dataset: &Path, runs: RunsOptions) -> App {
     app.wait_loaded();
     app.set_runs(runs);
     app.update(Action::SwitchTab(Tab::Runs));
-    app.runs.poll_now();
+    app.views.runs.poll_now();
     app
 }
 
@@ -180,7 +180,7 @@ fn snapshot_runs_list_on_the_recorded_sft_run() {
     let data = tui::fixtures();
     let runs = runs_folder(&["sft-tiny", "rl-synth"]);
     let mut app = open(data.path(), opts(runs.path()));
-    assert!(app.runs.select_id("sft-tiny"));
+    assert!(app.views.runs.select_id("sft-tiny"));
     let s = snap(&mut app, runs.path());
     assert!(s.contains("sft-tiny") && s.contains("rl-synth"));
     assert!(s.contains("finished") && s.contains("dead"), "{s}");
@@ -319,7 +319,7 @@ fn banner_also_comes_from_the_metric_alone() {
         ),
     )
     .unwrap();
-    app.runs.poll_now();
+    app.views.runs.poll_now();
     assert!(
         !screen(&mut app).contains("self-sharpening"),
         "cleared once the flag is 0"
@@ -332,7 +332,7 @@ fn snapshot_overlay_of_marked_runs() {
     let runs = runs_folder(&["rl-synth"]);
     write_synth_run(&runs.path().join("rl-dapo"), 160, 2, "dapo");
     let mut app = open(data.path(), opts(runs.path()));
-    assert!(app.runs.select_id("rl-dapo"));
+    assert!(app.views.runs.select_id("rl-dapo"));
     press(&mut app, " ");
     app.handle_key(key(KeyCode::Down));
     press(&mut app, " ");
@@ -352,7 +352,7 @@ fn snapshot_log_scale_ema_and_wall_time() {
     let mut app = open(data.path(), opts(runs.path()));
     let linear = screen(&mut app);
     press(&mut app, "L+++x");
-    let v = app.runs.view();
+    let v = app.views.runs.view();
     assert!(v.log && v.wall);
     assert_eq!(v.ema, 0.9);
     let s = snap(&mut app, runs.path());
@@ -362,8 +362,8 @@ fn snapshot_log_scale_ema_and_wall_time() {
     assert!(s.contains("48m"), "{s}");
     insta::assert_snapshot!("runs_log_scale", s);
     press(&mut app, "---L");
-    assert_eq!(app.runs.view().ema, 0.0);
-    assert!(!app.runs.view().log);
+    assert_eq!(app.views.runs.view().ema, 0.0);
+    assert!(!app.views.runs.view().log);
 }
 
 #[test]
@@ -451,15 +451,15 @@ fn launches_a_tiny_sft_run_sees_metrics_stops_resumes_and_kills_it() {
     app.handle_key(key(KeyCode::Enter));
     let msg = app.shared.message.clone().unwrap_or_default();
     assert!(msg.starts_with("launched"), "{msg}");
-    let metrics = app.runs.selected().unwrap().to_path_buf();
+    let metrics = app.views.runs.selected().unwrap().to_path_buf();
     let dir = metrics.parent().unwrap().to_path_buf();
     let mut guard = KillOnDrop(None);
 
     let deadline = Instant::now() + Duration::from_secs(90);
     let mut running_pid = None;
     loop {
-        app.runs.poll_now();
-        let st = app.runs.snapshot();
+        app.views.runs.poll_now();
+        let st = app.views.runs.snapshot();
         let t = st.find(&metrics).expect("the launched run is listed");
         if t.state() == DisplayState::Running {
             running_pid = t.info.status.pid;
@@ -512,12 +512,12 @@ fn launches_a_tiny_sft_run_sees_metrics_stops_resumes_and_kills_it() {
     // The process exits after writing `stopped`; the tab shows it.
     let deadline = Instant::now() + Duration::from_secs(20);
     while running_pid.is_some_and(rmsweb::runs::info::pid_alive) {
-        app.runs.poll_now();
+        app.views.runs.poll_now();
         assert!(Instant::now() < deadline, "process still alive after stop");
         std::thread::sleep(Duration::from_millis(50));
     }
-    app.runs.poll_now();
-    let st = app.runs.snapshot();
+    app.views.runs.poll_now();
+    let st = app.views.runs.snapshot();
     let stopped_at = st.find(&metrics).unwrap().series.last_step().unwrap();
     assert_eq!(st.find(&metrics).unwrap().state(), DisplayState::Stopped);
     assert!(dir.join("stdout.log").is_file());
@@ -528,8 +528,8 @@ fn launches_a_tiny_sft_run_sees_metrics_stops_resumes_and_kills_it() {
     assert!(msg.starts_with("resuming"), "{msg}");
     let deadline = Instant::now() + Duration::from_secs(60);
     let pid = loop {
-        app.runs.poll_now();
-        let st = app.runs.snapshot();
+        app.views.runs.poll_now();
+        let st = app.views.runs.snapshot();
         let t = st.find(&metrics).unwrap();
         if t.state() == DisplayState::Running
             && t.info.status.pid != running_pid
@@ -563,8 +563,8 @@ fn launches_a_tiny_sft_run_sees_metrics_stops_resumes_and_kills_it() {
     );
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        app.runs.poll_now();
-        if app.runs.snapshot().find(&metrics).unwrap().state() == DisplayState::Lost {
+        app.views.runs.poll_now();
+        if app.views.runs.snapshot().find(&metrics).unwrap().state() == DisplayState::Lost {
             break;
         }
         assert!(Instant::now() < deadline, "a killed run must show as dead");
@@ -598,13 +598,13 @@ fn draws_at_any_size_with_popups_open() {
         "started": "2026-11-29T12:00:00Z", "updated": "2026-11-29T12:29:00Z", "message": "step 3"});
     std::fs::write(live.join("status.json"), status.to_string()).unwrap();
     let mut app = open(data.path(), opts(runs.path()));
-    assert!(app.runs.select_id("live"));
+    assert!(app.views.runs.select_id("live"));
     press(&mut app, " ");
     app.handle_key(key(KeyCode::Down));
     press(&mut app, " ");
     for (w, h) in [(1, 1), (20, 5), (45, 12), (80, 24), (220, 70)] {
         for popup in ["", "n", "K"] {
-            assert!(app.runs.select_id("live"));
+            assert!(app.views.runs.select_id("live"));
             press(&mut app, popup);
             let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
             t.draw(|f| app.draw(f)).unwrap();
@@ -688,7 +688,7 @@ fn a_launch_that_dies_before_its_status_shows_its_exit_code_and_log() {
     assert!(screen(&mut app).contains("starting"));
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        app.runs.poll_now();
+        app.views.runs.poll_now();
         let s = screen(&mut app);
         if s.contains("exit 3") {
             assert!(
@@ -800,18 +800,18 @@ fn rollouts_open_in_the_reward_tab_and_recorded_decisions_are_checked_live() {
     assert_eq!(live.score, 1.0, "{live:?}");
 
     let mut app = open(data.path(), opts(runs.path()));
-    assert!(app.runs.select_id("rl-check"));
+    assert!(app.views.runs.select_id("rl-check"));
     press(&mut app, "o");
     assert_eq!(app.tab, Tab::Reward);
     let s = screen(&mut app);
     assert!(s.contains("Rollouts: rl-check"), "{s}");
     assert!(s.contains(&format!("Recorded: 1.00 {}", live.rule)), "{s}");
     assert!(!s.contains("≠ live decision"), "{s}");
-    assert_eq!(app.reward.candidate.lines().join("\n"), right);
+    assert_eq!(app.views.reward.candidate.lines().join("\n"), right);
     // Next sample: recorded 1.0, the rubric says otherwise now.
     press(&mut app, "l");
     let s = screen(&mut app);
-    assert_eq!(app.reward.candidate.lines().join("\n"), wrong);
+    assert_eq!(app.views.reward.candidate.lines().join("\n"), wrong);
     assert!(s.contains("≠ live decision"), "{s}");
     insta::assert_snapshot!("reward_rollouts", snap(&mut app, runs.path()));
     // Next group: its prompt is not a mined pair here.
@@ -822,9 +822,9 @@ fn rollouts_open_in_the_reward_tab_and_recorded_decisions_are_checked_live() {
     // An SFT run has no rollouts: a clear message, the tab stays.
     let sft = runs.path().join("sft-tiny");
     copy_dir(&repo().join("fixtures/runs/sft-tiny"), &sft);
-    app.runs.poll_now();
+    app.views.runs.poll_now();
     press(&mut app, "4");
-    assert!(app.runs.select_id("sft-tiny"));
+    assert!(app.views.runs.select_id("sft-tiny"));
     press(&mut app, "o");
     assert_eq!(app.tab, Tab::Runs);
     assert!(
@@ -887,7 +887,7 @@ fn snapshot_verl_file_panels_gaps_and_pages() {
     let file = dir.join("salvage-ds.jsonl");
     std::fs::write(&file, verl_metrics(30)).unwrap();
     let mut app = open(data.path(), watching(&file));
-    let st = app.runs.snapshot();
+    let st = app.views.runs.snapshot();
     let t = &st.runs[0];
     assert_eq!(t.series.get("actor/pg_loss").unwrap().gaps(), 4);
     assert_eq!(
@@ -931,7 +931,7 @@ fn a_watched_verl_file_is_waiting_until_verl_creates_it() {
     assert!(s.contains("waiting") && !s.contains("gone"), "{s}");
     std::fs::create_dir_all(file.parent().unwrap()).unwrap();
     std::fs::write(&file, verl_metrics(3)).unwrap();
-    app.runs.poll_now();
+    app.views.runs.poll_now();
     let s = screen(&mut app);
     assert!(
         s.contains("response length") && !s.contains("waiting for verl"),
@@ -939,7 +939,7 @@ fn a_watched_verl_file_is_waiting_until_verl_creates_it() {
     );
     // Once seen, a folder that disappears is gone.
     std::fs::remove_dir_all(file.parent().unwrap()).unwrap();
-    app.runs.poll_now();
+    app.views.runs.poll_now();
     assert!(screen(&mut app).contains("gone"));
 }
 
@@ -969,10 +969,10 @@ fn the_monitor_detects_self_sharpening_in_any_stream_with_its_keys() {
     let mut app = open(data.path(), watching(&file));
     assert!(!screen(&mut app).contains("self-sharpening in"));
     std::fs::write(&file, &text).unwrap();
-    app.runs.poll_now();
+    app.views.runs.poll_now();
     let s = screen(&mut app);
     assert!(s.contains("self-sharpening in"), "{s}");
-    let st = app.runs.snapshot();
+    let st = app.views.runs.snapshot();
     let w = &st.runs[0].sharpening;
     assert_eq!(w.fed, 30);
     assert_eq!(
@@ -1017,7 +1017,7 @@ fn launch_form_kind_verl_starts_a_supervised_verl_run() {
     app.handle_key(key(KeyCode::Enter));
     let msg = app.shared.message.clone().unwrap_or_default();
     assert!(msg.starts_with("launched"), "{msg}");
-    let metrics = app.runs.selected().unwrap().to_path_buf();
+    let metrics = app.views.runs.selected().unwrap().to_path_buf();
     let dir = metrics.parent().unwrap().to_path_buf();
     assert!(
         dir.file_name()
@@ -1027,8 +1027,8 @@ fn launch_form_kind_verl_starts_a_supervised_verl_run() {
     );
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        app.runs.poll_now();
-        let st = app.runs.snapshot();
+        app.views.runs.poll_now();
+        let st = app.views.runs.snapshot();
         let t = st.find(&metrics).expect("listed");
         if t.state() == DisplayState::Finished && t.series.latest("critic/score/mean") == Some(0.5)
         {
@@ -1063,10 +1063,10 @@ fn a_launched_run_is_selected_and_its_row_drawn_readable() {
             ..Default::default()
         },
     );
-    app.runs.start_background().unwrap();
+    app.views.runs.start_background().unwrap();
     press(&mut app, "n");
     app.handle_key(key(KeyCode::Enter));
-    let launched = app.runs.selected().unwrap().to_path_buf();
+    let launched = app.views.runs.selected().unwrap().to_path_buf();
     let id = launched
         .parent()
         .unwrap()
@@ -1079,7 +1079,7 @@ fn a_launched_run_is_selected_and_its_row_drawn_readable() {
     loop {
         let mut t = Terminal::new(TestBackend::new(120, 40)).unwrap();
         t.draw(|f| app.draw(f)).unwrap();
-        assert_eq!(app.runs.selected(), Some(launched.as_path()), "kept");
+        assert_eq!(app.views.runs.selected(), Some(launched.as_path()), "kept");
         let buf = t.backend().buffer().clone();
         // A row of the runs table (the one pane with a thick border): the id may also
         // be in the status bar's "launched" message before the run is listed.
@@ -1162,7 +1162,7 @@ fn on_an_80x24_terminal_the_panels_stay_readable_and_page() {
     let data = tui::fixtures();
     let runs = runs_folder(&["rl-synth"]);
     let mut app = open(data.path(), opts(runs.path()));
-    assert!(app.runs.select_id("rl-synth"));
+    assert!(app.views.runs.select_id("rl-synth"));
     let r = rows(&screen_at(&mut app, 80, 24));
     // The table's headers and values whole (kind and age give way).
     let header = r
@@ -1220,7 +1220,7 @@ fn the_step_cursor_shows_the_values_at_its_step() {
     let data = tui::fixtures();
     let runs = runs_folder(&["rl-synth"]);
     let mut app = open(data.path(), opts(runs.path()));
-    assert!(app.runs.select_id("rl-synth"));
+    assert!(app.views.runs.select_id("rl-synth"));
     press(&mut app, ".");
     assert_eq!(app.shared.message.as_deref(), Some("cursor at step 240"));
     press(&mut app, ",,");
@@ -1251,7 +1251,7 @@ fn smoothing_keeps_the_raw_curve_under_it() {
     let data = tui::fixtures();
     let runs = runs_folder(&["rl-synth"]);
     let mut app = open(data.path(), opts(runs.path()));
-    assert!(app.runs.select_id("rl-synth"));
+    assert!(app.views.runs.select_id("rl-synth"));
     let muted = rmsweb::tui::theme::Theme::default().dim().fg;
     let dim_braille = |b: &ratatui::buffer::Buffer| {
         b.content()
@@ -1287,9 +1287,9 @@ fn diff_of_two_marked_runs_configs() {
         "{:?}",
         app.shared.message
     );
-    assert!(app.runs.select_id("sft-tiny"));
+    assert!(app.views.runs.select_id("sft-tiny"));
     press(&mut app, " ");
-    assert!(app.runs.select_id("rl-tiny"));
+    assert!(app.views.runs.select_id("rl-tiny"));
     press(&mut app, " D");
     let s = screen(&mut app);
     assert!(s.contains("run.toml:") && s.contains("keys differ"), "{s}");

@@ -97,18 +97,18 @@ fn tabs_help_rows_and_panes_answer_the_mouse() {
     click_on(&mut app, "✗ search");
     let s = screen(&mut app);
     assert!(s.contains("search-a2 · attempt"), "{s}");
-    assert_eq!(app.trajectories.focus, Focus::List);
+    assert_eq!(app.views.trajectories.focus, Focus::List);
     click_on(&mut app, "✗ search");
-    assert_eq!(app.trajectories.focus, Focus::Steps);
+    assert_eq!(app.views.trajectories.focus, Focus::Steps);
     let t = render(&mut app);
     let (x, y) = find(&t, "Steps (");
     app.handle_mouse(mouse(MouseEventKind::Down(MouseButton::Left), (x, y + 3)));
-    assert_eq!(app.trajectories.steps.selected, 2);
+    assert_eq!(app.views.trajectories.steps.selected, 2);
     assert!(screen(&mut app).contains("Step 2"));
-    let before = app.trajectories.detail_scroll;
+    let before = app.views.trajectories.detail_scroll;
     wheel_over(&mut app, "Step 2", true, 2);
-    assert_eq!(app.trajectories.focus, Focus::Detail);
-    assert_eq!(app.trajectories.detail_scroll, before + 2);
+    assert_eq!(app.views.trajectories.focus, Focus::Detail);
+    assert_eq!(app.views.trajectories.detail_scroll, before + 2);
 }
 
 /// The bundled RL run was trained on the bundled fixtures: in the Runs tab a click
@@ -119,11 +119,11 @@ fn runs_charts_and_the_curriculum_answer_the_mouse() {
     let data = fixtures();
     let runs = crate::runs_tab::runs_folder(&["sft-tiny", "rl-tiny"]);
     let mut app = crate::runs_tab::open(data.path(), crate::runs_tab::opts(runs.path()));
-    assert!(app.runs.select_id("sft-tiny"));
+    assert!(app.views.runs.select_id("sft-tiny"));
     click_on(&mut app, "rl-tiny");
     let s = screen(&mut app);
     assert!(s.contains("┌ gates"), "the RL run's panels: {s}");
-    assert!(app.runs.select_id("rl-tiny"), "still selected");
+    assert!(app.views.runs.select_id("rl-tiny"), "still selected");
     let t = render(&mut app);
     let (x, y) = find(&t, "┌ gates");
     app.handle_mouse(mouse(MouseEventKind::ScrollDown, (x, y + 2)));
@@ -153,6 +153,6 @@ fn runs_charts_and_the_curriculum_answer_the_mouse() {
     assert_ne!(second, first);
     app.handle_mouse(mouse(MouseEventKind::Down(MouseButton::Left), (x, y + 1)));
     assert_eq!(app.tab, Tab::Pairs, "{:?}", app.shared.message);
-    let pair = app.pairs.selected(&app.shared).map(|p| p.id.clone());
+    let pair = app.views.pairs.selected(&app.shared).map(|p| p.id.clone());
     assert_eq!(pair.as_deref(), Some(second.as_str()));
 }

@@ -13,7 +13,7 @@ fn every_tab_at_200x50_and_80x24() {
     let data = fixtures();
     let runs = runs_folder(&["sft-tiny", "rl-tiny"]);
     let mut app = open(data.path(), opts(runs.path()));
-    assert!(app.runs.select_id("rl-tiny"));
+    assert!(app.views.runs.select_id("rl-tiny"));
     // The runs folder's temporary name, as a placeholder of the same width so the
     // layout around it does not move.
     let path = runs.path().display().to_string();

@@ -13,13 +13,10 @@ use ratatui::widgets::{Block, Borders, Clear, Row, Table};
 /// The key map in the order the overlay lists it over a view whose own key tables
 /// are `current`: those, the app's and the text boxes', the other views'.
 pub fn ordered(current: &[&[KeyHelp]]) -> Vec<&'static KeyHelp> {
-    let app = |k: &KeyHelp| {
-        crate::tui::keys::GLOBAL.contains(k) || crate::tui::keys::TEXT_BOXES.contains(k)
-    };
     let rank = |k: &KeyHelp| {
         if current.iter().any(|t| t.contains(k)) {
             0
-        } else if app(k) {
+        } else if crate::tui::keys::is_app_key(k) {
             1
         } else {
             2
