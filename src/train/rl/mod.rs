@@ -11,6 +11,7 @@ pub mod prompts;
 pub mod report;
 pub mod rollout;
 pub mod rollout_seeing;
+pub(crate) mod sampling;
 pub mod seqs;
 pub mod sharpening;
 pub mod step;
