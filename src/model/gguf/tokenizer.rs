@@ -126,22 +126,7 @@ pub fn build(g: &Gguf, context_length: usize) -> Result<TokenizerFiles> {
 
     let add_bos = opt_bool(g, "tokenizer.ggml.add_bos_token")?.unwrap_or(false);
     let add_eos = opt_bool(g, "tokenizer.ggml.add_eos_token")?.unwrap_or(false);
-    let id_of = |name: &str| -> Result<Option<(u32, &str)>> {
-        let key = format!("tokenizer.ggml.{name}_token_id");
-        match super::hparams::opt_count(g, &key)? {
-            None => Ok(None),
-            Some(id) => tokens
-                .get(id)
-                .map(|t| Some((id as u32, *t)))
-                .ok_or_else(|| {
-                    anyhow!(
-                        "key {} is {id}, past the {} tokens",
-                        quoted(&key),
-                        tokens.len()
-                    )
-                }),
-        }
-    };
+    let id_of = |name: &str| special_token(g, &tokens, name);
     let bos = id_of("bos")?;
     let eos = id_of("eos")?;
     let pad = id_of("padding")?;
@@ -156,6 +141,55 @@ pub fn build(g: &Gguf, context_length: usize) -> Result<TokenizerFiles> {
         );
     }
 
+    let config = tokenizer_config(
+        g,
+        [bos, eos, pad],
+        (add_bos, add_eos),
+        context_length,
+        added,
+    )?;
+    Ok(TokenizerFiles {
+        tokenizer: tok,
+        config,
+        pre: pre.to_string(),
+        vocab: tokens.len(),
+        special: types
+            .iter()
+            .enumerate()
+            .filter(|&(_, &t)| t == token_type::CONTROL)
+            .map(|(i, _)| i as u32)
+            .collect(),
+    })
+}
+
+/// The special token `tokenizer.ggml.<name>_token_id` names, with its id; `None` when
+/// the key is absent, an error when the id is past the vocabulary.
+fn special_token<'t>(g: &Gguf, tokens: &[&'t str], name: &str) -> Result<Option<(u32, &'t str)>> {
+    let key = format!("tokenizer.ggml.{name}_token_id");
+    match super::hparams::opt_count(g, &key)? {
+        None => Ok(None),
+        Some(id) => tokens
+            .get(id)
+            .map(|t| Some((id as u32, *t)))
+            .ok_or_else(|| {
+                anyhow!(
+                    "key {} is {id}, past the {} tokens",
+                    quoted(&key),
+                    tokens.len()
+                )
+            }),
+    }
+}
+
+/// `tokenizer_config.json`: the bos, eos and pad tokens, whether bos and eos are
+/// added, the context length, the added tokens and the chat template.
+fn tokenizer_config(
+    g: &Gguf,
+    [bos, eos, pad]: [Option<(u32, &str)>; 3],
+    (add_bos, add_eos): (bool, bool),
+    context_length: usize,
+    added: serde_json::Map<String, Json>,
+) -> Result<Json> {
     let name = |t: Option<(u32, &str)>| t.map(|(_, s)| s.to_string());
     let mut config = json!({
         "tokenizer_class": crate::model::tokenizer::HF_TOKENIZER_CLASS,
@@ -172,18 +206,7 @@ pub fn build(g: &Gguf, context_length: usize) -> Result<TokenizerFiles> {
     if let Some(t) = opt_str(g, "tokenizer.chat_template")? {
         config["chat_template"] = t.into();
     }
-    Ok(TokenizerFiles {
-        tokenizer: tok,
-        config,
-        pre: pre.to_string(),
-        vocab: tokens.len(),
-        special: types
-            .iter()
-            .enumerate()
-            .filter(|&(_, &t)| t == token_type::CONTROL)
-            .map(|(i, _)| i as u32)
-            .collect(),
-    })
+    Ok(config)
 }
 
 /// Each token's id, refusing empty and repeated tokens.
