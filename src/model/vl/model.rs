@@ -195,49 +195,7 @@ impl Qwen3Vl {
         let mut embeds = self.text.embed(&ids)?;
         let deepstack = match images {
             None => None,
-            Some(img) => {
-                let (tok, features) = self.vision.forward(img.pixel_values, img.grid_thw)?;
-                let dtype = embeds.dtype();
-                let image_rows: Vec<u32> = tokens
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, t)| **t == self.ids.image_token_id)
-                    .map(|(i, _)| i as u32)
-                    .collect();
-                if image_rows.len() != tok.dim(0)? {
-                    candle_core::bail!(
-                        "{} image placeholders, the vision tower made {} image tokens",
-                        image_rows.len(),
-                        tok.dim(0)?
-                    );
-                }
-                // Row i of the merged embeddings: the token's own (i) or image row
-                // k (len + k), so gradients reach both the table and the tower.
-                let l = tokens.len();
-                let mut pick: Vec<u32> = (0..l as u32).collect();
-                for (k, &p) in image_rows.iter().enumerate() {
-                    pick[p as usize] = (l + k) as u32;
-                }
-                let hidden = embeds.dim(2)?;
-                let pick = Tensor::from_vec(pick, l, &dev)?;
-                embeds = Tensor::cat(
-                    &[
-                        &embeds.reshape((l, hidden))?,
-                        &tok.to_device(&dev)?.to_dtype(dtype)?,
-                    ],
-                    0,
-                )?
-                .index_select(&pick, 0)?
-                .reshape((1, l, hidden))?;
-                let features = features
-                    .into_iter()
-                    .map(|f| f.to_device(&dev))
-                    .collect::<Result<Vec<_>>>()?;
-                Some(Deepstack {
-                    positions: image_rows,
-                    features,
-                })
-            }
+            Some(img) => Some(self.merge_images(tokens, img, &mut embeds)?),
         };
         let out = match cache {
             Some(c) => {
@@ -256,5 +214,60 @@ impl Qwen3Vl {
                 .forward_hidden(&embeds, &positions, None, deepstack.as_ref())?,
         };
         Ok(out)
+    }
+
+    /// Runs the vision tower on `img` and puts its image tokens in place of the
+    /// placeholders of `embeds` `(1, tokens.len(), hidden)`; returns the deepstack
+    /// features and the rows they join. Row i of the merged embeddings is the token's
+    /// own (i) or image row k (len + k), so gradients reach both the table and the
+    /// tower.
+    fn merge_images(
+        &self,
+        tokens: &[u32],
+        img: VlImages<'_>,
+        embeds: &mut Tensor,
+    ) -> Result<Deepstack> {
+        let dev = self.text.decoder().device().clone();
+        let (tok, features) = self.vision.forward(img.pixel_values, img.grid_thw)?;
+        let dtype = embeds.dtype();
+        let image_rows: Vec<u32> = tokens
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| **t == self.ids.image_token_id)
+            .map(|(i, _)| i as u32)
+            .collect();
+        if image_rows.len() != tok.dim(0)? {
+            candle_core::bail!(
+                "{} image placeholders, the vision tower made {} image tokens",
+                image_rows.len(),
+                tok.dim(0)?
+            );
+        }
+        // Row i of the merged embeddings: the token's own (i) or image row
+        // k (len + k), so gradients reach both the table and the tower.
+        let l = tokens.len();
+        let mut pick: Vec<u32> = (0..l as u32).collect();
+        for (k, &p) in image_rows.iter().enumerate() {
+            pick[p as usize] = (l + k) as u32;
+        }
+        let hidden = embeds.dim(2)?;
+        let pick = Tensor::from_vec(pick, l, &dev)?;
+        *embeds = Tensor::cat(
+            &[
+                &embeds.reshape((l, hidden))?,
+                &tok.to_device(&dev)?.to_dtype(dtype)?,
+            ],
+            0,
+        )?
+        .index_select(&pick, 0)?
+        .reshape((1, l, hidden))?;
+        let features = features
+            .into_iter()
+            .map(|f| f.to_device(&dev))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Deepstack {
+            positions: image_rows,
+            features,
+        })
     }
 }
