@@ -177,8 +177,49 @@ pub fn import(dir: &Path, device: &Device) -> Result<(LoraConfig, HashMap<String
         .unwrap_or(0.0) as f32;
     let tpath = dir.join("adapter_model.safetensors");
     let raw = super::weights::load_file(&tpath, device)?;
+    let (out, modules) = lora_tensors(&tpath, raw)?;
+    // The adapted module names, in the config's order where it lists them.
+    let listed: Vec<String> = match v.get("target_modules") {
+        Some(serde_json::Value::Array(a)) => a
+            .iter()
+            .filter_map(|s| s.as_str().map(str::to_string))
+            .collect(),
+        _ => Vec::new(),
+    };
+    let mut target_modules: Vec<String> = modules
+        .keys()
+        .map(|m| m.rsplit('.').next().unwrap_or(m).to_string())
+        .collect();
+    target_modules.sort_by_key(|m| {
+        let at = listed.iter().position(|l| l == m).unwrap_or(usize::MAX);
+        (at, m.clone())
+    });
+    target_modules.dedup();
+    let cfg = LoraConfig {
+        r: r as usize,
+        alpha,
+        dropout,
+        target_modules,
+    };
+    Ok((cfg, out))
+}
+
+/// The adapted modules by name, and which of their A and B matrices were found.
+type Modules = std::collections::BTreeMap<String, [bool; 2]>;
+
+/// The adapter's LoRA tensors under their module names (PEFT's `.default.` dropped),
+/// and the adapted modules; any other tensor, or a module with one matrix of its
+/// pair, is refused.
+#[allow(clippy::type_complexity)]
+fn lora_tensors(
+    tpath: &Path,
+    raw: HashMap<String, Tensor>,
+) -> Result<(
+    HashMap<String, Tensor>,
+    std::collections::BTreeMap<String, [bool; 2]>,
+)> {
     let mut out = HashMap::new();
-    let mut modules = std::collections::BTreeMap::<String, [bool; 2]>::new();
+    let mut modules = Modules::new();
     for (k, t) in raw {
         let name = k.strip_prefix(PREFIX).unwrap_or(&k);
         // PEFT sometimes writes `lora_A.default.weight`.
@@ -210,30 +251,7 @@ pub fn import(dir: &Path, device: &Device) -> Result<(LoraConfig, HashMap<String
         );
     }
     anyhow::ensure!(!modules.is_empty(), "{}: no LoRA tensors", tpath.display());
-    // The adapted module names, in the config's order where it lists them.
-    let listed: Vec<String> = match v.get("target_modules") {
-        Some(serde_json::Value::Array(a)) => a
-            .iter()
-            .filter_map(|s| s.as_str().map(str::to_string))
-            .collect(),
-        _ => Vec::new(),
-    };
-    let mut target_modules: Vec<String> = modules
-        .keys()
-        .map(|m| m.rsplit('.').next().unwrap_or(m).to_string())
-        .collect();
-    target_modules.sort_by_key(|m| {
-        let at = listed.iter().position(|l| l == m).unwrap_or(usize::MAX);
-        (at, m.clone())
-    });
-    target_modules.dedup();
-    let cfg = LoraConfig {
-        r: r as usize,
-        alpha,
-        dropout,
-        target_modules,
-    };
-    Ok((cfg, out))
+    Ok((out, modules))
 }
 
 /// Reads the PEFT adapter in `dir` and attaches it to `model` exactly where its tensors

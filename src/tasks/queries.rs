@@ -29,6 +29,29 @@ struct Record {
     query: String,
 }
 
+/// A line's id and query: a JSON record (`id` text or a number, `q<line>` when
+/// absent), or the line itself as the query; `Err((field, message))` when the record
+/// is bad.
+fn query_of(trimmed: &str, path: &Path, line: usize) -> Result<(String, String), (String, String)> {
+    if !trimmed.starts_with('{') {
+        return Ok((format!("q{line}"), trimmed.to_string()));
+    }
+    let r = crate::trajectory::jsonl::parse_record::<Record>(trimmed.as_bytes(), path, line)
+        .map_err(|e| (e.field, e.message))?;
+    let id = match r.id {
+        None => format!("q{line}"),
+        Some(serde_json::Value::String(s)) => s,
+        Some(serde_json::Value::Number(n)) => n.to_string(),
+        Some(other) => {
+            return Err((
+                "id".into(),
+                format!("expected text or a number, found {other}"),
+            ));
+        }
+    };
+    Ok((id, r.query))
+}
+
 /// Reads the queries; every bad line is reported with its line and field, and
 /// duplicate ids with both lines.
 pub fn read_queries(path: &Path) -> Result<Vec<Query>, Vec<ImportError>> {
@@ -69,31 +92,12 @@ pub fn read_queries(path: &Path) -> Result<Vec<Query>, Vec<ImportError>> {
             ));
             continue;
         }
-        let (id, query) = if trimmed.starts_with('{') {
-            match crate::trajectory::jsonl::parse_record::<Record>(trimmed.as_bytes(), path, line) {
-                Ok(r) => {
-                    let id = match r.id {
-                        None => format!("q{line}"),
-                        Some(serde_json::Value::String(s)) => s,
-                        Some(serde_json::Value::Number(n)) => n.to_string(),
-                        Some(other) => {
-                            errors.push(err(
-                                line,
-                                "id",
-                                format!("expected text or a number, found {other}"),
-                            ));
-                            continue;
-                        }
-                    };
-                    (id, r.query)
-                }
-                Err(e) => {
-                    errors.push(err(line, &e.field, e.message));
-                    continue;
-                }
+        let (id, query) = match query_of(trimmed, path, line) {
+            Ok(q) => q,
+            Err((field, message)) => {
+                errors.push(err(line, &field, message));
+                continue;
             }
-        } else {
-            (format!("q{line}"), trimmed.to_string())
         };
         if query.trim().is_empty() {
             errors.push(err(line, "query", "empty query".into()));
