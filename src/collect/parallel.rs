@@ -26,9 +26,22 @@ pub struct Worker<'a> {
     pub reflector: &'a mut (dyn Reflector + Send),
 }
 
+/// Every (task, seed) instance to play, in plan order.
+fn instances(cfg: &CollectConfig) -> Vec<(String, u64)> {
+    cfg.tasks
+        .iter()
+        .flat_map(|t| {
+            let name = task_name(t).to_string();
+            (0..cfg.seeds).map(move |i| (name.clone(), cfg.seed_start + i as u64))
+        })
+        .collect()
+}
+
 /// Runs the collection with one worker per entry of `workers` (see the module
 /// docs). The first failing attempt stops the others after the instance each is
 /// playing, and is returned.
+// Kept whole: the workers and the loop that writes what they send share one thread
+// scope and its borrows (the instance counter, the stop flag, the dataset).
 pub fn collect_parallel(
     mut workers: Vec<Worker<'_>>,
     cfg: &CollectConfig,
@@ -43,14 +56,7 @@ pub fn collect_parallel(
         w.env.set_screenshots(sink.is_some());
     }
     let name = workers[0].policy.name();
-    let instances: Vec<(String, u64)> = cfg
-        .tasks
-        .iter()
-        .flat_map(|t| {
-            let name = task_name(t).to_string();
-            (0..cfg.seeds).map(move |i| (name.clone(), cfg.seed_start + i as u64))
-        })
-        .collect();
+    let instances = instances(cfg);
     let next = AtomicUsize::new(0);
     let stop = AtomicBool::new(false);
     let started = Instant::now();

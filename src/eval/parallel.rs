@@ -109,6 +109,8 @@ type Played = (usize, Result<(Task, Trajectory, EpisodeRecord)>);
 /// episode stops the others (after the episode each is playing) and is returned
 /// (with the report of the episodes done when a stop or a browser gone caused it,
 /// as [`super::evaluate`]).
+// Kept whole: the workers and the loop that writes what they send share one thread
+// scope and its borrows (the instance counter, the stop flag, the dataset).
 pub fn evaluate_parallel<E: EpisodeEnv + Send>(
     envs: &mut [E],
     mut policies: Vec<Box<dyn Policy + Send>>,
