@@ -57,21 +57,7 @@ impl RunsView {
             .take(per_page)
             .collect();
         if panels.is_empty() {
-            let what = match plotted.first() {
-                None => "select a run".to_string(),
-                Some(t) => match (t.vanished, t.tail) {
-                    (true, _) | (_, TailState::Vanished) => "the run's files are gone".into(),
-                    (_, TailState::Missing) => format!(
-                        "waiting for verl to start: {} does not exist yet (verl creates \
-                         <project>/ when its file logger starts)",
-                        line(&t.info.dir.display().to_string())
-                    ),
-                    _ if t.kind() == Some("verl") => {
-                        "waiting for verl to start (no metrics yet)".into()
-                    }
-                    _ => "no metrics yet (waiting for metrics.jsonl)".into(),
-                },
-            };
+            let what = no_panels_text(plotted.first().copied());
             f.render_widget(
                 Paragraph::new(Span::styled(what, th.dim())).block(
                     Block::default()
@@ -351,4 +337,22 @@ fn panel(def: &PanelDef, plotted: &[&Track], view: chart::View, th: &Theme) -> O
         bottom,
         lines,
     })
+}
+
+/// What the charts say when there is no panel to draw: nothing selected, the run's
+/// files gone, verl not started yet, or no metrics yet.
+fn no_panels_text(t: Option<&Track>) -> String {
+    match t {
+        None => "select a run".to_string(),
+        Some(t) => match (t.vanished, t.tail) {
+            (true, _) | (_, TailState::Vanished) => "the run's files are gone".into(),
+            (_, TailState::Missing) => format!(
+                "waiting for verl to start: {} does not exist yet (verl creates \
+                 <project>/ when its file logger starts)",
+                line(&t.info.dir.display().to_string())
+            ),
+            _ if t.kind() == Some("verl") => "waiting for verl to start (no metrics yet)".into(),
+            _ => "no metrics yet (waiting for metrics.jsonl)".into(),
+        },
+    }
 }
