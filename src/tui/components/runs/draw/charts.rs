@@ -267,42 +267,7 @@ fn panel(def: &PanelDef, plotted: &[&Track], view: chart::View, th: &Theme) -> O
     if lines.is_empty() {
         return None;
     }
-    let mut bottom = None;
-    if title == "gates" {
-        // The counts of the latest step, per plotted run.
-        let counts: Vec<String> = plotted
-            .iter()
-            .filter_map(|t| {
-                let acc = t.series.latest(keys::SALVAGE_ACCEPTED_GROUPS);
-                let sal = t.series.latest(keys::SALVAGE_SALVAGE_GROUPS);
-                (acc.is_some() || sal.is_some()).then(|| {
-                    let n = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.0}"));
-                    format!("acc {} salv {}", n(acc), n(sal))
-                })
-            })
-            .collect();
-        if !counts.is_empty() {
-            bottom = Some(format!(" {} ", counts.join(" │ ")));
-        }
-    } else if !overlay && let Some(t) = plotted.first() {
-        // The raw values at the step cursor, else the latest, in the keys' order.
-        let values: Vec<String> = present
-            .iter()
-            .filter_map(|&ki| match view.cursor {
-                Some(c) => t
-                    .series
-                    .get(&keys[ki])
-                    .and_then(|s| s.at(c))
-                    .map(|p| p.value),
-                None => t.series.latest(&keys[ki]),
-            })
-            .map(fmt_num)
-            .collect();
-        bottom = Some(match view.cursor {
-            Some(c) => format!(" @{c} {} ", values.join(" · ")),
-            None => format!(" now {} ", values.join(" · ")),
-        });
-    }
+    let mut bottom = values_text(title, keys, &present, plotted, view);
     if let Some(line) = cursor_line(view, plotted, keys, &lines, th) {
         lines.push(line);
     }
@@ -355,4 +320,54 @@ fn no_panels_text(t: Option<&Track>) -> String {
             _ => "no metrics yet (waiting for metrics.jsonl)".into(),
         },
     }
+}
+
+/// A panel's bottom text before the gaps: on the gates panel each run's accepted and
+/// salvaged groups at the latest step; on one run's panel its values at the step
+/// cursor, else the latest, in the keys' order.
+fn values_text(
+    title: &str,
+    keys: &[String],
+    present: &[usize],
+    plotted: &[&Track],
+    view: chart::View,
+) -> Option<String> {
+    let overlay = plotted.len() > 1;
+    let mut bottom = None;
+    if title == "gates" {
+        // The counts of the latest step, per plotted run.
+        let counts: Vec<String> = plotted
+            .iter()
+            .filter_map(|t| {
+                let acc = t.series.latest(keys::SALVAGE_ACCEPTED_GROUPS);
+                let sal = t.series.latest(keys::SALVAGE_SALVAGE_GROUPS);
+                (acc.is_some() || sal.is_some()).then(|| {
+                    let n = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.0}"));
+                    format!("acc {} salv {}", n(acc), n(sal))
+                })
+            })
+            .collect();
+        if !counts.is_empty() {
+            bottom = Some(format!(" {} ", counts.join(" │ ")));
+        }
+    } else if !overlay && let Some(t) = plotted.first() {
+        // The raw values at the step cursor, else the latest, in the keys' order.
+        let values: Vec<String> = present
+            .iter()
+            .filter_map(|&ki| match view.cursor {
+                Some(c) => t
+                    .series
+                    .get(&keys[ki])
+                    .and_then(|s| s.at(c))
+                    .map(|p| p.value),
+                None => t.series.latest(&keys[ki]),
+            })
+            .map(fmt_num)
+            .collect();
+        bottom = Some(match view.cursor {
+            Some(c) => format!(" @{c} {} ", values.join(" · ")),
+            None => format!(" now {} ", values.join(" · ")),
+        });
+    }
+    bottom
 }
