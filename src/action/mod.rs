@@ -151,6 +151,8 @@ pub struct Canonicalized {
 
 /// Maps a Browser Use action (any version's name and params) to canonical form.
 /// Unknown names are kept as they are, with a warning.
+// Kept whole: one arm per Browser Use action name (every version's), read as a
+// table of renames.
 pub fn canonicalize(name: &str, params: &Value) -> Canonicalized {
     let p = match params {
         Value::Object(m) => m.clone(),

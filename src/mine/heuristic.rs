@@ -389,6 +389,8 @@ fn heuristic_rules(input: &LabelInput) -> Label {
 }
 
 /// Labels the decisive divergence.
+// Kept whole: the rules are a ladder tried in priority order, the first that fits
+// labels; split, the order would no longer read top to bottom.
 fn classify(input: &LabelInput, d: Divergence) -> Label {
     let (s, l) = (input.success, input.loc);
     let (i, j) = (d.success_step, d.loc_step);

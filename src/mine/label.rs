@@ -199,6 +199,7 @@ fn describe(t: &Trajectory) -> String {
 
 /// The judge prompt: task, both attempts step by step (each action with the element
 /// it targets, and errors), both outcomes, and the categories with what they mean.
+// Kept whole: it is one prompt's text, read as the judge reads it.
 pub fn judge_prompt(input: &LabelInput, cfg: &MineConfig) -> String {
     let other = match input.kind {
         PairKind::FailContrast => "Failed attempt",

@@ -7,6 +7,8 @@ use std::fmt::Write;
 /// Renders step `step` of `t`: header, task, state, model output, actions, results
 /// and the element list with the acted-on element marked. All page and model text
 /// is sanitized.
+// Kept whole: it writes the step's text in the order it is read, one part after
+// the other.
 pub fn render_step(t: &Trajectory, task: Option<&Task>, step: usize) -> anyhow::Result<String> {
     let Some(s) = t.steps.get(step) else {
         anyhow::bail!(

@@ -122,6 +122,8 @@ impl<'a> Compiler<'a> {
     }
 
     /// Compiles the schema `v` found at `at`, `depth` levels down.
+    // Kept whole: the keywords are taken in the order their meaning needs ($ref, then
+    // the combinators, then the type's own), each returning as soon as it decides.
     pub(super) fn node(&mut self, v: &'a Value, at: &str, depth: usize) -> Result<NodeId> {
         if depth > MAX_DEPTH {
             bail!("{at}: the schema is nested deeper than {MAX_DEPTH} levels (`$ref`s included)");

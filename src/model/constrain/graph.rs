@@ -25,6 +25,8 @@ fn list(n: &Node) -> Option<&[NodeId]> {
     }
 }
 
+// Kept whole: one iterative depth-first walk whose visit states and leaf lists
+// change together.
 fn flatten(nodes: &mut [Node], paths: &[String]) -> Result<()> {
     const NEW: u8 = 0;
     const OPEN: u8 = 1;
