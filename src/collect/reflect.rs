@@ -136,8 +136,8 @@ fn cut(text: &str) -> String {
 
 impl HeuristicReflector {
     /// The reflection text (see the type docs).
-    // Kept whole: one reflection per cause, tried in the order the type docs give;
-    // the first that applies writes the text.
+    // Kept whole: one reflection per cause, tried in order (a detour, the first error,
+    // a loop, a premature `done`, the last step); the first that applies writes it.
     pub fn text(&self, task: &Task, t: &Trajectory, cause: &RetryCause) -> String {
         let steps = &t.steps;
         let goal = format!(
