@@ -16,6 +16,8 @@ use rmsweb::policy::scripted::{MistakeRates, ScriptedTeacher};
 use rmsweb::trajectory::{Dataset, Task};
 use rmsweb::util::sanitize::clean_line;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 /// Which policy acts, and how it is configured.
@@ -383,13 +385,7 @@ pub fn run(args: Args) -> Result<()> {
         None => (args.episodes, args.seed),
     };
     let (mut tabs, tasks) = args.env.tabs(web_tasks, &args.tasks, parallel)?;
-    let mut dataset = match &args.dataset {
-        Some(d) => Some(
-            Dataset::create(d, "rmsweb-eval", "episodes written by rmsweb eval")
-                .with_context(|| format!("opening dataset {}", d.display()))?,
-        ),
-        None => None,
-    };
+    let mut dataset = args.dataset.as_deref().map(open_dataset).transpose()?;
     let cfg = EvalConfig {
         tasks,
         episodes,
@@ -403,15 +399,7 @@ pub fn run(args: Args) -> Result<()> {
     // The first SIGINT/SIGTERM ends the episodes at work unrecorded; the episodes
     // done are written below (a second signal ends the process at once).
     let stop = rmsweb::eval::stop::on_signals()?;
-    let mut policies: Vec<Box<dyn Policy + Send>> = policies
-        .into_iter()
-        .map(|inner| {
-            Box::new(Stoppable {
-                inner,
-                stop: stop.clone(),
-            }) as Box<dyn Policy + Send>
-        })
-        .collect();
+    let mut policies = stoppable(policies, &stop);
     let mut solved = 0usize;
     let mut done = 0usize;
     let mut on_episode = |r: &rmsweb::eval::EpisodeRecord| {
@@ -490,6 +478,28 @@ pub(super) fn check_tasks(tasks: &[String], policy: &str, verb: &str) -> Result<
         }
     }
     Ok(())
+}
+
+/// The dataset the episodes are appended to (created when new).
+fn open_dataset(d: &std::path::Path) -> Result<Dataset> {
+    Dataset::create(d, "rmsweb-eval", "episodes written by rmsweb eval")
+        .with_context(|| format!("opening dataset {}", d.display()))
+}
+
+/// The policies, each stopping at `stop` (the first SIGINT/SIGTERM).
+fn stoppable(
+    policies: Vec<Box<dyn Policy + Send>>,
+    stop: &Arc<AtomicBool>,
+) -> Vec<Box<dyn Policy + Send>> {
+    policies
+        .into_iter()
+        .map(|inner| {
+            Box::new(Stoppable {
+                inner,
+                stop: stop.clone(),
+            }) as Box<dyn Policy + Send>
+        })
+        .collect()
 }
 
 /// The progress bar over every episode to play.

@@ -3,18 +3,18 @@
 //! memory stays bounded by the largest task. Results are collected in task order,
 //! so the output is the same whatever the number of threads.
 
-use super::align::Side;
+use super::align::{Side, StateView};
 use super::config::MineConfig;
 use super::gates::VisualGate;
 use super::label::Judge;
 use super::pair::MinedPair;
-use super::pairs::{TrajMeta, build_pairs};
+use super::pairs::{TrajMeta, TrajPair, build_pairs};
 use super::qc::QcDrop;
 use super::qc::quality_control;
 use super::report::{Report, kind_name};
 use super::select::{PairContext, TaskInfo, evaluate_pair, route_choice_sides, views_of};
 use crate::reward::RewardConfig;
-use crate::trajectory::{Dataset, Task};
+use crate::trajectory::{Dataset, Task, Trajectory};
 use anyhow::Result;
 use rayon::prelude::*;
 use std::collections::{BTreeMap, HashMap};
@@ -86,6 +86,36 @@ pub fn task_info(tasks: &HashMap<String, Task>, task_id: &str) -> TaskInfo {
     }
 }
 
+/// A trajectory read for mining, with its state views.
+type Loaded = (Trajectory, Vec<StateView>);
+
+/// Loads both sides of every pair, and every success (for route choices), each with
+/// its state views; what cannot be read is listed in `errors`. Returns the indices
+/// needed (sorted) and what loaded.
+fn load_needed(
+    ds: &Dataset,
+    metas: &[TrajMeta],
+    pairs: &[TrajPair],
+    errors: &mut Vec<String>,
+) -> (Vec<usize>, HashMap<usize, Loaded>) {
+    // Both sides of every pair, and every success (for route choices).
+    let mut needed: Vec<usize> = pairs.iter().flat_map(|p| [p.success, p.loc]).collect();
+    needed.extend((0..metas.len()).filter(|&k| metas[k].success && metas[k].steps > 0));
+    needed.sort_unstable();
+    needed.dedup();
+    let mut loaded = HashMap::new();
+    for &k in &needed {
+        match ds.trajectory(metas[k].record) {
+            Ok(t) => {
+                let views = views_of(&t);
+                loaded.insert(k, (t, views));
+            }
+            Err(e) => errors.push(e.to_string()),
+        }
+    }
+    (needed, loaded)
+}
+
 fn mine_task(
     ds: &Dataset,
     info: &TaskInfo,
@@ -99,21 +129,7 @@ fn mine_task(
     if pairs.is_empty() {
         return out;
     }
-    // Both sides of every pair, and every success (for route choices).
-    let mut needed: Vec<usize> = pairs.iter().flat_map(|p| [p.success, p.loc]).collect();
-    needed.extend((0..metas.len()).filter(|&k| metas[k].success && metas[k].steps > 0));
-    needed.sort_unstable();
-    needed.dedup();
-    let mut loaded = HashMap::new();
-    for &k in &needed {
-        match ds.trajectory(metas[k].record) {
-            Ok(t) => {
-                let views = views_of(&t);
-                loaded.insert(k, (t, views));
-            }
-            Err(e) => out.errors.push(e.to_string()),
-        }
-    }
+    let (needed, loaded) = load_needed(ds, metas, &pairs, &mut out.errors);
     let ctx = PairContext {
         task: info,
         cfg,

@@ -244,6 +244,37 @@ fn check_architecture(
     Ok(by_type.or(by_class).unwrap_or(Arch::qwen3().spec))
 }
 
+/// Refuses a key rmsweb neither reads nor knows to be inert (for every family, or for
+/// this one), since it may change what the model computes.
+fn check_known_keys(
+    obj: &serde_json::Map<String, serde_json::Value>,
+    spec: &ArchSpec,
+) -> Result<()> {
+    let fixed = [
+        "use_sliding_window",
+        "sliding_window",
+        "hidden_act",
+        "use_mrope",
+        "attention_dropout",
+        "layer_types",
+        "pruned_heads",
+        "quantization_config",
+        "auto_map",
+    ];
+    for key in obj.keys() {
+        let k = key.as_str();
+        let own = spec.inert_keys.contains(&k) || (spec.mlp_bias_key && k == "mlp_bias");
+        anyhow::ensure!(
+            READ_KEYS.contains(&k) || INERT_KEYS.contains(&k) || fixed.contains(&k) || own,
+            "field `{}`: unknown to rmsweb's {} decoder; refused rather than ignored, \
+             since it may change what the model computes",
+            crate::util::sanitize::clean_line(k),
+            spec.model_type
+        );
+    }
+    Ok(())
+}
+
 /// A boolean key of `obj` (absent or null: false), named in the error.
 fn flag(obj: &serde_json::Map<String, serde_json::Value>, key: &str) -> Result<bool> {
     match obj.get(key) {
@@ -275,28 +306,7 @@ impl DecoderConfig {
             .ok_or_else(|| anyhow::anyhow!("expected a JSON object"))?;
         let spec = check_architecture(obj)?;
         check_fixed_keys(obj)?;
-        let fixed = [
-            "use_sliding_window",
-            "sliding_window",
-            "hidden_act",
-            "use_mrope",
-            "attention_dropout",
-            "layer_types",
-            "pruned_heads",
-            "quantization_config",
-            "auto_map",
-        ];
-        for key in obj.keys() {
-            let k = key.as_str();
-            let own = spec.inert_keys.contains(&k) || (spec.mlp_bias_key && k == "mlp_bias");
-            anyhow::ensure!(
-                READ_KEYS.contains(&k) || INERT_KEYS.contains(&k) || fixed.contains(&k) || own,
-                "field `{}`: unknown to rmsweb's {} decoder; refused rather than ignored, \
-                 since it may change what the model computes",
-                crate::util::sanitize::clean_line(k),
-                spec.model_type
-            );
-        }
+        check_known_keys(obj, spec)?;
         #[derive(Deserialize)]
         struct Shape {
             vocab_size: usize,

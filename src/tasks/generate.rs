@@ -87,22 +87,25 @@ pub struct GenerateReport {
     pub categories: BTreeMap<String, usize>,
 }
 
-/// Generates tasks for `queries` and appends the kept ones to the dataset (created
-/// if missing). `complete` sends one prompt and returns the answer's text.
-pub fn generate(
+/// A query's drafts and whether its answer came from the cache, or why it failed.
+type Answer = Result<(Vec<Draft>, bool), String>;
+
+/// Each query's drafts and whether its answer came from the cache, asked
+/// `cfg.concurrency` at a time; an error (transport, or an answer without JSON) fails
+/// that query. Only a readable answer is cached: one without JSON is asked again next
+/// time (another model, a fixed server).
+fn ask_all(
     dataset: &Path,
     queries: &[Query],
     cfg: &GenerateConfig,
     complete: &(dyn Fn(&str) -> Result<String> + Sync),
-) -> Result<GenerateReport> {
+) -> Result<Vec<Answer>> {
     let cache = AnswerCache::new(dataset);
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(cfg.concurrency.max(1))
         .build()
         .context("starting the request threads")?;
-    // Each query's drafts and whether its answer came from the cache; an error
-    // (transport, or an answer without JSON) fails that query.
-    let answers: Vec<Result<(Vec<Draft>, bool), String>> = pool.install(|| {
+    Ok(pool.install(|| {
         queries
             .par_iter()
             .map(|q| {
@@ -125,7 +128,18 @@ pub fn generate(
                 Ok((drafts, cached))
             })
             .collect()
-    });
+    }))
+}
+
+/// Generates tasks for `queries` and appends the kept ones to the dataset (created
+/// if missing). `complete` sends one prompt and returns the answer's text.
+pub fn generate(
+    dataset: &Path,
+    queries: &[Query],
+    cfg: &GenerateConfig,
+    complete: &(dyn Fn(&str) -> Result<String> + Sync),
+) -> Result<GenerateReport> {
+    let answers = ask_all(dataset, queries, cfg, complete)?;
     let mut seen = Seen::of_dataset(dataset)?;
     let mut report = GenerateReport {
         queries: queries.len(),
