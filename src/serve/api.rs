@@ -103,6 +103,8 @@ pub struct Checked {
 /// Parses and checks a request body. `model` is the served model's id; a model that
 /// `sees` gets the request's last image (others, and every image for a text model,
 /// are dropped). Messages and stop sequences over `limits` are refused naming them.
+// Kept whole: one check per request field, in the order a request's errors are
+// reported (the first bad field is the one named).
 pub fn check(body: &[u8], model: &str, sees: bool, limits: &Limits) -> Result<Checked, ApiError> {
     let de = &mut serde_json::Deserializer::from_slice(body);
     let r: ChatRequest = serde_path_to_error::deserialize(de).map_err(|e| {

@@ -137,6 +137,8 @@ pub fn train(
     })
 }
 
+// Kept whole: the step loop reads as one step in order (draw the samples, forward
+// and backward, clip, update, metrics, checkpoint or stop, the log line).
 fn train_inner(
     cfg: &SftConfig,
     run: &RunDir,

@@ -294,6 +294,8 @@ impl LoopState {
 
     /// One step (zero-based `step`): sample and gate, probe, update; then the metrics,
     /// the self-sharpening monitor, the rollouts and the log line.
+    // Kept whole: one RL step in the module docs' order (sample and gate, probe,
+    // update, metrics, the self-sharpening monitor, rollouts, log line).
     fn step(
         &mut self,
         ctx: &Ctx,

@@ -76,6 +76,8 @@ fn scalar(t: &Tensor) -> Result<f64> {
 }
 
 /// Builds the RL and salvage sequences and runs the mini-batch updates.
+// Kept whole: the mini-batch loop accumulates the RL and salvage micro-batches'
+// gradients and sums together, then clips and steps once per mini-batch.
 pub(crate) fn update(
     ctx: &Ctx,
     groups: &[Group],
