@@ -135,17 +135,10 @@ pub fn save_checkpoint(
         )
     })
 }
-
-/// One LoRA adapter equal to the SFT adapter plus the RL adapter:
-/// `s₁·B₁A₁ + s₂·B₂A₂ = B·A` with `A = [A₁; A₂]`, `B = [s₁B₁, s₂B₂]`, rank r₁ + r₂ and
-/// scale 1 (α = r). A module with only one of the two gets zero blocks for the other.
-pub fn combined_adapter(
-    model: &Decoder,
-    rl_scale: f64,
-    sft: &SftAdapter,
-) -> Result<(crate::model::LoraConfig, HashMap<String, Tensor>)> {
+/// The model's training variables (the RL adapter) as f32 tensors on the CPU.
+fn trainable_f32(model: &Decoder) -> Result<HashMap<String, Tensor>> {
     use candle_core::{DType, Device};
-    let rl: HashMap<String, Tensor> = model
+    model
         .trainable_vars()
         .into_iter()
         .map(|(n, v)| {
@@ -156,7 +149,19 @@ pub fn combined_adapter(
                     .to_device(&Device::Cpu)?,
             ))
         })
-        .collect::<Result<_>>()?;
+        .collect()
+}
+
+/// One LoRA adapter equal to the SFT adapter plus the RL adapter:
+/// `s₁·B₁A₁ + s₂·B₂A₂ = B·A` with `A = [A₁; A₂]`, `B = [s₁B₁, s₂B₂]`, rank r₁ + r₂ and
+/// scale 1 (α = r). A module with only one of the two gets zero blocks for the other.
+pub fn combined_adapter(
+    model: &Decoder,
+    rl_scale: f64,
+    sft: &SftAdapter,
+) -> Result<(crate::model::LoraConfig, HashMap<String, Tensor>)> {
+    use candle_core::{DType, Device};
+    let rl = trainable_f32(model)?;
     let (r1, r2) = (sft.cfg.r, rl_rank(&rl));
     let s1 = sft.cfg.scale();
     let mut modules: Vec<String> = sft
