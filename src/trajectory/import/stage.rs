@@ -155,6 +155,26 @@ fn stage_and_commit(
     if !errors.is_empty() {
         return Err(ImportErrors(errors).into());
     }
+    commit_staged(
+        dataset,
+        stage.path(),
+        &report.tasks_added,
+        &trajectories,
+        journal,
+    )?;
+    Ok(report)
+}
+
+/// Writes what was staged into the dataset through the journal: the dataset's file
+/// (when new), the new tasks, each trajectory's screenshots moved into place, then the
+/// trajectories.
+fn commit_staged(
+    dataset: &Path,
+    stage: &Path,
+    tasks_added: &[Task],
+    trajectories: &[Trajectory],
+    journal: &mut Journal,
+) -> Result<()> {
     let name = dataset
         .canonicalize()
         .ok()
@@ -162,18 +182,18 @@ fn stage_and_commit(
         .unwrap_or_else(|| "dataset".into());
     journal.will_create(&dataset.join("dataset.toml"));
     Dataset::create(dataset, &name, "created by rmsweb import")?;
-    journal.append(&dataset.join("tasks.jsonl"), &report.tasks_added)?;
+    journal.append(&dataset.join("tasks.jsonl"), tasks_added)?;
     let shots_dir = dataset.join("screenshots");
     journal.create_dir_all(&shots_dir)?;
-    for t in &trajectories {
-        let staged = stage.path().join(&t.id);
+    for t in trajectories {
+        let staged = stage.join(&t.id);
         if staged.exists() {
             journal.rename_dir(&staged, &shots_dir.join(&t.id))?;
         }
     }
     commit::sync_dir(&shots_dir);
-    journal.append(&dataset.join("trajectories.jsonl"), &trajectories)?;
-    Ok(report)
+    journal.append(&dataset.join("trajectories.jsonl"), trajectories)?;
+    Ok(())
 }
 
 /// Reads one history, writes its screenshots to `stage/<id>/`, builds the record.
