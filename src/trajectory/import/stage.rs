@@ -196,17 +196,11 @@ fn commit_staged(
     Ok(())
 }
 
-/// Reads one history, writes its screenshots to `stage/<id>/`, builds the record.
-fn stage_one(
-    unit: &Unit,
-    id: &str,
-    attempt: u32,
-    stage: &Path,
-    opts: &BrowserUseOptions,
-) -> Result<(Trajectory, Vec<String>, usize), ImportError> {
+/// Reads and parses one history file; a JSON key given twice is refused (JSON keeps
+/// the last, so a value would be lost silently).
+fn read_history(unit: &Unit, opts: &BrowserUseOptions) -> Result<ParsedHistory, ImportError> {
     let bytes = read_input(&unit.file, opts.max_file_bytes)?;
     let parsed: ParsedHistory = browser_use::parse_history_bytes(&bytes, &unit.file)?;
-    // JSON keeps the last of two equal keys; a history with one loses a value silently.
     if let Ok(Some(dup)) = crate::util::json::first_duplicate_key(&bytes) {
         return Err(ImportError {
             file: unit.file.clone(),
@@ -219,7 +213,18 @@ fn stage_one(
             message: dup.to_string(),
         });
     }
-    drop(bytes);
+    Ok(parsed)
+}
+
+/// Reads one history, writes its screenshots to `stage/<id>/`, builds the record.
+fn stage_one(
+    unit: &Unit,
+    id: &str,
+    attempt: u32,
+    stage: &Path,
+    opts: &BrowserUseOptions,
+) -> Result<(Trajectory, Vec<String>, usize), ImportError> {
+    let parsed = read_history(unit, opts)?;
     let ParsedHistory {
         mut steps,
         shots,
