@@ -73,30 +73,7 @@ impl RunsView {
                 row
             }
         });
-        let widths: Vec<Constraint> = if narrow {
-            [1, 12, 8, 4, 7, 10, 5, 6, 5, 12, 5]
-        } else {
-            [1, 20, 8, 4, 10, 11, 7, 6, 6, 14, 5]
-        }
-        .into_iter()
-        .enumerate()
-        .filter(|(c, _)| keep(*c))
-        .map(|(c, w)| {
-            if c == 1 {
-                Constraint::Min(w)
-            } else {
-                Constraint::Length(w)
-            }
-        })
-        .collect();
-        let header: Vec<&str> = [
-            "", "run", "state", "kind", "preset", "mode", "step", "s/step", "ETA", "latest", "age",
-        ]
-        .into_iter()
-        .enumerate()
-        .filter(|(c, _)| keep(*c))
-        .map(|(_, h)| h)
-        .collect();
+        let (widths, header) = columns(narrow);
         let table = Table::new(rows, widths)
             .header(Row::new(header).style(th.dim()))
             .block(block);
@@ -164,4 +141,35 @@ impl RunsView {
             cell(age(t.updated(), now), th.dim()),
         ]
     }
+}
+
+/// The table's column widths and headers; on a narrow terminal without the columns
+/// of [`NARROW_DROPS`].
+fn columns(narrow: bool) -> (Vec<Constraint>, Vec<&'static str>) {
+    let keep = |col: usize| !narrow || !NARROW_DROPS.contains(&col);
+    let widths: Vec<Constraint> = if narrow {
+        [1, 12, 8, 4, 7, 10, 5, 6, 5, 12, 5]
+    } else {
+        [1, 20, 8, 4, 10, 11, 7, 6, 6, 14, 5]
+    }
+    .into_iter()
+    .enumerate()
+    .filter(|(c, _)| keep(*c))
+    .map(|(c, w)| {
+        if c == 1 {
+            Constraint::Min(w)
+        } else {
+            Constraint::Length(w)
+        }
+    })
+    .collect();
+    let header: Vec<&str> = [
+        "", "run", "state", "kind", "preset", "mode", "step", "s/step", "ETA", "latest", "age",
+    ]
+    .into_iter()
+    .enumerate()
+    .filter(|(c, _)| keep(*c))
+    .map(|(_, h)| h)
+    .collect();
+    (widths, header)
 }
