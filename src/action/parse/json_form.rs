@@ -174,20 +174,7 @@ pub(super) fn parse_object(text: &str, start: usize, budget: &mut ScanBudget) ->
     let (list, key, form) = match (raw.action, raw.actions) {
         (Some(l), _) => (l, "action", ResponseForm::BrowserUse),
         (None, Some(l)) => (l, "actions", ResponseForm::Canonical),
-        (None, None) => {
-            // A lone canonical action object.
-            return match (raw.name, raw.params) {
-                (Some(Value::String(name)), params) => {
-                    let c = make_action(name, params.unwrap_or(Value::Null));
-                    parsed.warnings.extend(c.warning);
-                    parsed.actions.push(c.action);
-                    parsed.action_span = span;
-                    parsed.form = ResponseForm::Canonical;
-                    Candidate::Found(parsed)
-                }
-                _ => Candidate::NoActions(span.end),
-            };
-        }
+        (None, None) => return lone_action(raw.name, raw.params, parsed, span),
     };
     let list_span = object_members(text, span.clone())
         .into_iter()
@@ -237,6 +224,27 @@ pub(super) fn parse_object(text: &str, start: usize, budget: &mut ScanBudget) ->
     }
     parsed.action_span = list_span;
     Candidate::Found(parsed)
+}
+
+/// An object without an action list: a lone canonical action (`name`, `params`), or
+/// no action at all.
+fn lone_action(
+    name: Option<Value>,
+    params: Option<Value>,
+    mut parsed: Parsed,
+    span: std::ops::Range<usize>,
+) -> Candidate {
+    match (name, params) {
+        (Some(Value::String(name)), params) => {
+            let c = make_action(name, params.unwrap_or(Value::Null));
+            parsed.warnings.extend(c.warning);
+            parsed.actions.push(c.action);
+            parsed.action_span = span;
+            parsed.form = ResponseForm::Canonical;
+            Candidate::Found(parsed)
+        }
+        _ => Candidate::NoActions(span.end),
+    }
 }
 
 /// One item of an action list: `{"click": {...}}` or `{"name": "click", "params": {...}}`.
