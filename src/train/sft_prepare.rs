@@ -165,19 +165,7 @@ pub(super) fn prepare(cfg: &SftConfig, run: &RunDir, device: &Device) -> Result<
         .or_else(|| tok.token_to_id(tokenizer::IM_END))
         .unwrap_or(0);
     // VL: the placeholder token and each chat's image token counts.
-    let image_counts = match &model {
-        SftModel::Vl(v) => {
-            let counts = shots
-                .iter()
-                .map(|s| match s {
-                    Some(p) => Ok(vec![vl_prompt::image_tokens_of(p, &v.image)?]),
-                    None => Ok(Vec::new()),
-                })
-                .collect::<Result<Vec<_>>>()?;
-            Some((v.model.token_ids().image_token_id, counts))
-        }
-        SftModel::Text(_) => None,
-    };
+    let image_counts = image_counts(&model, &shots)?;
     let kept = encode_samples(cfg, &tok, &template, &chats, &shots, image_counts.as_ref())?;
     run.log(&format!(
         "{} samples ({} left-truncated to {} tokens, {} without assistant tokens or whole images dropped, {} with a screenshot); {} parameters, {} trainable",
@@ -238,6 +226,27 @@ fn load_model(
             (tok, template, SftModel::Text(Box::new(model)))
         }
         (None, None) => anyhow::bail!("config has neither `tiny` nor `model`"),
+    })
+}
+
+/// A VL model's image placeholder token and each chat's image token counts (one
+/// screenshot at most a chat); `None` for a text model.
+fn image_counts(
+    model: &SftModel,
+    shots: &[Option<PathBuf>],
+) -> Result<Option<(u32, Vec<Vec<usize>>)>> {
+    Ok(match model {
+        SftModel::Vl(v) => {
+            let counts = shots
+                .iter()
+                .map(|s| match s {
+                    Some(p) => Ok(vec![vl_prompt::image_tokens_of(p, &v.image)?]),
+                    None => Ok(Vec::new()),
+                })
+                .collect::<Result<Vec<_>>>()?;
+            Some((v.model.token_ids().image_token_id, counts))
+        }
+        SftModel::Text(_) => None,
     })
 }
 
