@@ -102,19 +102,24 @@ struct App {
 /// Requests checked and tokenized at once (each on a blocking thread).
 const PREPARING_AT_ONCE: usize = 2;
 
+/// The served model's id: `--model-name`, else the checkpoint folder's name.
+fn served_name(cfg: &ServeConfig) -> String {
+    cfg.model_name.clone().unwrap_or_else(|| {
+        cfg.checkpoint
+            .canonicalize()
+            .ok()
+            .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .unwrap_or_else(|| "rmsweb".into())
+    })
+}
+
 /// Loads the model and serves until Ctrl-C (or SIGTERM).
 pub fn serve(cfg: ServeConfig) -> Result<()> {
     let dir = crate::train::run::resolve_checkpoint(&cfg.checkpoint)?;
     let device = crate::model::parse_device(&cfg.device)?;
     let model = LocalModelPolicy::from_checkpoint(&dir, &device)
         .with_context(|| format!("loading {}", dir.display()))?;
-    let name = cfg.model_name.clone().unwrap_or_else(|| {
-        cfg.checkpoint
-            .canonicalize()
-            .ok()
-            .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
-            .unwrap_or_else(|| "rmsweb".into())
-    });
+    let name = served_name(&cfg);
     let log = cfg
         .log_dataset
         .as_deref()
@@ -147,9 +152,7 @@ pub fn serve(cfg: ServeConfig) -> Result<()> {
         system_prompt: cfg.prompt_format.map(crate::policy::render::system_prompt),
         log,
         requests: AtomicU64::new(0),
-        created: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs()),
+        created: now_s(),
         limits: cfg.limits,
         longest_token,
         preparing: tokio::sync::Semaphore::new(PREPARING_AT_ONCE),
