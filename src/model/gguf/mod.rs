@@ -225,6 +225,32 @@ pub fn plan_as(path: &Path, label: &str) -> Result<Plan> {
     check(gguf).map_err(|e| anyhow!("{label}: {e:#}"))
 }
 
+/// Every tensor a model of `hp` needs: the embedding, the final norm, the head when
+/// not tied, and each block's parts (with their biases where the file has them).
+fn required_roles(hp: &Hparams) -> Vec<Role> {
+    let mut required = vec![Role::Embed, Role::FinalNorm];
+    if !hp.tied {
+        required.push(Role::Head);
+    }
+    for layer in 0..hp.layers {
+        for part in Part::ALL {
+            required.push(Role::Block {
+                layer,
+                part,
+                bias: false,
+            });
+            if (hp.attention_bias && part.is_attention()) || (hp.mlp_bias && part.is_mlp()) {
+                required.push(Role::Block {
+                    layer,
+                    part,
+                    bias: true,
+                });
+            }
+        }
+    }
+    required
+}
+
 fn check(gguf: Gguf) -> Result<Plan> {
     hparams::architecture(&gguf)?;
     let vocab = tokenizer::token_count(&gguf)?;
@@ -263,26 +289,7 @@ fn check(gguf: Gguf) -> Result<Plan> {
     };
     hp.attention_bias = has_bias(Part::is_attention);
     hp.mlp_bias = has_bias(Part::is_mlp);
-    let mut required = vec![Role::Embed, Role::FinalNorm];
-    if !hp.tied {
-        required.push(Role::Head);
-    }
-    for layer in 0..hp.layers {
-        for part in Part::ALL {
-            required.push(Role::Block {
-                layer,
-                part,
-                bias: false,
-            });
-            if (hp.attention_bias && part.is_attention()) || (hp.mlp_bias && part.is_mlp()) {
-                required.push(Role::Block {
-                    layer,
-                    part,
-                    bias: true,
-                });
-            }
-        }
-    }
+    let required = required_roles(&hp);
     for r in required {
         ensure!(
             seen.contains_key(&r),
