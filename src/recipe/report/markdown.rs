@@ -6,6 +6,7 @@ use super::stats::steps_saved;
 use super::summary::{Analysis, DYNAMICS, PolicyResult, ReflectionArm, policy_arm, trend};
 use crate::eval::compare::mcnemar_exact;
 use crate::policy::scripted::REFLECTION_MISTAKE_FACTOR;
+use crate::recipe::config::EvalSection;
 use crate::recipe::plan::Stage;
 use crate::util::duration::human_time;
 use std::fmt::Write;
@@ -42,6 +43,25 @@ fn seed_span(first: u64, n: usize) -> String {
     }
 }
 
+/// How the evaluations decoded: greedy or sampled, free or grounded.
+fn decoding(e: &EvalSection) -> String {
+    format!(
+        "{}, {}",
+        if e.temperature > 0.0 {
+            format!("sampled at temperature {}", e.temperature)
+        } else {
+            "greedy".into()
+        },
+        if e.grounded {
+            "grounded (`eval.grounded`: every answer is decoded under a schema that allows \
+             only the element indices the prompt shows and typed values that stand in the \
+             instruction)"
+        } else {
+            "free (the model's own tokens; `eval.grounded` is off)"
+        }
+    )
+}
+
 fn table2(out: &mut String, a: &Analysis, inputs: &Inputs) {
     let seeds = &inputs.cfg.rl.seeds;
     let _ = writeln!(out, "## Table 2 analog: pass@1 on held-out seeds\n");
@@ -60,23 +80,7 @@ fn table2(out: &mut String, a: &Analysis, inputs: &Inputs) {
             .collect::<Vec<_>>()
             .join(", ")
     );
-    let e = &inputs.cfg.eval;
-    let _ = writeln!(
-        out,
-        "Decoding: {}, {}.\n",
-        if e.temperature > 0.0 {
-            format!("sampled at temperature {}", e.temperature)
-        } else {
-            "greedy".into()
-        },
-        if e.grounded {
-            "grounded (`eval.grounded`: every answer is decoded under a schema that allows \
-             only the element indices the prompt shows and typed values that stand in the \
-             instruction)"
-        } else {
-            "free (the model's own tokens; `eval.grounded` is off)"
-        }
-    );
+    let _ = writeln!(out, "Decoding: {}.\n", decoding(&inputs.cfg.eval));
     let _ = writeln!(
         out,
         "| policy | pass@1 | 95% interval | episodes | vs SFT | lost / gained (p) | steps on solved |\n|---|---|---|---|---|---|---|"
