@@ -6,6 +6,8 @@
 //! whose k attempts succeeded (the unbiased estimator with n = k per instance).
 //! Every episode can be saved as a trajectory, with its screenshots, into a dataset
 //! so it can be browsed and mined.
+//!
+//! [`AttemptSeeded`]: crate::policy::attempt::AttemptSeeded
 
 pub mod compare;
 mod episode;

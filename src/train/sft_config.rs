@@ -16,7 +16,8 @@ pub struct TinyModel {
     pub head_dim: usize,
     pub intermediate_size: usize,
     /// Fewest occurrences of a pair for the BPE to merge it (see
-    /// [`tokenizer::train_bpe`]); run folders written before this key merged at 2.
+    /// [`train_bpe`](crate::model::tokenizer::train_bpe)); run folders written before
+    /// this key merged at 2.
     #[serde(default = "default_bpe_min_frequency")]
     pub bpe_min_frequency: u64,
 }

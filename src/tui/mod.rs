@@ -3,7 +3,7 @@
 //!
 //! Structure (after ratatui's component template and gitui): [`components`] hold
 //! each view's state and answer keys with an optional [`action::Action`];
-//! [`app::App::update`] applies actions; drawing reads that state. [`run`] drives
+//! [`app::App::update`] applies actions; drawing reads that state. [`run`](mod@run) drives
 //! the app on tokio with crossterm and always restores the terminal.
 
 pub mod action;

@@ -12,7 +12,7 @@
 //!    `navigate("https://a.test")`, `done("text", true)`, `go_back()`, with keyword
 //!    arguments (`scroll(down=false, pages=2)`) and several calls in a row
 //!    (`click(3); input(5, "x")`). Old Browser Use names are accepted in both forms
-//!    and mapped with [`canonicalize`].
+//!    and mapped with [`canonicalize`](crate::action::canonicalize).
 //!
 //! [`Parsed::action_span`] is the byte span of the action list (brackets included) or
 //! of the short-form call(s): the RL salvage loss is computed on exactly those bytes.
@@ -40,7 +40,7 @@ pub const MAX_RESPONSE_BYTES: usize = 1 << 20;
 /// Parses a model response into actions (see the module documentation for the forms).
 ///
 /// The work is linear in the length of `text` whatever it holds: every candidate
-/// tried (each `{`, each `name(`) is charged to a [`ScanBudget`] of a few passes over
+/// tried (each `{`, each `name(`) is charged to a `ScanBudget` of a few passes over
 /// the text, and a text that would need more (thousands of unclosed objects or calls
 /// with long tails) is refused with a message saying so.
 pub fn parse_response(text: &str) -> Result<Parsed, ParseError> {

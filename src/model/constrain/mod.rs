@@ -11,8 +11,8 @@
 //! Use's schema optimizer writes) count as `minItems`/`maxItems`. Annotations
 //! (`description`, `title`, `default`) are ignored, and so are `pattern` and
 //! `format` (not enforced while decoding). Anything else is refused with a message
-//! naming the keyword. A schema is compiled ([`compile`]) and its alternatives
-//! resolved ([`graph`]) once per request, in time and memory bounded by its size:
+//! naming the keyword. A schema is compiled (`compile`) and its alternatives
+//! resolved (`graph`) once per request, in time and memory bounded by its size:
 //! loops, schemas past the limits and schemas no value satisfies are refused, so
 //! decoding never starts on something it cannot finish.
 //!

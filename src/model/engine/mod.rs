@@ -10,17 +10,17 @@
 //! running batch. Rows are aligned at their last position: rotary embeddings are
 //! relative, so a joiner's keys are turned to the batch's next position (or the batch's
 //! to the joiner's, when its prompt is longer) and the shorter rows are left-padded
-//! and masked ([`batch`]). Then every row picks one token and the batch decodes one
+//! and masked (`batch`). Then every row picks one token and the batch decodes one
 //! position; a finished row, or one whose client went away, leaves at once, and
 //! columns no remaining row reads are dropped. Nothing waits for a batch to finish.
 //!
 //! Each sequence samples from its own seeded generator, applies the OpenAI
 //! frequency/presence penalties, and, under a JSON schema (and an optional quoted-span
-//! rule), only picks tokens the rules allow ([`row`]). Text is streamed back as it is
+//! rule), only picks tokens the rules allow (`row`). Text is streamed back as it is
 //! decoded (never splitting a UTF-8 character); stop strings cut it where they begin.
 //!
 //! A Qwen3-VL checkpoint decodes requests without an image in the batch (its text
-//! decoder); a request with an image runs on its own between two steps ([`seeing`]).
+//! decoder); a request with an image runs on its own between two steps (`seeing`).
 
 mod batch;
 mod prefixes;

@@ -1,5 +1,5 @@
-//! What the phases of an RL step share: the step's context ([`Ctx`]: config,
-//! policy, prompts, grounding), each sampled [`Group`] and where it was [`Routed`].
+//! What the phases of an RL step share: the step's context (`Ctx`: config,
+//! policy, prompts, grounding), each sampled `Group` and where it was `Routed`.
 //! The trainer builds them; sampling, the probe, the update and the report read
 //! them.
 
