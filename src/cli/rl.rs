@@ -68,6 +68,53 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
 }
 
+/// Counts of `rl groups`' decisions so far.
+#[derive(Default)]
+struct Tally {
+    total: usize,
+    accepted: usize,
+    std_gate: usize,
+    comp_gate: usize,
+    failed: usize,
+}
+
+impl Tally {
+    /// Decides the group read from line `n` (or counts its error) and returns the
+    /// line's JSON record.
+    fn decide(
+        &mut self,
+        n: usize,
+        parsed: Result<(serde_json::Value, Vec<f64>), String>,
+        cfg: &GateConfig,
+    ) -> serde_json::Value {
+        let (id, rewards) = match parsed {
+            Ok(g) => g,
+            Err(e) => {
+                self.failed += 1;
+                return json!({"line": n, "error": clean_line(&e)});
+            }
+        };
+        let Some(st) = GroupStats::of(&rewards) else {
+            self.failed += 1;
+            let e = "field `rewards`: needs at least one finite number";
+            return json!({"line": n, "error": e});
+        };
+        self.total += 1;
+        let d = decide(&st, cfg);
+        let mut rec = json!({"group": id, "mean": st.mean, "std": st.std, "max": st.max,
+            "decision": d});
+        match d {
+            GateDecision::Accepted => {
+                self.accepted += 1;
+                rec["advantages"] = json!(advantages(&rewards, &st));
+            }
+            GateDecision::StdGate => self.std_gate += 1,
+            GateDecision::CompetenceGate => self.comp_gate += 1,
+        }
+        rec
+    }
+}
+
 fn groups(a: GroupsArgs) -> anyhow::Result<()> {
     let cfg = GateConfig {
         eps_sigma: a.eps_sigma,
@@ -83,7 +130,7 @@ fn groups(a: GroupsArgs) -> anyhow::Result<()> {
         ))
     };
     let mut out = std::io::stdout().lock();
-    let (mut total, mut accepted, mut std_gate, mut comp_gate, mut failed) = (0, 0, 0, 0, 0);
+    let mut tally = Tally::default();
     let mut lines = BoundedLines::new(reader, MAX_LINE_BYTES);
     let mut n = 0;
     while let Some(line) = lines
@@ -99,45 +146,20 @@ fn groups(a: GroupsArgs) -> anyhow::Result<()> {
                 "the line is {len} bytes, over the {MAX_LINE_BYTES}-byte limit of a group"
             )),
         };
-        match parsed {
-            Err(e) => {
-                failed += 1;
-                writeln!(out, "{}", json!({"line": n, "error": clean_line(&e)}))?;
-            }
-            Ok((id, rewards)) => {
-                let Some(st) = GroupStats::of(&rewards) else {
-                    failed += 1;
-                    let e = "field `rewards`: needs at least one finite number";
-                    writeln!(out, "{}", json!({"line": n, "error": e}))?;
-                    continue;
-                };
-                total += 1;
-                let d = decide(&st, &cfg);
-                let mut rec = json!({"group": id, "mean": st.mean, "std": st.std, "max": st.max,
-                    "decision": d});
-                match d {
-                    GateDecision::Accepted => {
-                        accepted += 1;
-                        rec["advantages"] = json!(advantages(&rewards, &st));
-                    }
-                    GateDecision::StdGate => std_gate += 1,
-                    GateDecision::CompetenceGate => comp_gate += 1,
-                }
-                writeln!(out, "{rec}")?;
-            }
-        }
+        writeln!(out, "{}", tally.decide(n, parsed, &cfg))?;
     }
     let salvage = if cfg.mode.salvages() {
-        salvage_count(std_gate + comp_gate)
+        salvage_count(tally.std_gate + tally.comp_gate)
     } else {
         0
     };
     writeln!(
         out,
         "{}",
-        json!({"summary": {"groups": total, "accepted": accepted, "std_gate": std_gate,
-            "competence_gate": comp_gate, "salvage": salvage}})
+        json!({"summary": {"groups": tally.total, "accepted": tally.accepted,
+            "std_gate": tally.std_gate, "competence_gate": tally.comp_gate, "salvage": salvage}})
     )?;
+    let failed = tally.failed;
     if failed > 0 {
         let name = if a.file.as_os_str() == "-" {
             "standard input".to_string()

@@ -102,6 +102,54 @@ pub fn run(args: Args) -> Result<()> {
     }
 }
 
+/// Prints what `tasks generate` did: each failure, refusal, kept task and
+/// duplicate, the totals, and the kept tasks per category.
+fn print_generated(
+    r: &rmsweb::tasks::generate::GenerateReport,
+    categories: &[String],
+    dataset: &std::path::Path,
+) {
+    for f in &r.failed {
+        println!("failed: {}", refusal(f));
+    }
+    for f in &r.refused {
+        println!("refused: {}", refusal(f));
+    }
+    for t in &r.kept {
+        println!(
+            "task {}: {}",
+            clean_line(&t.task_id),
+            clean_line(&t.instruction)
+        );
+    }
+    for (id, of) in &r.duplicates {
+        println!("duplicate: {} repeats {}", clean_line(id), clean_line(of));
+    }
+    println!(
+        "{} queries ({} answers from the cache, {} sent): {} tasks kept, {} refused, {} duplicates dropped, {} already present, {} queries failed; appended to {}",
+        r.queries,
+        r.cached,
+        r.queries - r.cached,
+        r.kept.len(),
+        r.refused.len(),
+        r.duplicates.len(),
+        r.already_present,
+        r.failed.len(),
+        dataset.join("tasks.jsonl").display()
+    );
+    println!("categories of the kept tasks:");
+    let mut rows: Vec<(String, usize)> = categories
+        .iter()
+        .map(|c| (c.clone(), r.categories.get(c).copied().unwrap_or(0)))
+        .collect();
+    if let Some(n) = r.categories.get("(none)") {
+        rows.push(("(none)".into(), *n));
+    }
+    for (c, n) in rows {
+        println!("  {:<14} {n:>5}", clean_line(&c));
+    }
+}
+
 fn generate(a: GenerateArgs) -> Result<()> {
     use rmsweb::tasks::generate::{GenerateConfig, generate};
     use rmsweb::tasks::seed_prompt::CATEGORIES;
@@ -131,45 +179,7 @@ fn generate(a: GenerateArgs) -> Result<()> {
     };
     let complete = |p: &str| super::llm_args::ask(&client, p, None);
     let r = generate(&a.dataset, &queries, &cfg, &complete)?;
-    for f in &r.failed {
-        println!("failed: {}", refusal(f));
-    }
-    for f in &r.refused {
-        println!("refused: {}", refusal(f));
-    }
-    for t in &r.kept {
-        println!(
-            "task {}: {}",
-            clean_line(&t.task_id),
-            clean_line(&t.instruction)
-        );
-    }
-    for (id, of) in &r.duplicates {
-        println!("duplicate: {} repeats {}", clean_line(id), clean_line(of));
-    }
-    println!(
-        "{} queries ({} answers from the cache, {} sent): {} tasks kept, {} refused, {} duplicates dropped, {} already present, {} queries failed; appended to {}",
-        r.queries,
-        r.cached,
-        r.queries - r.cached,
-        r.kept.len(),
-        r.refused.len(),
-        r.duplicates.len(),
-        r.already_present,
-        r.failed.len(),
-        a.dataset.join("tasks.jsonl").display()
-    );
-    println!("categories of the kept tasks:");
-    let mut rows: Vec<(String, usize)> = categories
-        .iter()
-        .map(|c| (c.clone(), r.categories.get(c).copied().unwrap_or(0)))
-        .collect();
-    if let Some(n) = r.categories.get("(none)") {
-        rows.push(("(none)".into(), *n));
-    }
-    for (c, n) in rows {
-        println!("  {:<14} {n:>5}", clean_line(&c));
-    }
+    print_generated(&r, &categories, &a.dataset);
     if let Some(path) = &a.report {
         rmsweb::util::fs::write_atomic(path, &serde_json::to_vec_pretty(&r)?)?;
         println!("report: {}", path.display());

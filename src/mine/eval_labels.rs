@@ -147,31 +147,33 @@ fn ratio(a: u64, b: u64) -> Option<f64> {
     (b > 0).then(|| a as f64 / b as f64)
 }
 
-/// Labels every case with `judge` (falling back to the heuristic as mining does)
-/// and scores the answers against the hand labels. `judge_asked` says whether
-/// `judge` is an LLM judge (so heuristic answers count as fallbacks).
-pub fn evaluate(
-    cases: &[SourcedCase],
-    cfg: &MineConfig,
-    judge: &dyn Judge,
-    judge_asked: bool,
-) -> Result<LabelEval> {
-    let mut datasets: HashMap<PathBuf, (Dataset, HashMap<String, crate::trajectory::Task>)> =
-        HashMap::new();
-    let mut results = Vec::with_capacity(cases.len());
-    for c in cases {
-        let at = format!("{}:{}", c.file.display(), c.line);
+/// The datasets the cases name, each opened once, with their task tables.
+#[derive(Default)]
+struct CaseDatasets(HashMap<PathBuf, (Dataset, HashMap<String, crate::trajectory::Task>)>);
+
+impl CaseDatasets {
+    /// Case `c`'s task table and its two trajectories, checked: the success is a
+    /// verified success and the loc belongs to the same task. `at` names the case.
+    fn pair(
+        &mut self,
+        c: &SourcedCase,
+        at: &str,
+    ) -> Result<(
+        &HashMap<String, crate::trajectory::Task>,
+        crate::trajectory::Trajectory,
+        crate::trajectory::Trajectory,
+    )> {
         let dir = c
             .file
             .parent()
             .unwrap_or(Path::new("."))
             .join(&c.case.dataset);
-        if !datasets.contains_key(&dir) {
+        if !self.0.contains_key(&dir) {
             let ds = Dataset::open(&dir).with_context(|| format!("{at}: dataset"))?;
             let tasks = task_table(&ds).with_context(|| format!("{at}: dataset"))?;
-            datasets.insert(dir.clone(), (ds, tasks));
+            self.0.insert(dir.clone(), (ds, tasks));
         }
-        let (ds, tasks) = &datasets[&dir];
+        let (ds, tasks) = &self.0[&dir];
         let load = |id: &str, field: &str| -> Result<crate::trajectory::Trajectory> {
             ds.trajectory_by_id(id)
                 .map_err(|e| anyhow!("{e}"))?
@@ -194,6 +196,24 @@ pub fn evaluate(
         if s.task_id != l.task_id {
             bail!("{at}: loc: `{}` belongs to another task", clean_line(&l.id));
         }
+        Ok((tasks, s, l))
+    }
+}
+
+/// Labels every case with `judge` (falling back to the heuristic as mining does)
+/// and scores the answers against the hand labels. `judge_asked` says whether
+/// `judge` is an LLM judge (so heuristic answers count as fallbacks).
+pub fn evaluate(
+    cases: &[SourcedCase],
+    cfg: &MineConfig,
+    judge: &dyn Judge,
+    judge_asked: bool,
+) -> Result<LabelEval> {
+    let mut datasets = CaseDatasets::default();
+    let mut results = Vec::with_capacity(cases.len());
+    for c in cases {
+        let at = format!("{}:{}", c.file.display(), c.line);
+        let (tasks, s, l) = datasets.pair(c, &at)?;
         let kind = if l.outcome.success {
             PairKind::Detour
         } else {

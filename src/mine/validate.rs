@@ -26,6 +26,53 @@ impl StageCheck for PairsCheck {
     }
 }
 
+/// Checks one pair read from line `line` of `path`: both sides name a step that
+/// exists, and both actions' parameters are well formed.
+fn check_pair(
+    p: &MinedPair,
+    path: &Path,
+    line: usize,
+    steps_of: &HashMap<String, usize>,
+    out: &mut Vec<Finding>,
+) {
+    for (side, r) in [("success", &p.success), ("loc", &p.loc)] {
+        match steps_of.get(&r.trajectory) {
+            None => out.push(finding(
+                Severity::Error,
+                path,
+                line,
+                &format!("{side}.trajectory"),
+                format!("trajectory `{}` is not in trajectories.jsonl", r.trajectory),
+            )),
+            Some(&n) if r.step as usize >= n => out.push(finding(
+                Severity::Error,
+                path,
+                line,
+                &format!("{side}.step"),
+                format!(
+                    "step {} is past the end of trajectory `{}` ({n} steps)",
+                    r.step, r.trajectory
+                ),
+            )),
+            Some(_) => {}
+        }
+    }
+    for (field, a) in [
+        ("target_action", &p.target_action),
+        ("loc_action", &p.loc_action),
+    ] {
+        if let Err(e) = check_params(a) {
+            out.push(finding(
+                Severity::Error,
+                path,
+                line,
+                &format!("{field}.params.{}", e.key),
+                e.message,
+            ));
+        }
+    }
+}
+
 /// Checks a file of mined pairs: each record parses, ids are unique, and both sides
 /// name a step that exists. Returns the pair ids read (empty if there is no file).
 fn check_pairs(
@@ -68,42 +115,7 @@ fn check_pairs(
                 format!("duplicate pair id `{}` (first on line {first})", p.id),
             ));
         }
-        for (side, r) in [("success", &p.success), ("loc", &p.loc)] {
-            match steps_of.get(&r.trajectory) {
-                None => out.push(finding(
-                    Severity::Error,
-                    path,
-                    line,
-                    &format!("{side}.trajectory"),
-                    format!("trajectory `{}` is not in trajectories.jsonl", r.trajectory),
-                )),
-                Some(&n) if r.step as usize >= n => out.push(finding(
-                    Severity::Error,
-                    path,
-                    line,
-                    &format!("{side}.step"),
-                    format!(
-                        "step {} is past the end of trajectory `{}` ({n} steps)",
-                        r.step, r.trajectory
-                    ),
-                )),
-                Some(_) => {}
-            }
-        }
-        for (field, a) in [
-            ("target_action", &p.target_action),
-            ("loc_action", &p.loc_action),
-        ] {
-            if let Err(e) = check_params(a) {
-                out.push(finding(
-                    Severity::Error,
-                    path,
-                    line,
-                    &format!("{field}.params.{}", e.key),
-                    e.message,
-                ));
-            }
-        }
+        check_pair(&p, path, line, steps_of, out);
         ids.insert(p.id);
     }
     ids

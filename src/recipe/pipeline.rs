@@ -115,6 +115,48 @@ fn stopped(e: anyhow::Error) -> anyhow::Error {
     }
 }
 
+/// Runs `unit`, which is not up to date (`why`), and records it. Refused when an
+/// input of it was left stale because its stage was not selected.
+fn run_stale(
+    ctx: &mut Ctx,
+    unit: &Unit,
+    tokens: &BTreeMap<String, String>,
+    stale: &BTreeMap<String, String>,
+    why: String,
+) -> Result<Outcome> {
+    if let Some((input, reason)) = unit
+        .inputs
+        .iter()
+        .find_map(|i| stale.get(i).map(|r| (i, r)))
+    {
+        bail!(
+            "{} needs {input}, which is not up to date ({reason}); add its stage `{}` to --stages, or run every stage",
+            unit.id,
+            input.split('/').next().unwrap_or(input)
+        );
+    }
+    let (layout, progress) = (ctx.layout, ctx.progress);
+    ctx.check_stop().map_err(stopped)?;
+    progress.say(&format!("▶ {:<34} running ({why})", unit.id));
+    record::remove(layout, &unit.id)?;
+    let t = Instant::now();
+    let done = run_unit(ctx, unit)
+        .map_err(|e| stopped(crate::eval::stop::blame_stop(e)))
+        .with_context(|| unit.id.to_string())?;
+    let elapsed = t.elapsed().as_secs_f64();
+    let outputs = done.outputs.iter().map(|p| layout.relative(p)).collect();
+    record::write(
+        layout,
+        &Record::new(unit, tokens, outputs, elapsed, done.summary),
+    )?;
+    progress.say(&format!(
+        "✓ {:<34} done in {}",
+        unit.id,
+        human_time(elapsed)
+    ));
+    Ok(Outcome::Ran(why))
+}
+
 /// Runs the recipe in `opts.out`.
 pub fn run(cfg: &RecipeConfig, opts: &RunOptions) -> Result<RunSummary> {
     let started = Instant::now();
@@ -152,38 +194,7 @@ pub fn run(cfg: &RecipeConfig, opts: &RunOptions) -> Result<RunSummary> {
                 stale.insert(unit.id.clone(), why.clone());
                 Outcome::Left(why)
             }
-            Some(why) => {
-                if let Some((input, reason)) = unit
-                    .inputs
-                    .iter()
-                    .find_map(|i| stale.get(i).map(|r| (i, r)))
-                {
-                    bail!(
-                        "{} needs {input}, which is not up to date ({reason}); add its stage `{}` to --stages, or run every stage",
-                        unit.id,
-                        input.split('/').next().unwrap_or(input)
-                    );
-                }
-                ctx.check_stop().map_err(stopped)?;
-                progress.say(&format!("▶ {:<34} running ({why})", unit.id));
-                record::remove(&layout, &unit.id)?;
-                let t = Instant::now();
-                let done = run_unit(&mut ctx, unit)
-                    .map_err(|e| stopped(crate::eval::stop::blame_stop(e)))
-                    .with_context(|| unit.id.to_string())?;
-                let elapsed = t.elapsed().as_secs_f64();
-                let outputs = done.outputs.iter().map(|p| layout.relative(p)).collect();
-                record::write(
-                    &layout,
-                    &Record::new(unit, &tokens, outputs, elapsed, done.summary),
-                )?;
-                progress.say(&format!(
-                    "✓ {:<34} done in {}",
-                    unit.id,
-                    human_time(elapsed)
-                ));
-                Outcome::Ran(why)
-            }
+            Some(why) => run_stale(&mut ctx, unit, &tokens, &stale, why)?,
         };
         if let Some(r) = record::read(&layout, &unit.id) {
             tokens.insert(unit.id.clone(), r.token);

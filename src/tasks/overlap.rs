@@ -113,6 +113,45 @@ struct Scratch {
     touched: Vec<u32>,
 }
 
+impl Scratch {
+    /// Marks benchmark task `b` as a candidate.
+    fn touch(&mut self, b: u32) {
+        if !self.seen[b as usize] {
+            self.seen[b as usize] = true;
+            self.touched.push(b);
+        }
+    }
+
+    /// The candidates of `text`: the benchmark tasks sharing an n-gram with it
+    /// (counted in `hits`) or one of its prefix-filter tokens (a pair at the
+    /// Jaccard threshold shares one).
+    fn gather(&mut self, text: &TaskText, index: &BenchIndex, cfg: &OverlapConfig) {
+        let mut hs: Vec<u64> = Vec::new();
+        for len in index
+            .short_lens
+            .iter()
+            .copied()
+            .chain([cfg.ngram])
+            .filter(|&l| l <= text.words.len())
+        {
+            hs.extend(text.words.windows(len).map(gram_hash));
+        }
+        hs.sort_unstable();
+        hs.dedup();
+        for h in &hs {
+            for &b in index.grams.get(h).map_or(&[][..], Vec::as_slice) {
+                self.touch(b);
+                self.hits[b as usize] += 1;
+            }
+        }
+        for r in &text.set[..prefix_len(text.set.len(), cfg.min_jaccard())] {
+            for &b in index.prefix.get(r).map_or(&[][..], Vec::as_slice) {
+                self.touch(b);
+            }
+        }
+    }
+}
+
 /// Compares every training task with the benchmark's.
 pub fn find_overlaps(train: &[Task], bench: &[Task], cfg: &OverlapConfig) -> Overlap {
     let corpus = Corpus::build(train, bench);
@@ -167,35 +206,7 @@ fn compare_one(
     if text.words.is_empty() {
         return (Vec::new(), Vec::new(), 0);
     }
-    let mut hs: Vec<u64> = Vec::new();
-    for len in index
-        .short_lens
-        .iter()
-        .copied()
-        .chain([cfg.ngram])
-        .filter(|&l| l <= text.words.len())
-    {
-        hs.extend(text.words.windows(len).map(gram_hash));
-    }
-    hs.sort_unstable();
-    hs.dedup();
-    for h in &hs {
-        for &b in index.grams.get(h).map_or(&[][..], Vec::as_slice) {
-            if !s.seen[b as usize] {
-                s.seen[b as usize] = true;
-                s.touched.push(b);
-            }
-            s.hits[b as usize] += 1;
-        }
-    }
-    for r in &text.set[..prefix_len(text.set.len(), cfg.min_jaccard())] {
-        for &b in index.prefix.get(r).map_or(&[][..], Vec::as_slice) {
-            if !s.seen[b as usize] {
-                s.seen[b as usize] = true;
-                s.touched.push(b);
-            }
-        }
-    }
+    s.gather(text, index, cfg);
     let mut flagged = Vec::new();
     let mut nearest: Option<Pair> = None;
     let candidates = s.touched.len();

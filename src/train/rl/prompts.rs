@@ -141,59 +141,77 @@ fn mined(ds: &Dataset) -> Result<(Vec<RlPrompt>, Skipped)> {
         ds,
         cache: HashMap::new(),
     };
+    let sources = PairSources {
+        ds,
+        samples,
+        instructions,
+        flatten_opts,
+    };
     let mut out = Vec::new();
     let mut skipped = Skipped::default();
     for p in pairs {
+        match sources.prompt(&mut trajs, &p)? {
+            Ok(prompt) => out.push(prompt),
+            Err(why) => skipped.0.push((p.id.clone(), why)),
+        }
+    }
+    Ok((out, skipped))
+}
+
+/// What a mined pair's prompt is built from.
+struct PairSources<'a> {
+    ds: &'a Dataset,
+    samples: HashMap<String, Sample>,
+    instructions: HashMap<String, String>,
+    flatten_opts: FlattenOptions,
+}
+
+impl PairSources<'_> {
+    /// The prompt of pair `p`, or why it is skipped.
+    fn prompt(
+        &self,
+        trajs: &mut Trajectories<'_>,
+        p: &MinedPair,
+    ) -> Result<std::result::Result<RlPrompt, String>> {
         let (tid, step) = (&p.success.trajectory, p.success.step);
         let Some(t) = trajs.get(tid)? else {
-            skipped.0.push((
-                p.id.clone(),
-                format!("trajectory `{tid}` is not in the dataset"),
-            ));
-            continue;
+            return Ok(Err(format!("trajectory `{tid}` is not in the dataset")));
         };
         let Some(st) = t.steps.iter().find(|s| s.index == step) else {
-            skipped.0.push((
-                p.id.clone(),
-                format!("trajectory `{tid}` has no step {step}"),
-            ));
-            continue;
+            return Ok(Err(format!("trajectory `{tid}` has no step {step}")));
         };
         let sample_id = format!("{tid}#{step}");
-        let (messages, screenshot) = match samples.get(&sample_id) {
-            Some(s) => (prompt_messages(s), screenshot_of(ds, s)?),
+        let flat;
+        let sample = match self.samples.get(&sample_id) {
+            Some(s) => s,
             None => {
-                let Some(instr) = instructions.get(&t.task_id) else {
-                    skipped.0.push((
-                        p.id.clone(),
-                        format!("task `{}` is not in tasks.jsonl", t.task_id),
-                    ));
-                    continue;
+                let Some(instr) = self.instructions.get(&t.task_id) else {
+                    return Ok(Err(format!("task `{}` is not in tasks.jsonl", t.task_id)));
                 };
-                let flat = flatten::flatten_trajectory(ds, t, instr, &flatten_opts, &CharApprox);
+                flat =
+                    flatten::flatten_trajectory(self.ds, t, instr, &self.flatten_opts, &CharApprox);
                 match flat.iter().find(|s| s.id == sample_id) {
-                    Some(s) => (prompt_messages(s), screenshot_of(ds, s)?),
-                    None => {
-                        skipped
-                            .0
-                            .push((p.id.clone(), format!("step `{sample_id}` did not flatten")));
-                        continue;
-                    }
+                    Some(s) => s,
+                    None => return Ok(Err(format!("step `{sample_id}` did not flatten"))),
                 }
             }
         };
+        let messages = prompt_messages(sample);
         let elements = st.state.elements.clone();
-        out.push(RlPrompt {
+        Ok(Ok(RlPrompt {
             id: p.id.clone(),
             shown: shown_of(&messages, &elements),
-            instruction: instructions.get(&t.task_id).cloned().unwrap_or_default(),
+            instruction: self
+                .instructions
+                .get(&t.task_id)
+                .cloned()
+                .unwrap_or_default(),
             messages,
             targets: vec![p.target_action.clone()],
             elements,
-            screenshot,
-        });
+            screenshot: screenshot_of(self.ds, sample)?,
+        }))
     }
-    Ok((out, skipped))
 }
 
 fn full_corpus(ds: &Dataset) -> Result<(Vec<RlPrompt>, Skipped)> {
