@@ -14,8 +14,10 @@
 //! see what the constraint costs; `--model` serves that model folder, e.g. SmolLM2
 //! imported by `rmsweb model import`, instead of a random one; `--peer` measures
 //! another OpenAI-compatible server too, with the same requests: start llama.cpp's
-//! (`python -m llama_cpp.server --model FILE.gguf`) on the same GGUF, and add
-//! `--peer-json-object`: it takes the schema as `{"type": "json_object", "schema"}`).
+//! on the same GGUF with `scripts/llama-cpp-peer.sh` (it turns off the server's
+//! `interrupt_requests`, which cuts answers short under concurrency), pass
+//! `--peer http://127.0.0.1:8089/v1` and add `--peer-json-object`: it takes the
+//! schema as `{"type": "json_object", "schema"}`).
 //!
 //! Every request carries the `browser-use` format's system prompt itself, so a peer
 //! sees the very messages `rmsweb serve` does.
