@@ -217,8 +217,7 @@ fn collect_pass(
             a.seed,
             a.round
         ));
-        // A seed is finished when it needs no retry or used its last round.
-        if (a.success && !a.detour) || a.round == rounds {
+        if a.ends_seed(rounds) {
             bar.inc(1);
         }
     };

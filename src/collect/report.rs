@@ -25,6 +25,14 @@ pub struct AttemptRecord {
     pub seconds: f64,
 }
 
+impl AttemptRecord {
+    /// Whether this attempt is its seed's last in a collection of `rounds` rounds:
+    /// it needs no retry (a success that is no detour) or used the last round.
+    pub fn ends_seed(&self, rounds: u32) -> bool {
+        (self.success && !self.detour) || self.round == rounds
+    }
+}
+
 /// Figures of one round (the n-th attempts of all seeds that got that far).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct RoundStats {
@@ -237,6 +245,19 @@ mod tests {
             trajectory_id: String::new(),
             seconds: 0.0,
         }
+    }
+
+    #[test]
+    fn a_seed_ends_with_a_plain_success_or_its_last_round() {
+        assert!(a("x", 0, 1, true, 3).ends_seed(3));
+        assert!(!a("x", 0, 1, false, 3).ends_seed(3));
+        assert!(a("x", 0, 3, false, 3).ends_seed(3));
+        let detour = AttemptRecord {
+            detour: true,
+            ..a("x", 0, 2, true, 9)
+        };
+        assert!(!detour.ends_seed(3));
+        assert!(AttemptRecord { round: 3, ..detour }.ends_seed(3));
     }
 
     #[test]

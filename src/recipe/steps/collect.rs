@@ -44,7 +44,7 @@ fn run_collection(
             a.seed,
             a.round
         ));
-        if (a.success && !a.detour) || a.round == rounds {
+        if a.ends_seed(rounds) {
             bar.inc(1);
         }
     };
