@@ -31,11 +31,17 @@ pub(super) fn stream(
     rx: tokio::sync::mpsc::UnboundedReceiver<Event>,
     on_done: impl FnOnce(&[(String, &'static str)], Duration) + Send + 'static,
 ) -> Sse<impl futures_util::Stream<Item = Result<SseEvent, std::convert::Infallible>>> {
-    let n = head.n;
+    let Head {
+        id,
+        model,
+        n,
+        include_usage,
+        prompt_tokens,
+    } = head;
     let chunks = Chunks {
-        id: head.id.clone(),
+        id,
         created: now_s(),
-        model: head.model.clone(),
+        model,
     };
     let mut pending = VecDeque::new();
     for i in 0..n {
@@ -46,7 +52,8 @@ pub(super) fn stream(
     }
     let st = StreamState {
         rx,
-        head,
+        include_usage,
+        prompt_tokens,
         chunks,
         texts: vec![String::new(); n],
         finished: vec![None; n],
@@ -108,7 +115,9 @@ impl Chunks {
 /// and the events not yet sent.
 struct StreamState {
     rx: tokio::sync::mpsc::UnboundedReceiver<Event>,
-    head: Head,
+    /// Whether the usage chunk is sent before `[DONE]`.
+    include_usage: bool,
+    prompt_tokens: usize,
     chunks: Chunks,
     texts: Vec<String>,
     finished: Vec<Option<&'static str>>,
@@ -143,12 +152,10 @@ impl StreamState {
                     None,
                 ));
                 if self.finished.iter().all(Option::is_some) {
-                    if self.head.include_usage {
+                    if self.include_usage {
                         self.pending.push_back(
-                            self.chunks.event(
-                                json!([]),
-                                Some(usage(self.head.prompt_tokens, self.tokens)),
-                            ),
+                            self.chunks
+                                .event(json!([]), Some(usage(self.prompt_tokens, self.tokens))),
                         );
                     }
                     self.pending.push_back(SseEvent::default().data("[DONE]"));
