@@ -7,13 +7,10 @@ use std::sync::LazyLock;
 
 /// The number keys: a digit per tab, and the tabs' titles (from the table of tabs).
 static SWITCH: LazyLock<KeyHelp> = LazyLock::new(|| {
-    static DIGITS: LazyLock<String> = LazyLock::new(|| {
-        let digits: Vec<String> = (1..=Tab::ALL.len()).map(|d| d.to_string()).collect();
-        digits.join(" ")
-    });
-    static TITLES: LazyLock<String> =
-        LazyLock::new(|| format!("switch tab: {}", Tab::ALL.map(Tab::title).join(", ")));
-    k("Global", DIGITS.as_str(), TITLES.as_str())
+    let digits: Vec<String> = (1..=Tab::ALL.len()).map(|d| d.to_string()).collect();
+    let titles = format!("switch tab: {}", Tab::ALL.map(Tab::title).join(", "));
+    // Built once per process; key tables hold `&'static str`.
+    k("Global", digits.join(" ").leak(), titles.leak())
 });
 
 /// Each tab's own key table, in tab order, from the table of tabs
