@@ -5,7 +5,11 @@
 //! gradient accumulation, clipping and AdamW over the adapters.
 //!
 //! `cargo bench --bench sft_lora -- --model DIR --seq 512 --micro-batch 4
-//! --grad-accum 2 --steps 6 --r 16 --alpha 32`
+//! --grad-accum 2 --steps 6 --r 16 --alpha 32 [--prefix 256]`
+//!
+//! `--prefix N` starts every sequence of a step with the same N tokens, as the
+//! recipe's samples start with one system prompt, which the trainer encodes once per
+//! micro-batch.
 //!
 //! Without `--model` (as under `cargo test --all-targets`) a random two-layer Llama
 //! runs one short step.
@@ -41,6 +45,9 @@ fn main() -> anyhow::Result<()> {
         accum: arg(&args, "--grad-accum", 2),
         steps: arg(&args, "--steps", if full { 6 } else { 1 }),
         lr: 2e-4,
+        // Tokens every sequence of a step starts with (a system prompt); 0 by default,
+        // as the PyTorch peer's batches.
+        prefix: arg(&args, "--prefix", if full { 0 } else { 8 }),
     };
     let (cfg, w) = match &model_dir {
         Some(dir) => (

@@ -53,6 +53,7 @@ fn main() -> anyhow::Result<()> {
         accum,
         steps,
         lr: 2e-3,
+        prefix: 0,
     };
     let tps = common::sft::run(&model, &shape)?;
     println!("candle: {tps:.0} tokens/s");

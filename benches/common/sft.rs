@@ -1,6 +1,8 @@
 //! The SFT step the benchmarks time: random token batches, loss on the second half of
 //! each sequence (the LM head on those positions only, as the trainer), gradient
-//! accumulation, clipping and AdamW over the model's trainable variables.
+//! accumulation, clipping and AdamW over the model's trainable variables. With a
+//! `prefix`, a step's sequences start with the same tokens, as web-agent samples start
+//! with one system prompt (the trainer encodes it once per micro-batch).
 
 use candle_core::Tensor;
 use rand::{Rng, SeedableRng};
@@ -27,6 +29,8 @@ pub struct Shape {
     pub accum: usize,
     pub steps: usize,
     pub lr: f64,
+    /// Leading tokens every sequence of a step shares (at most half of `seq`).
+    pub prefix: usize,
 }
 
 /// Runs one warm-up step and `shape.steps` timed ones, printing each step's loss and
@@ -38,7 +42,9 @@ pub fn run(model: &Decoder, shape: &Shape) -> anyhow::Result<f64> {
         accum,
         steps,
         lr,
+        prefix,
     } = *shape;
+    let prefix = prefix.min(seq / 2);
     let vocab = model.config.vocab_size as u32;
     let vars = model.trainable_vars();
     let mut opt = AdamW::new(
@@ -55,9 +61,15 @@ pub fn run(model: &Decoder, shape: &Shape) -> anyhow::Result<f64> {
     let (mut tokens, mut elapsed) = (0usize, 0.0f64);
     for step in 0..=steps {
         let t0 = Instant::now();
+        let common: Vec<u32> = (0..prefix).map(|_| rng.random_range(0..vocab)).collect();
         let samples: Vec<Encoded> = (0..micro * accum)
             .map(|_| Encoded {
-                ids: (0..seq).map(|_| rng.random_range(0..vocab)).collect(),
+                ids: (0..seq)
+                    .map(|i| match common.get(i) {
+                        Some(&t) => t,
+                        None => rng.random_range(0..vocab),
+                    })
+                    .collect(),
                 mask: (0..seq).map(|i| i >= seq / 2).collect(),
             })
             .collect();

@@ -138,6 +138,21 @@ impl DropoutKey {
         !self.1.load(Ordering::Relaxed)
     }
 
+    /// Runs `f` under a key mixed with `salt` (no dropout stays no dropout), then puts
+    /// the key back: a second pass over other positions of the same micro-batch draws
+    /// masks of its own instead of repeating the first pass's.
+    pub fn salted<T>(&self, salt: u64, f: impl FnOnce() -> T) -> T {
+        let saved = self.0.load(Ordering::Relaxed);
+        if saved != 0 {
+            // Odd, so never 0 ("off").
+            let mixed = (saved ^ salt.wrapping_mul(0x9E37_79B9_7F4A_7C15)) | 1;
+            self.0.store(mixed, Ordering::Relaxed);
+        }
+        let out = f();
+        self.0.store(saved, Ordering::Relaxed);
+        out
+    }
+
     /// The current key.
     pub fn get(&self) -> Option<u64> {
         match self.0.load(Ordering::Relaxed) {
@@ -282,4 +297,23 @@ pub fn is_zero(t: &Tensor) -> Result<bool> {
         .max_all()?
         .to_scalar::<f32>()?
         == 0.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::DropoutKey;
+
+    /// A salted pass draws under another key, no dropout stays none, and the key is
+    /// put back afterwards.
+    #[test]
+    fn a_salted_pass_draws_another_key_and_restores_it() {
+        let k = DropoutKey::default();
+        assert_eq!(k.salted(1, || k.get()), None);
+        k.set(Some(42));
+        let outer = k.get();
+        let inner = k.salted(1, || k.get());
+        assert!(inner.is_some() && inner != outer);
+        assert_ne!(k.salted(2, || k.get()), inner);
+        assert_eq!(k.get(), outer);
+    }
 }
