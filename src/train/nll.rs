@@ -2,7 +2,8 @@
 //! its other tokens at the prompt weight), the LM head applied only where there is a
 //! loss. The samples' common prefix (the system prompt every web-agent sample starts
 //! with) is encoded once per micro-batch; gradients through it are the sum over the
-//! samples, as with separate copies. Under adapter dropout the prefix's one pass draws
+//! samples, as with separate copies. Each sample's own tokens then run at their own
+//! length, not padded to the longest. Under adapter dropout the prefix's one pass draws
 //! one mask for every row (separate copies would draw one each). In the SmolLM2
 //! recipe's SFT samples the prefix is 278 of a sample's 612 tokens on average.
 
@@ -285,8 +286,8 @@ mod tests {
 
     /// Loss, its terms and every gradient are those of separate full passes when the
     /// micro-batch's common prefix is encoded once (samples of different lengths,
-    /// right-padded, one of them shorter than the common prefix, with and without
-    /// prompt loss).
+    /// right-padded, one of them the common prefix alone, with and without prompt
+    /// loss).
     #[test]
     fn a_shared_prefix_gives_the_loss_and_gradients_of_full_passes() {
         let m = crate::train::rl::test_model(50, 7, 3.0, true);
@@ -296,8 +297,9 @@ mod tests {
             sample(with(&[20, 21, 22, 23, 24]), 14),
             sample(with(&[30, 31]), 13),
             sample(with(&[20, 21, 40, 41, 42, 43, 44]), 15),
-            // The common prefix itself: the shared pass stops one input short of its
-            // end, which is this row's only input of its own.
+            // The common prefix alone: the shared pass (11 inputs, one short of the
+            // shortest row) covers all of this row's inputs, so it has no pass of
+            // its own, only padding after the prefix.
             sample(prefix.clone(), 10),
         ];
         let refs: Vec<&Encoded> = batch.iter().collect();
