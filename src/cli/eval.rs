@@ -12,7 +12,7 @@ use rmsweb::eval::{EpisodeEnv, EvalConfig, EvalReport, evaluate, table, write_re
 use rmsweb::policy::Policy;
 use rmsweb::policy::chat::{ChatClient, ChatConfig, ChatPolicy};
 use rmsweb::policy::format::PromptFormat;
-use rmsweb::policy::scripted::{MistakeRates, ScriptedTeacher};
+use rmsweb::policy::scripted::{MistakeRates, ScriptedTeacher, TeacherThinking};
 use rmsweb::trajectory::{Dataset, Task};
 use rmsweb::util::sanitize::clean_line;
 use std::path::PathBuf;
@@ -82,6 +82,10 @@ pub struct PolicyArgs {
     /// Scripted teacher: detour rate.
     #[arg(long)]
     pub detour: Option<f64>,
+    /// Scripted teacher: how it words its thinking (`progress`: the plan's last
+    /// finished part first, `Done: check tB. To check nx5Zf, click nx5Zf [3].`).
+    #[arg(long, value_enum, default_value_t = TeacherThinking::Plain)]
+    pub teacher_thinking: TeacherThinking,
 }
 
 impl PolicyArgs {
@@ -139,7 +143,9 @@ impl PolicyArgs {
                         bail!("--{n} must be within 0..1, got {v}");
                     }
                 }
-                Ok(Box::new(ScriptedTeacher::new(rates)))
+                Ok(Box::new(
+                    ScriptedTeacher::new(rates).with_thinking(self.teacher_thinking),
+                ))
             }
             "chat" => {
                 if !(self.timeout_s > 0.0 && self.timeout_s.is_finite()) {

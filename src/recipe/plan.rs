@@ -488,6 +488,25 @@ mod tests {
     }
 
     #[test]
+    fn the_teachers_wording_keys_the_collection_and_plain_keeps_old_keys() {
+        let base = keys(&plan(&cfg("")).unwrap());
+        // Spelled out, the default leaves every key as it was before the choice existed.
+        assert_eq!(
+            base,
+            keys(&plan(&cfg("[collect]\nthinking = \"plain\"\n")).unwrap())
+        );
+        let progress = keys(&plan(&cfg("[collect]\nthinking = \"progress\"\n")).unwrap());
+        for k in [
+            "collect/reflection",
+            "collect/baseline",
+            "sft/reflection",
+            "report",
+        ] {
+            assert_ne!(base[k], progress[k], "{k}");
+        }
+    }
+
+    #[test]
     fn playing_episodes_side_by_side_is_no_part_of_any_key() {
         let base = keys(&plan(&cfg("")).unwrap());
         assert_eq!(base, keys(&plan(&cfg("[eval]\nparallel = 4\n")).unwrap()));

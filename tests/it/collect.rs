@@ -455,6 +455,58 @@ fn cli_collects_two_tasks_with_and_without_reflection_and_reports_counts_that_ad
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `--teacher-thinking progress`: every step's thinking starts with the part of the
+/// plan the previous steps finished, on a real page.
+#[test]
+fn cli_teacher_progress_thinking_names_what_is_done_before_the_next_goal() {
+    let dir = tempdir("progress");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rmsweb"))
+        .args([
+            "collect",
+            "--tasks",
+            "miniwob:click-button-sequence",
+            "--seeds",
+            "2",
+            "--policy",
+            "scripted",
+            "--rounds",
+            "1",
+            "--teacher-thinking",
+            "progress",
+            "--dataset",
+        ])
+        .arg(dir.join("ds"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let ds = Dataset::open(dir.join("ds")).unwrap();
+    assert_eq!(ds.trajectory_count(), 2);
+    for i in 0..2 {
+        let t = ds.trajectory(i).unwrap();
+        assert!(t.outcome.success, "{:?}", t.outcome);
+        let thinking: Vec<&str> = t.steps.iter().map(|s| s.output.thinking.as_str()).collect();
+        let tasks = ds.tasks().unwrap();
+        let instruction = &tasks
+            .iter()
+            .find(|k| k.task_id == t.task_id)
+            .unwrap()
+            .instruction;
+        let first = instruction
+            .strip_prefix("Click button ")
+            .and_then(|r| r.split(',').next())
+            .unwrap();
+        assert!(
+            thinking[0].starts_with("Done: nothing. To click button "),
+            "{thinking:?}"
+        );
+        assert!(
+            thinking[1].starts_with(&format!("Done: click button {first}. To click button ")),
+            "{thinking:?} for {instruction:?}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A success is a detour only against a shorter success of the same instance (task +
 /// seed): other seeds of the task type never count, a prior one in the dataset does.
 #[test]

@@ -22,7 +22,12 @@
 //! the scripted teacher does not parse the text, only its presence.
 //!
 //! Each injected mistake is reported by [`Policy::notes`] so the evaluation can
-//! record it in the trajectory's outcome reason.//!
+//! record it in the trajectory's outcome reason.
+//!
+//! **Thinking**: [`TeacherThinking::Progress`] starts every thinking with the plan's
+//! last finished part (`Done: check tB. To check nx5Zf, click nx5Zf [3].`), so that a
+//! model writes what it has done before it picks what comes next.
+//!
 //! The plans (one per task type) are in `plan`; the teacher, its mistakes and its
 //! answers are here.
 
@@ -36,6 +41,7 @@ pub use plan::SUPPORTED_TASKS;
 use plan::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 /// The teacher name written into trajectories.
@@ -75,9 +81,32 @@ impl MistakeRates {
     }
 }
 
+/// How the teacher words its thinking.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum TeacherThinking {
+    /// The step's goal and how it is reached: `To check nx5Zf, click nx5Zf [3].`
+    #[default]
+    Plain,
+    /// The plan's last finished part first (`Done: nothing.` before the first):
+    /// `Done: check tB. To check nx5Zf, click nx5Zf [3].`
+    Progress,
+}
+
+impl TeacherThinking {
+    /// Whether this is the default wording (left out of a recipe's collect key, so
+    /// folders made before the choice existed stay up to date).
+    pub fn is_plain(&self) -> bool {
+        *self == TeacherThinking::Plain
+    }
+}
+
 /// The scripted MiniWoB teacher (see the module docs).
 pub struct ScriptedTeacher {
     rates: MistakeRates,
+    thinking: TeacherThinking,
+    /// The goal of the plan's last finished part when the current step began.
+    done: Option<String>,
     rng: StdRng,
     task: String,
     plan: Option<Vec<Intent>>,
@@ -168,6 +197,8 @@ impl ScriptedTeacher {
     pub fn new(rates: MistakeRates) -> ScriptedTeacher {
         ScriptedTeacher {
             rates,
+            thinking: TeacherThinking::Plain,
+            done: None,
             rng: StdRng::seed_from_u64(0),
             task: String::new(),
             plan: None,
@@ -175,6 +206,12 @@ impl ScriptedTeacher {
             detoured_at: None,
             notes: Vec::new(),
         }
+    }
+
+    /// The same teacher wording its thinking the `thinking` way.
+    pub fn with_thinking(mut self, thinking: TeacherThinking) -> ScriptedTeacher {
+        self.thinking = thinking;
+        self
     }
 
     /// Whether a task (with or without the `miniwob:` prefix) is supported.
@@ -187,6 +224,15 @@ impl ScriptedTeacher {
     }
 
     fn output(&self, thinking: String, goal: &str, action: Action, step: usize) -> PolicyOutput {
+        let thinking = match self.thinking {
+            TeacherThinking::Plain => thinking,
+            TeacherThinking::Progress => {
+                format!(
+                    "Done: {}. {thinking}",
+                    self.done.as_deref().unwrap_or("nothing")
+                )
+            }
+        };
         let output = ModelOutput {
             thinking,
             evaluation_previous_goal: if step == 0 {
@@ -279,6 +325,7 @@ impl Policy for ScriptedTeacher {
         self.plan = None;
         self.pos = 0;
         self.detoured_at = None;
+        self.done = None;
         self.notes.clear();
     }
 
@@ -294,6 +341,11 @@ impl Policy for ScriptedTeacher {
             self.plan = Some(plan(&self.task, &input.task.instruction)?);
         }
         let step = input.history.len();
+        self.done = self
+            .pos
+            .checked_sub(1)
+            .and_then(|i| self.plan.as_ref()?.get(i))
+            .map(|i| i.goal().to_string());
         let elements = &input.state.elements;
         let rates = if input.reflection.is_some_and(|r| !r.trim().is_empty()) {
             self.rates.scaled(REFLECTION_MISTAKE_FACTOR)

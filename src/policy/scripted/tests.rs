@@ -222,3 +222,54 @@ fn wrong_values_differ_from_the_truth() {
     let (w, _) = corrupt("a", &mut rng);
     assert_ne!(w, "a");
 }
+
+#[test]
+fn progress_thinking_names_the_last_finished_part_first() {
+    let t = task("click-checkboxes", "Select tB, nx5Zf and click Submit.");
+    let els = vec![
+        el(1, "input", "tB", &[("type", "checkbox")]),
+        el(2, "input", "Cun", &[("type", "checkbox")]),
+        el(3, "input", "nx5Zf", &[("type", "checkbox")]),
+        el(4, "button", "Submit", &[("id", "subbtn")]),
+    ];
+    let thinking = |wording| {
+        let mut tt = ScriptedTeacher::new(MistakeRates::default()).with_thinking(wording);
+        tt.reset(&t, 1);
+        (0..4)
+            .map(|step| {
+                let o = act(&mut tt, &t, els.clone(), step).output;
+                (o.thinking, o.actions)
+            })
+            .collect::<Vec<_>>()
+    };
+    let plain = thinking(TeacherThinking::Plain);
+    let progress = thinking(TeacherThinking::Progress);
+    let texts: Vec<&str> = progress.iter().map(|(t, _)| t.as_str()).collect();
+    assert_eq!(
+        texts,
+        [
+            "Done: nothing. To check tB, click tB [1].",
+            "Done: check tB. To check nx5Zf, click nx5Zf [3].",
+            "Done: check nx5Zf. To press Submit, click Submit [4].",
+            "Done: press Submit. Every part of the task has been carried out.",
+        ]
+    );
+    // Only the words change: the same actions, and the plain thinking is what follows.
+    for ((p, pa), (g, ga)) in plain.iter().zip(&progress) {
+        assert_eq!(pa, ga);
+        assert!(g.ends_with(p.as_str()), "{g:?} after {p:?}");
+    }
+    assert_eq!(plain[0].0, "To check tB, click tB [1].");
+    // A new episode starts with nothing done.
+    let mut tt =
+        ScriptedTeacher::new(MistakeRates::default()).with_thinking(TeacherThinking::Progress);
+    tt.reset(&t, 1);
+    act(&mut tt, &t, els.clone(), 0);
+    tt.reset(&t, 2);
+    assert!(
+        act(&mut tt, &t, els, 0)
+            .output
+            .thinking
+            .starts_with("Done: nothing.")
+    );
+}

@@ -1,6 +1,7 @@
 //! The sections of `recipe.toml` one stage each reads, with their defaults.
 
 use super::variant::DEFAULT_VARIANTS;
+use crate::policy::scripted::TeacherThinking;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -33,6 +34,10 @@ pub struct CollectSection {
     pub detour_factor: f64,
     /// Step limit per attempt.
     pub max_steps: usize,
+    /// How the teacher words its thinking: `plain` (default) or `progress` (the
+    /// plan's last finished part first). Left out of the key when plain.
+    #[serde(skip_serializing_if = "TeacherThinking::is_plain")]
+    pub thinking: TeacherThinking,
 }
 
 impl Default for CollectSection {
@@ -44,6 +49,7 @@ impl Default for CollectSection {
             mistake_rate: 0.25,
             detour_factor: 1.5,
             max_steps: 10,
+            thinking: TeacherThinking::Plain,
         }
     }
 }

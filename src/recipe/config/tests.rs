@@ -43,6 +43,11 @@ fn unknown_keys_and_bad_values_are_named() {
     assert!(e.contains("rl.variants[0]") && e.contains("ppo"), "{e}");
     let e = err(&format!("{MIN}[rl]\nvariants = [\"dapo+all\"]\n"));
     assert!(e.contains("all"), "{e}");
+    let e = err(&format!("{MIN}[collect]\nthinking = \"verbose\"\n"));
+    assert!(
+        e.contains("collect.thinking") && e.contains("progress"),
+        "{e}"
+    );
     let e = err(&format!("{MIN}[flatten]\nformat = \"echo\"\n"));
     assert!(
         e.contains("flatten.format") && e.contains("rmsweb-echo"),

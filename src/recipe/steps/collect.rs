@@ -132,7 +132,8 @@ pub fn teacher(ctx: &mut Ctx<'_>, unit: &str, arm: Arm) -> Result<Done> {
         max_steps: c.max_steps,
         judge: None,
     };
-    let teacher = ScriptedTeacher::new(MistakeRates::uniform(c.mistake_rate));
+    let teacher =
+        ScriptedTeacher::new(MistakeRates::uniform(c.mistake_rate)).with_thinking(c.thinking);
     let report = run_collection(ctx, unit, Players::One(Box::new(teacher)), &cfg, &mut ds)?;
     write_report(&report_path, &report)?;
     Ok(Done {
