@@ -154,6 +154,14 @@ fn smollm2_recipe_at_ci_size_runs_every_stage_on_the_imported_wheel() {
         samples.contains(r#"[index]<tag attr=value />text [index]`"#),
         "the echo layout's system prompt"
     );
+    // The shipped file's teacher says what is done first: every answer's thinking.
+    for line in samples.lines() {
+        let s: Value = serde_json::from_str(line).unwrap();
+        let answer = s["messages"][2]["content"].as_str().unwrap();
+        let thinking: Value = serde_json::from_str(answer).unwrap();
+        let thinking = thinking["thinking"].as_str().unwrap();
+        assert!(thinking.starts_with("Done: "), "{thinking}");
+    }
 
     // sft: a LoRA adapter over the imported model.
     let sft = out.join("runs/sft-reflection");
