@@ -481,11 +481,11 @@ fn cli_teacher_progress_thinking_names_what_is_done_before_the_next_goal() {
     assert!(out.status.success(), "{out:?}");
     let ds = Dataset::open(dir.join("ds")).unwrap();
     assert_eq!(ds.trajectory_count(), 2);
+    let tasks = ds.tasks().unwrap();
     for i in 0..2 {
         let t = ds.trajectory(i).unwrap();
         assert!(t.outcome.success, "{:?}", t.outcome);
         let thinking: Vec<&str> = t.steps.iter().map(|s| s.output.thinking.as_str()).collect();
-        let tasks = ds.tasks().unwrap();
         let instruction = &tasks
             .iter()
             .find(|k| k.task_id == t.task_id)

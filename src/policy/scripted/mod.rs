@@ -105,7 +105,8 @@ impl TeacherThinking {
 pub struct ScriptedTeacher {
     rates: MistakeRates,
     thinking: TeacherThinking,
-    /// The goal of the plan's last finished part when the current step began.
+    /// The goal of the plan's last finished part when the current step began (set
+    /// by each `act` before it answers).
     done: Option<String>,
     rng: StdRng,
     task: String,
@@ -325,7 +326,6 @@ impl Policy for ScriptedTeacher {
         self.plan = None;
         self.pos = 0;
         self.detoured_at = None;
-        self.done = None;
         self.notes.clear();
     }
 
