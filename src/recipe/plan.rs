@@ -496,6 +496,7 @@ mod tests {
             keys(&plan(&cfg("[collect]\nthinking = \"plain\"\n")).unwrap())
         );
         let progress = keys(&plan(&cfg("[collect]\nthinking = \"progress\"\n")).unwrap());
+        let ledger = keys(&plan(&cfg("[collect]\nthinking = \"ledger\"\n")).unwrap());
         for k in [
             "collect/reflection",
             "collect/baseline",
@@ -503,6 +504,8 @@ mod tests {
             "report",
         ] {
             assert_ne!(base[k], progress[k], "{k}");
+            assert_ne!(base[k], ledger[k], "{k}");
+            assert_ne!(progress[k], ledger[k], "{k}");
         }
     }
 

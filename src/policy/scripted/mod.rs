@@ -91,6 +91,12 @@ pub enum TeacherThinking {
     /// The plan's last finished part first (`Done: nothing.` before the first):
     /// `Done: check tB. To check nx5Zf, click nx5Zf [3].`
     Progress,
+    /// Every finished part of the plan first, in order, as the instruction lists them
+    /// (`Done: (start).` before the first, a marker no instruction holds):
+    /// `Done: check tB, check nx5Zf. To check Q, click Q [4].` Goals that would part
+    /// before their label is written are worded as the instruction words them
+    /// (click-dialog-2: `click the button labeled "x"`, whichever the label).
+    Ledger,
 }
 
 impl TeacherThinking {
@@ -105,9 +111,9 @@ impl TeacherThinking {
 pub struct ScriptedTeacher {
     rates: MistakeRates,
     thinking: TeacherThinking,
-    /// The goal of the plan's last finished part when the current step began (set
-    /// by each `act` before it answers).
-    done: Option<String>,
+    /// The goals of the plan's finished parts when the current step began, in
+    /// order (set by each `act` before it answers).
+    done: Vec<String>,
     rng: StdRng,
     task: String,
     plan: Option<Vec<Intent>>,
@@ -199,7 +205,7 @@ impl ScriptedTeacher {
         ScriptedTeacher {
             rates,
             thinking: TeacherThinking::Plain,
-            done: None,
+            done: Vec::new(),
             rng: StdRng::seed_from_u64(0),
             task: String::new(),
             plan: None,
@@ -228,11 +234,13 @@ impl ScriptedTeacher {
         let thinking = match self.thinking {
             TeacherThinking::Plain => thinking,
             TeacherThinking::Progress => {
-                format!(
-                    "Done: {}. {thinking}",
-                    self.done.as_deref().unwrap_or("nothing")
-                )
+                let last = self.done.last().map_or("nothing", String::as_str);
+                format!("Done: {last}. {thinking}")
             }
+            TeacherThinking::Ledger if self.done.is_empty() => {
+                format!("Done: (start). {thinking}")
+            }
+            TeacherThinking::Ledger => format!("Done: {}. {thinking}", self.done.join(", ")),
         };
         let output = ModelOutput {
             thinking,
@@ -338,14 +346,16 @@ impl Policy for ScriptedTeacher {
             self.reset(input.task, 0);
         }
         if self.plan.is_none() {
-            self.plan = Some(plan(&self.task, &input.task.instruction)?);
+            let echo_goals = self.thinking == TeacherThinking::Ledger;
+            self.plan = Some(plan(&self.task, &input.task.instruction, echo_goals)?);
         }
         let step = input.history.len();
-        self.done = self
-            .pos
-            .checked_sub(1)
-            .and_then(|i| self.plan.as_ref()?.get(i))
-            .map(|i| i.goal().to_string());
+        self.done = self.plan.as_ref().map_or_else(Vec::new, |p| {
+            p.iter()
+                .take(self.pos)
+                .map(|i| i.goal().to_string())
+                .collect()
+        });
         let elements = &input.state.elements;
         let rates = if input.reflection.is_some_and(|r| !r.trim().is_empty()) {
             self.rates.scaled(REFLECTION_MISTAKE_FACTOR)

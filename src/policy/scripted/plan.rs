@@ -125,10 +125,11 @@ pub(super) fn close_button() -> Matcher {
         .text("×")
 }
 
-/// Turns an instruction of a supported task into a plan.
+/// Turns an instruction of a supported task into a plan. With `echo_goals`, goals
+/// that would part before their label is written take the instruction's words.
 // Kept whole: one arm per supported task, so the teacher's whole repertoire reads as
 // one table (each arm is a few lines).
-pub(super) fn plan(task: &str, instr: &str) -> Result<Vec<Intent>> {
+pub(super) fn plan(task: &str, instr: &str, echo_goals: bool) -> Result<Vec<Intent>> {
     let q = quoted(instr);
     let first = || -> Result<String> {
         q.first()
@@ -282,7 +283,14 @@ pub(super) fn plan(task: &str, instr: &str) -> Result<Vec<Intent>> {
         "click-dialog" => vec![Intent::Click(close_button(), "close the dialog".into())],
         "click-dialog-2" => {
             let t = first()?;
-            if t == "x" {
+            if echo_goals {
+                let m = if t == "x" {
+                    close_button()
+                } else {
+                    Matcher::tags(&["button"]).text(&t)
+                };
+                vec![Intent::Click(m, format!("click the button labeled {t:?}"))]
+            } else if t == "x" {
                 vec![Intent::Click(
                     close_button(),
                     "close the dialog with its x".into(),

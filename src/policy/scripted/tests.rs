@@ -87,15 +87,15 @@ fn plans_cover_every_supported_task_instruction_form() {
         ),
     ];
     for (t, i) in cases {
-        assert!(!plan(t, i).unwrap().is_empty(), "{t}");
+        assert!(!plan(t, i, false).unwrap().is_empty(), "{t}");
     }
     assert_eq!(
-        plan("click-checkboxes", "Select a1, b2 and click Submit.")
+        plan("click-checkboxes", "Select a1, b2 and click Submit.", false)
             .unwrap()
             .len(),
         3
     );
-    assert!(plan("drag-box", "Drag it").is_err());
+    assert!(plan("drag-box", "Drag it", false).is_err());
     assert!(ScriptedTeacher::supports("miniwob:click-tab"));
 }
 
@@ -223,8 +223,8 @@ fn wrong_values_differ_from_the_truth() {
     assert_ne!(w, "a");
 }
 
-#[test]
-fn progress_thinking_names_the_last_finished_part_first() {
+/// A two-box click-checkboxes page: the instruction and its elements.
+fn two_boxes() -> (Task, Vec<Element>) {
     let t = task("click-checkboxes", "Select tB, nx5Zf and click Submit.");
     let els = vec![
         el(1, "input", "tB", &[("type", "checkbox")]),
@@ -232,18 +232,27 @@ fn progress_thinking_names_the_last_finished_part_first() {
         el(3, "input", "nx5Zf", &[("type", "checkbox")]),
         el(4, "button", "Submit", &[("id", "subbtn")]),
     ];
-    let thinking = |wording| {
-        let mut tt = ScriptedTeacher::new(MistakeRates::default()).with_thinking(wording);
-        tt.reset(&t, 1);
-        (0..4)
-            .map(|step| {
-                let o = act(&mut tt, &t, els.clone(), step).output;
-                (o.thinking, o.actions)
-            })
-            .collect::<Vec<_>>()
-    };
-    let plain = thinking(TeacherThinking::Plain);
-    let progress = thinking(TeacherThinking::Progress);
+    (t, els)
+}
+
+/// Four steps of the teacher on `els`, worded the `wording` way: each step's
+/// thinking and actions.
+fn four_steps(wording: TeacherThinking, t: &Task, els: &[Element]) -> Vec<(String, Vec<Action>)> {
+    let mut tt = ScriptedTeacher::new(MistakeRates::default()).with_thinking(wording);
+    tt.reset(t, 1);
+    (0..4)
+        .map(|step| {
+            let o = act(&mut tt, t, els.to_vec(), step).output;
+            (o.thinking, o.actions)
+        })
+        .collect()
+}
+
+#[test]
+fn progress_thinking_names_the_last_finished_part_first() {
+    let (t, els) = two_boxes();
+    let plain = four_steps(TeacherThinking::Plain, &t, &els);
+    let progress = four_steps(TeacherThinking::Progress, &t, &els);
     let texts: Vec<&str> = progress.iter().map(|(t, _)| t.as_str()).collect();
     assert_eq!(
         texts,
@@ -272,4 +281,60 @@ fn progress_thinking_names_the_last_finished_part_first() {
             .thinking
             .starts_with("Done: nothing.")
     );
+}
+
+#[test]
+fn ledger_thinking_lists_every_finished_part_in_the_instructions_order() {
+    let (t, els) = two_boxes();
+    let plain = four_steps(TeacherThinking::Plain, &t, &els);
+    let ledger = four_steps(TeacherThinking::Ledger, &t, &els);
+    let texts: Vec<&str> = ledger.iter().map(|(t, _)| t.as_str()).collect();
+    assert_eq!(
+        texts,
+        [
+            "Done: (start). To check tB, click tB [1].",
+            "Done: check tB. To check nx5Zf, click nx5Zf [3].",
+            "Done: check tB, check nx5Zf. To press Submit, click Submit [4].",
+            "Done: check tB, check nx5Zf, press Submit. Every part of the task has been carried out.",
+        ]
+    );
+    for ((p, pa), (l, la)) in plain.iter().zip(&ledger) {
+        assert_eq!(pa, la);
+        assert!(l.ends_with(p.as_str()), "{l:?} after {p:?}");
+    }
+    // "Select nothing": the start marker is not the instruction's word.
+    let none = task("click-checkboxes", "Select nothing and click Submit.");
+    let mut tt =
+        ScriptedTeacher::new(MistakeRates::default()).with_thinking(TeacherThinking::Ledger);
+    tt.reset(&none, 1);
+    let first = act(&mut tt, &none, els.clone(), 0).output.thinking;
+    assert_eq!(first, "Done: (start). To press Submit, click Submit [4].");
+}
+
+#[test]
+fn ledger_goals_of_click_dialog_2_copy_the_instructions_words_whichever_the_label() {
+    let els = vec![
+        el(1, "div", "Close", &[]),
+        el(2, "button", "Close", &[("title", "Close")]),
+        el(3, "button", "Cancel", &[]),
+        el(4, "button", "OK", &[]),
+    ];
+    let answer = |label: &str, wording| {
+        let t = task(
+            "click-dialog-2",
+            &format!("Click the button in the dialog box labeled \"{label}\"."),
+        );
+        let mut tt = ScriptedTeacher::new(MistakeRates::default()).with_thinking(wording);
+        tt.reset(&t, 1);
+        act(&mut tt, &t, els.clone(), 0).output
+    };
+    for (label, index) in [("x", 2), ("Cancel", 3), ("OK", 4)] {
+        let o = answer(label, TeacherThinking::Ledger);
+        assert_eq!(o.next_goal, format!("click the button labeled \"{label}\""));
+        assert_eq!(o.actions[0].params["index"], index, "{label}");
+        // The same element as the plain wording clicks; only the goal's words differ.
+        let p = answer(label, TeacherThinking::Plain);
+        assert_eq!(p.actions, o.actions);
+        assert_ne!(p.next_goal, o.next_goal);
+    }
 }

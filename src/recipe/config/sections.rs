@@ -34,8 +34,9 @@ pub struct CollectSection {
     pub detour_factor: f64,
     /// Step limit per attempt.
     pub max_steps: usize,
-    /// How the teacher words its thinking: `plain` (default) or `progress` (the
-    /// plan's last finished part first). Left out of the key when plain.
+    /// How the teacher words its thinking: `plain` (default), `progress` (the
+    /// plan's last finished part first) or `ledger` (every finished part first, goals
+    /// in the instruction's words). Left out of the key when plain.
     #[serde(skip_serializing_if = "TeacherThinking::is_plain")]
     pub thinking: TeacherThinking,
 }
