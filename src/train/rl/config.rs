@@ -304,6 +304,13 @@ impl RlConfig {
             "field `lr_schedule`: `constant` or `cosine`"
         );
         ensure!(self.lora.r > 0, "field `lora.r` must be positive");
+        // The update's ratios compare log-probs with those the rollouts were scored
+        // with; masks drawn on one side only would read as policy change.
+        ensure!(
+            self.lora.dropout == 0.0,
+            "field `lora.dropout`: RL trains its adapters without dropout (the update's \
+             log-probs must match the rollouts'); set 0"
+        );
         ensure!(
             self.sharpening.window >= 3,
             "field `sharpening.window`: at least 3 steps"
@@ -432,5 +439,11 @@ mod tests {
             .with_overrides(&["mode=dapo".into(), "lora.r=4".into()])
             .unwrap();
         assert_eq!((m.mode, m.lora.r), (Mode::Dapo, 4));
+        // Adapter dropout is refused by name, not silently never drawn.
+        let e = format!(
+            "{:#}",
+            m.with_overrides(&["lora.dropout=0.05".into()]).unwrap_err()
+        );
+        assert!(e.contains("`lora.dropout`"), "{e}");
     }
 }
