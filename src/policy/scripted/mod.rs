@@ -111,9 +111,9 @@ impl TeacherThinking {
 pub struct ScriptedTeacher {
     rates: MistakeRates,
     thinking: TeacherThinking,
-    /// The goals of the plan's finished parts when the current step began, in
-    /// order (set by each `act` before it answers).
-    done: Vec<String>,
+    /// How many parts of the plan were finished when the current step began (set by
+    /// each `act` before it advances `pos`).
+    done: usize,
     rng: StdRng,
     task: String,
     plan: Option<Vec<Intent>>,
@@ -205,7 +205,7 @@ impl ScriptedTeacher {
         ScriptedTeacher {
             rates,
             thinking: TeacherThinking::Plain,
-            done: Vec::new(),
+            done: 0,
             rng: StdRng::seed_from_u64(0),
             task: String::new(),
             plan: None,
@@ -234,13 +234,13 @@ impl ScriptedTeacher {
         let thinking = match self.thinking {
             TeacherThinking::Plain => thinking,
             TeacherThinking::Progress => {
-                let last = self.done.last().map_or("nothing", String::as_str);
+                let last = self.finished().last().copied().unwrap_or("nothing");
                 format!("Done: {last}. {thinking}")
             }
-            TeacherThinking::Ledger if self.done.is_empty() => {
-                format!("Done: (start). {thinking}")
-            }
-            TeacherThinking::Ledger => format!("Done: {}. {thinking}", self.done.join(", ")),
+            TeacherThinking::Ledger => match self.finished().as_slice() {
+                [] => format!("Done: (start). {thinking}"),
+                done => format!("Done: {}. {thinking}", done.join(", ")),
+            },
         };
         let output = ModelOutput {
             thinking,
@@ -262,6 +262,15 @@ impl ScriptedTeacher {
             output,
             parse_error: None,
         }
+    }
+
+    /// The goals of the parts finished when the current step began, in order.
+    fn finished(&self) -> Vec<&str> {
+        let plan = self.plan.as_deref().unwrap_or_default();
+        plan[..self.done.min(plan.len())]
+            .iter()
+            .map(Intent::goal)
+            .collect()
     }
 
     fn plan_len(&self) -> usize {
@@ -350,12 +359,7 @@ impl Policy for ScriptedTeacher {
             self.plan = Some(plan(&self.task, &input.task.instruction, echo_goals)?);
         }
         let step = input.history.len();
-        self.done = self.plan.as_ref().map_or_else(Vec::new, |p| {
-            p.iter()
-                .take(self.pos)
-                .map(|i| i.goal().to_string())
-                .collect()
-        });
+        self.done = self.pos;
         let elements = &input.state.elements;
         let rates = if input.reflection.is_some_and(|r| !r.trim().is_empty()) {
             self.rates.scaled(REFLECTION_MISTAKE_FACTOR)

@@ -304,10 +304,7 @@ fn ledger_thinking_lists_every_finished_part_in_the_instructions_order() {
     }
     // "Select nothing": the start marker is not the instruction's word.
     let none = task("click-checkboxes", "Select nothing and click Submit.");
-    let mut tt =
-        ScriptedTeacher::new(MistakeRates::default()).with_thinking(TeacherThinking::Ledger);
-    tt.reset(&none, 1);
-    let first = act(&mut tt, &none, els.clone(), 0).output.thinking;
+    let first = &four_steps(TeacherThinking::Ledger, &none, &els)[0].0;
     assert_eq!(first, "Done: (start). To press Submit, click Submit [4].");
 }
 
