@@ -497,15 +497,19 @@ mod tests {
         );
         let progress = keys(&plan(&cfg("[collect]\nthinking = \"progress\"\n")).unwrap());
         let ledger = keys(&plan(&cfg("[collect]\nthinking = \"ledger\"\n")).unwrap());
+        let checklist = keys(&plan(&cfg("[collect]\nthinking = \"checklist\"\n")).unwrap());
         for k in [
             "collect/reflection",
             "collect/baseline",
             "sft/reflection",
             "report",
         ] {
-            assert_ne!(base[k], progress[k], "{k}");
-            assert_ne!(base[k], ledger[k], "{k}");
-            assert_ne!(progress[k], ledger[k], "{k}");
+            let all = [&base[k], &progress[k], &ledger[k], &checklist[k]];
+            for (i, a) in all.iter().enumerate() {
+                for b in &all[i + 1..] {
+                    assert_ne!(a, b, "{k}");
+                }
+            }
         }
     }
 

@@ -97,6 +97,13 @@ pub enum TeacherThinking {
     /// before their label is written are worded as the instruction words them
     /// (click-dialog-2: `click the button labeled "x"`, whichever the label).
     Ledger,
+    /// `Progress`'s last finished part, after `Ledger`'s start marker; where the
+    /// instruction lists the parts (click-checkboxes), what it still lists, copied
+    /// from it: `Done: check tB. Left: nx5Zf and click Submit. To check nx5Zf, click
+    /// nx5Zf [3].` Click-dialog-2's goals take the instruction's words, and a label
+    /// the page does not show is named as the page does: `click the button labeled
+    /// "x", the close button`.
+    Checklist,
 }
 
 impl TeacherThinking {
@@ -117,6 +124,8 @@ pub struct ScriptedTeacher {
     rng: StdRng,
     task: String,
     plan: Option<Vec<Intent>>,
+    /// The items the instruction lists, where it lists the plan's parts.
+    listed: Option<Vec<String>>,
     pos: usize,
     detoured_at: Option<usize>,
     notes: Vec<String>,
@@ -209,6 +218,7 @@ impl ScriptedTeacher {
             rng: StdRng::seed_from_u64(0),
             task: String::new(),
             plan: None,
+            listed: None,
             pos: 0,
             detoured_at: None,
             notes: Vec::new(),
@@ -241,6 +251,13 @@ impl ScriptedTeacher {
                 [] => format!("Done: (start). {thinking}"),
                 done => format!("Done: {}. {thinking}", done.join(", ")),
             },
+            TeacherThinking::Checklist => {
+                let last = self.finished().last().copied().unwrap_or("(start)");
+                match self.left() {
+                    Some(left) => format!("Done: {last}. Left: {left}. {thinking}"),
+                    None => format!("Done: {last}. {thinking}"),
+                }
+            }
         };
         let output = ModelOutput {
             thinking,
@@ -271,6 +288,19 @@ impl ScriptedTeacher {
             .iter()
             .map(Intent::goal)
             .collect()
+    }
+
+    /// What the instruction still lists when the current step begins, in its words
+    /// (`nx5Zf, Cun and click Submit`, then `click Submit`); `None` once the plan is
+    /// finished or where the instruction lists no parts.
+    fn left(&self) -> Option<String> {
+        let items = self.listed.as_deref()?;
+        let rest = items.get(self.done..)?;
+        Some(if rest.is_empty() {
+            "click Submit".to_string()
+        } else {
+            format!("{} and click Submit", rest.join(", "))
+        })
     }
 
     fn plan_len(&self) -> usize {
@@ -341,6 +371,7 @@ impl Policy for ScriptedTeacher {
         self.rng = StdRng::seed_from_u64(seed ^ h);
         self.task = name;
         self.plan = None;
+        self.listed = None;
         self.pos = 0;
         self.detoured_at = None;
         self.notes.clear();
@@ -355,8 +386,14 @@ impl Policy for ScriptedTeacher {
             self.reset(input.task, 0);
         }
         if self.plan.is_none() {
-            let echo_goals = self.thinking == TeacherThinking::Ledger;
-            self.plan = Some(plan(&self.task, &input.task.instruction, echo_goals)?);
+            let goals = match self.thinking {
+                TeacherThinking::Plain | TeacherThinking::Progress => Goals::Own,
+                TeacherThinking::Ledger => Goals::Echoed,
+                TeacherThinking::Checklist => Goals::EchoedNamed,
+            };
+            let instr = &input.task.instruction;
+            self.plan = Some(plan(&self.task, instr, goals)?);
+            self.listed = listed(&self.task, instr);
         }
         let step = input.history.len();
         self.done = self.pos;

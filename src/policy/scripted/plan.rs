@@ -125,11 +125,44 @@ pub(super) fn close_button() -> Matcher {
         .text("×")
 }
 
-/// Turns an instruction of a supported task into a plan. With `echo_goals`, goals
-/// that would part before their label is written take the instruction's words.
+/// How a plan words the goals that would part before their label is written
+/// (click-dialog-2's: `close the dialog with its x` and `click the dialog button "OK"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Goals {
+    /// The teacher's own words.
+    Own,
+    /// The instruction's words, whichever the label: `click the button labeled "x"`.
+    Echoed,
+    /// The instruction's words, then what the page calls a label it does not show:
+    /// `click the button labeled "x", the close button`.
+    EchoedNamed,
+}
+
+/// The items of an instruction that lists the plan's parts (click-checkboxes'
+/// `Select tB, nx5Zf and click Submit.`: `tB`, `nx5Zf`), in its order; `None` for a
+/// task whose instruction does not list them.
+pub(super) fn listed(task: &str, instr: &str) -> Option<Vec<String>> {
+    if task != "click-checkboxes" {
+        return None;
+    }
+    let re = Regex::new(r"^Select (.*) and click Submit").expect("static regex");
+    let list = re.captures(instr)?[1].trim().to_string();
+    Some(if list == "nothing" {
+        Vec::new()
+    } else {
+        list.split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect()
+    })
+}
+
+/// Turns an instruction of a supported task into a plan, its goals worded the
+/// `goals` way.
 // Kept whole: one arm per supported task, so the teacher's whole repertoire reads as
 // one table (each arm is a few lines).
-pub(super) fn plan(task: &str, instr: &str, echo_goals: bool) -> Result<Vec<Intent>> {
+pub(super) fn plan(task: &str, instr: &str, goals: Goals) -> Result<Vec<Intent>> {
     let q = quoted(instr);
     let first = || -> Result<String> {
         q.first()
@@ -229,16 +262,18 @@ pub(super) fn plan(task: &str, instr: &str, echo_goals: bool) -> Result<Vec<Inte
             ]
         }
         "click-checkboxes" => {
-            let list = cap(r"^Select (.*) and click Submit")?;
-            let mut v = Vec::new();
-            if list != "nothing" {
-                for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-                    v.push(Intent::Click(
+            let names = listed(task, instr).ok_or_else(|| {
+                anyhow::anyhow!("instruction {instr:?} does not match `Select … and click Submit`")
+            })?;
+            let mut v: Vec<Intent> = names
+                .iter()
+                .map(|name| {
+                    Intent::Click(
                         Matcher::tags(&["input"]).text(name),
                         format!("check {name}"),
-                    ));
-                }
-            }
+                    )
+                })
+                .collect();
             v.push(submit("Submit"));
             v
         }
@@ -283,13 +318,21 @@ pub(super) fn plan(task: &str, instr: &str, echo_goals: bool) -> Result<Vec<Inte
         "click-dialog" => vec![Intent::Click(close_button(), "close the dialog".into())],
         "click-dialog-2" => {
             let t = first()?;
-            if echo_goals {
-                let m = if t == "x" {
-                    close_button()
+            if goals != Goals::Own {
+                let (m, named) = if t == "x" {
+                    (close_button(), ", the close button")
                 } else {
-                    Matcher::tags(&["button"]).text(&t)
+                    (Matcher::tags(&["button"]).text(&t), "")
                 };
-                vec![Intent::Click(m, format!("click the button labeled {t:?}"))]
+                let named = if goals == Goals::EchoedNamed {
+                    named
+                } else {
+                    ""
+                };
+                vec![Intent::Click(
+                    m,
+                    format!("click the button labeled {t:?}{named}"),
+                )]
             } else if t == "x" {
                 vec![Intent::Click(
                     close_button(),

@@ -87,15 +87,19 @@ fn plans_cover_every_supported_task_instruction_form() {
         ),
     ];
     for (t, i) in cases {
-        assert!(!plan(t, i, false).unwrap().is_empty(), "{t}");
+        assert!(!plan(t, i, Goals::Own).unwrap().is_empty(), "{t}");
     }
     assert_eq!(
-        plan("click-checkboxes", "Select a1, b2 and click Submit.", false)
-            .unwrap()
-            .len(),
+        plan(
+            "click-checkboxes",
+            "Select a1, b2 and click Submit.",
+            Goals::Own
+        )
+        .unwrap()
+        .len(),
         3
     );
-    assert!(plan("drag-box", "Drag it", false).is_err());
+    assert!(plan("drag-box", "Drag it", Goals::Own).is_err());
     assert!(ScriptedTeacher::supports("miniwob:click-tab"));
 }
 
@@ -248,12 +252,24 @@ fn four_steps(wording: TeacherThinking, t: &Task, els: &[Element]) -> Vec<(Strin
         .collect()
 }
 
+/// The thinking of four steps on [`two_boxes`] worded the `wording` way, after
+/// checking that only the words change: the same actions as `plain`, and `plain`'s
+/// thinking is what each ends with.
+fn worded(wording: TeacherThinking) -> Vec<String> {
+    let (t, els) = two_boxes();
+    let plain = four_steps(TeacherThinking::Plain, &t, &els);
+    let other = four_steps(wording, &t, &els);
+    for ((p, pa), (o, oa)) in plain.iter().zip(&other) {
+        assert_eq!(pa, oa);
+        assert!(o.ends_with(p.as_str()), "{o:?} after {p:?}");
+    }
+    other.into_iter().map(|(t, _)| t).collect()
+}
+
 #[test]
 fn progress_thinking_names_the_last_finished_part_first() {
     let (t, els) = two_boxes();
-    let plain = four_steps(TeacherThinking::Plain, &t, &els);
-    let progress = four_steps(TeacherThinking::Progress, &t, &els);
-    let texts: Vec<&str> = progress.iter().map(|(t, _)| t.as_str()).collect();
+    let texts = worded(TeacherThinking::Progress);
     assert_eq!(
         texts,
         [
@@ -263,12 +279,10 @@ fn progress_thinking_names_the_last_finished_part_first() {
             "Done: press Submit. Every part of the task has been carried out.",
         ]
     );
-    // Only the words change: the same actions, and the plain thinking is what follows.
-    for ((p, pa), (g, ga)) in plain.iter().zip(&progress) {
-        assert_eq!(pa, ga);
-        assert!(g.ends_with(p.as_str()), "{g:?} after {p:?}");
-    }
-    assert_eq!(plain[0].0, "To check tB, click tB [1].");
+    assert_eq!(
+        four_steps(TeacherThinking::Plain, &t, &els)[0].0,
+        "To check tB, click tB [1]."
+    );
     // A new episode starts with nothing done.
     let mut tt =
         ScriptedTeacher::new(MistakeRates::default()).with_thinking(TeacherThinking::Progress);
@@ -285,10 +299,8 @@ fn progress_thinking_names_the_last_finished_part_first() {
 
 #[test]
 fn ledger_thinking_lists_every_finished_part_in_the_instructions_order() {
-    let (t, els) = two_boxes();
-    let plain = four_steps(TeacherThinking::Plain, &t, &els);
-    let ledger = four_steps(TeacherThinking::Ledger, &t, &els);
-    let texts: Vec<&str> = ledger.iter().map(|(t, _)| t.as_str()).collect();
+    let (_, els) = two_boxes();
+    let texts = worded(TeacherThinking::Ledger);
     assert_eq!(
         texts,
         [
@@ -298,33 +310,33 @@ fn ledger_thinking_lists_every_finished_part_in_the_instructions_order() {
             "Done: check tB, check nx5Zf, press Submit. Every part of the task has been carried out.",
         ]
     );
-    for ((p, pa), (l, la)) in plain.iter().zip(&ledger) {
-        assert_eq!(pa, la);
-        assert!(l.ends_with(p.as_str()), "{l:?} after {p:?}");
-    }
     // "Select nothing": the start marker is not the instruction's word.
     let none = task("click-checkboxes", "Select nothing and click Submit.");
     let first = &four_steps(TeacherThinking::Ledger, &none, &els)[0].0;
     assert_eq!(first, "Done: (start). To press Submit, click Submit [4].");
 }
 
-#[test]
-fn ledger_goals_of_click_dialog_2_copy_the_instructions_words_whichever_the_label() {
+/// The teacher's first answer on a click-dialog-2 page (a close button that shows
+/// `Close`, then Cancel and OK) asked for the button labeled `label`.
+fn dialog_answer(label: &str, wording: TeacherThinking) -> ModelOutput {
     let els = vec![
         el(1, "div", "Close", &[]),
         el(2, "button", "Close", &[("title", "Close")]),
         el(3, "button", "Cancel", &[]),
         el(4, "button", "OK", &[]),
     ];
-    let answer = |label: &str, wording| {
-        let t = task(
-            "click-dialog-2",
-            &format!("Click the button in the dialog box labeled \"{label}\"."),
-        );
-        let mut tt = ScriptedTeacher::new(MistakeRates::default()).with_thinking(wording);
-        tt.reset(&t, 1);
-        act(&mut tt, &t, els.clone(), 0).output
-    };
+    let t = task(
+        "click-dialog-2",
+        &format!("Click the button in the dialog box labeled \"{label}\"."),
+    );
+    let mut tt = ScriptedTeacher::new(MistakeRates::default()).with_thinking(wording);
+    tt.reset(&t, 1);
+    act(&mut tt, &t, els, 0).output
+}
+
+#[test]
+fn ledger_goals_of_click_dialog_2_copy_the_instructions_words_whichever_the_label() {
+    let answer = dialog_answer;
     for (label, index) in [("x", 2), ("Cancel", 3), ("OK", 4)] {
         let o = answer(label, TeacherThinking::Ledger);
         assert_eq!(o.next_goal, format!("click the button labeled \"{label}\""));
@@ -334,4 +346,51 @@ fn ledger_goals_of_click_dialog_2_copy_the_instructions_words_whichever_the_labe
         assert_eq!(p.actions, o.actions);
         assert_ne!(p.next_goal, o.next_goal);
     }
+}
+
+#[test]
+fn checklist_thinking_copies_what_the_instruction_still_lists() {
+    let (t, els) = two_boxes();
+    let texts = worded(TeacherThinking::Checklist);
+    assert_eq!(
+        texts,
+        [
+            "Done: (start). Left: tB, nx5Zf and click Submit. To check tB, click tB [1].",
+            "Done: check tB. Left: nx5Zf and click Submit. To check nx5Zf, click nx5Zf [3].",
+            "Done: check nx5Zf. Left: click Submit. To press Submit, click Submit [4].",
+            "Done: press Submit. Every part of the task has been carried out.",
+        ]
+    );
+    // What is left at first is the instruction's own list, word for word.
+    assert!(t.instruction.contains("tB, nx5Zf and click Submit"));
+    let none = task("click-checkboxes", "Select nothing and click Submit.");
+    let first = &four_steps(TeacherThinking::Checklist, &none, &els)[0].0;
+    assert_eq!(
+        first,
+        "Done: (start). Left: click Submit. To press Submit, click Submit [4]."
+    );
+    // A task whose instruction lists no parts gets no `Left:`.
+    let button = task("click-button", "Click on the \"nx5Zf\" button.");
+    let b = vec![el(1, "button", "nx5Zf", &[])];
+    let first = &four_steps(TeacherThinking::Checklist, &button, &b)[0].0;
+    assert_eq!(
+        first,
+        "Done: (start). To click the \"nx5Zf\" button, click nx5Zf [1]."
+    );
+}
+
+#[test]
+fn checklist_names_the_close_button_the_instruction_calls_x() {
+    let answer = |label: &str| dialog_answer(label, TeacherThinking::Checklist);
+    let x = answer("x");
+    assert_eq!(
+        x.thinking,
+        "Done: (start). To click the button labeled \"x\", the close button, click Close [2]."
+    );
+    assert_eq!(x.actions[0].params["index"], 2);
+    let ok = answer("OK");
+    assert_eq!(
+        ok.thinking,
+        "Done: (start). To click the button labeled \"OK\", click OK [4]."
+    );
 }
