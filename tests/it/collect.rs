@@ -455,16 +455,15 @@ fn cli_collects_two_tasks_with_and_without_reflection_and_reports_counts_that_ad
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// `--teacher-thinking progress`: every step's thinking starts with the part of the
-/// plan the previous steps finished, on a real page.
-#[test]
-fn cli_teacher_progress_thinking_names_what_is_done_before_the_next_goal() {
-    let dir = tempdir("progress");
+/// `rmsweb collect --teacher-thinking wording` on two seeds of `task` (real pages):
+/// each trajectory's instruction and thinkings, every one a success.
+fn collected_thinking(task: &str, wording: &str) -> Vec<(String, Vec<String>)> {
+    let dir = tempdir(wording);
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_rmsweb"))
         .args([
             "collect",
             "--tasks",
-            "miniwob:click-button-sequence",
+            task,
             "--seeds",
             "2",
             "--policy",
@@ -472,7 +471,7 @@ fn cli_teacher_progress_thinking_names_what_is_done_before_the_next_goal() {
             "--rounds",
             "1",
             "--teacher-thinking",
-            "progress",
+            wording,
             "--dataset",
         ])
         .arg(dir.join("ds"))
@@ -482,15 +481,29 @@ fn cli_teacher_progress_thinking_names_what_is_done_before_the_next_goal() {
     let ds = Dataset::open(dir.join("ds")).unwrap();
     assert_eq!(ds.trajectory_count(), 2);
     let tasks = ds.tasks().unwrap();
-    for i in 0..2 {
-        let t = ds.trajectory(i).unwrap();
-        assert!(t.outcome.success, "{:?}", t.outcome);
-        let thinking: Vec<&str> = t.steps.iter().map(|s| s.output.thinking.as_str()).collect();
-        let instruction = &tasks
-            .iter()
-            .find(|k| k.task_id == t.task_id)
-            .unwrap()
-            .instruction;
+    let got = (0..2)
+        .map(|i| {
+            let t = ds.trajectory(i).unwrap();
+            assert!(t.outcome.success, "{:?}", t.outcome);
+            let instruction = tasks
+                .iter()
+                .find(|k| k.task_id == t.task_id)
+                .unwrap()
+                .instruction
+                .clone();
+            let thinking = t.steps.iter().map(|s| s.output.thinking.clone()).collect();
+            (instruction, thinking)
+        })
+        .collect();
+    let _ = std::fs::remove_dir_all(&dir);
+    got
+}
+
+/// `--teacher-thinking progress`: every step's thinking starts with the part of the
+/// plan the previous steps finished, on a real page.
+#[test]
+fn cli_teacher_progress_thinking_names_what_is_done_before_the_next_goal() {
+    for (instruction, thinking) in collected_thinking("miniwob:click-button-sequence", "progress") {
         let first = instruction
             .strip_prefix("Click button ")
             .and_then(|r| r.split(',').next())
@@ -504,7 +517,36 @@ fn cli_teacher_progress_thinking_names_what_is_done_before_the_next_goal() {
             "{thinking:?} for {instruction:?}"
         );
     }
-    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--teacher-thinking checklist` on real click-checkboxes pages: the first thinking
+/// copies the instruction's whole list after `(start)`, and the last one leaves only
+/// the Submit.
+#[test]
+fn cli_teacher_checklist_thinking_copies_what_the_instruction_still_lists() {
+    for (instruction, thinking) in collected_thinking("miniwob:click-checkboxes", "checklist") {
+        let list = instruction
+            .strip_prefix("Select ")
+            .and_then(|r| r.strip_suffix('.'))
+            .unwrap();
+        // "Select nothing and click Submit." leaves only the Submit.
+        let left = if list.starts_with("nothing ") {
+            "click Submit"
+        } else {
+            list
+        };
+        assert!(
+            thinking[0].starts_with(&format!("Done: (start). Left: {left}. To ")),
+            "{thinking:?} for {instruction:?}"
+        );
+        assert!(
+            thinking
+                .last()
+                .unwrap()
+                .contains("Left: click Submit. To press Submit"),
+            "{thinking:?}"
+        );
+    }
 }
 
 /// A success is a detour only against a shorter success of the same instance (task +
