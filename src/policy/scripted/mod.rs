@@ -253,10 +253,11 @@ impl ScriptedTeacher {
             },
             TeacherThinking::Checklist => {
                 let last = self.finished().last().copied().unwrap_or("(start)");
-                match self.left() {
-                    Some(left) => format!("Done: {last}. Left: {left}. {thinking}"),
-                    None => format!("Done: {last}. {thinking}"),
-                }
+                let left = self
+                    .left()
+                    .map(|l| format!("Left: {l}. "))
+                    .unwrap_or_default();
+                format!("Done: {last}. {left}{thinking}")
             }
         };
         let output = ModelOutput {

@@ -318,32 +318,21 @@ pub(super) fn plan(task: &str, instr: &str, goals: Goals) -> Result<Vec<Intent>>
         "click-dialog" => vec![Intent::Click(close_button(), "close the dialog".into())],
         "click-dialog-2" => {
             let t = first()?;
-            if goals != Goals::Own {
-                let (m, named) = if t == "x" {
-                    (close_button(), ", the close button")
-                } else {
-                    (Matcher::tags(&["button"]).text(&t), "")
-                };
-                let named = if goals == Goals::EchoedNamed {
-                    named
-                } else {
-                    ""
-                };
-                vec![Intent::Click(
-                    m,
-                    format!("click the button labeled {t:?}{named}"),
-                )]
-            } else if t == "x" {
-                vec![Intent::Click(
-                    close_button(),
-                    "close the dialog with its x".into(),
-                )]
+            let x = t == "x";
+            let m = if x {
+                close_button()
             } else {
-                vec![Intent::Click(
-                    Matcher::tags(&["button"]).text(&t),
-                    format!("click the dialog button {t:?}"),
-                )]
-            }
+                Matcher::tags(&["button"]).text(&t)
+            };
+            let goal = match goals {
+                Goals::Own if x => "close the dialog with its x".to_string(),
+                Goals::Own => format!("click the dialog button {t:?}"),
+                Goals::EchoedNamed if x => {
+                    format!("click the button labeled {t:?}, the close button")
+                }
+                Goals::Echoed | Goals::EchoedNamed => format!("click the button labeled {t:?}"),
+            };
+            vec![Intent::Click(m, goal)]
         }
         "click-collapsible" => vec![
             Intent::Click(

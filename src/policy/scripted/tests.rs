@@ -336,15 +336,20 @@ fn dialog_answer(label: &str, wording: TeacherThinking) -> ModelOutput {
 
 #[test]
 fn ledger_goals_of_click_dialog_2_copy_the_instructions_words_whichever_the_label() {
-    let answer = dialog_answer;
     for (label, index) in [("x", 2), ("Cancel", 3), ("OK", 4)] {
-        let o = answer(label, TeacherThinking::Ledger);
+        let o = dialog_answer(label, TeacherThinking::Ledger);
         assert_eq!(o.next_goal, format!("click the button labeled \"{label}\""));
         assert_eq!(o.actions[0].params["index"], index, "{label}");
         // The same element as the plain wording clicks; only the goal's words differ.
-        let p = answer(label, TeacherThinking::Plain);
+        let p = dialog_answer(label, TeacherThinking::Plain);
         assert_eq!(p.actions, o.actions);
         assert_ne!(p.next_goal, o.next_goal);
+        let own = if label == "x" {
+            "close the dialog with its x".to_string()
+        } else {
+            format!("click the dialog button \"{label}\"")
+        };
+        assert_eq!(p.next_goal, own);
     }
 }
 
