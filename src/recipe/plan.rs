@@ -498,13 +498,20 @@ mod tests {
         let progress = keys(&plan(&cfg("[collect]\nthinking = \"progress\"\n")).unwrap());
         let ledger = keys(&plan(&cfg("[collect]\nthinking = \"ledger\"\n")).unwrap());
         let checklist = keys(&plan(&cfg("[collect]\nthinking = \"checklist\"\n")).unwrap());
+        let titled = keys(&plan(&cfg("[collect]\nthinking = \"titled\"\n")).unwrap());
         for k in [
             "collect/reflection",
             "collect/baseline",
             "sft/reflection",
             "report",
         ] {
-            let all = [&base[k], &progress[k], &ledger[k], &checklist[k]];
+            let all = [
+                &base[k],
+                &progress[k],
+                &ledger[k],
+                &checklist[k],
+                &titled[k],
+            ];
             for (i, a) in all.iter().enumerate() {
                 for b in &all[i + 1..] {
                     assert_ne!(a, b, "{k}");

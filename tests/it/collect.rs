@@ -693,3 +693,32 @@ fn collecting_side_by_side_gives_the_attempts_of_one_at_a_time() {
     assert_eq!(one_trajs, three_trajs);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--teacher-thinking titled`: every step copies the real page's title between the
+/// finished part and the next, and a page whose instruction lists no parts (radio
+/// buttons) gets no `Left:`.
+#[test]
+fn cli_teacher_titled_thinking_copies_the_pages_title() {
+    for (instruction, thinking) in collected_thinking("miniwob:click-option", "titled") {
+        let option = instruction
+            .strip_prefix("Select ")
+            .and_then(|r| r.strip_suffix(" and click Submit."))
+            .unwrap();
+        assert_eq!(
+            thinking[0],
+            format!(
+                "Done: (start). Page: Click Option Task. To choose {option}, click {option} [{}].",
+                thinking[0]
+                    .rsplit('[')
+                    .next()
+                    .unwrap()
+                    .trim_end_matches("].")
+            ),
+            "{instruction:?}"
+        );
+        for t in &thinking {
+            assert!(t.contains(". Page: Click Option Task. "), "{t:?}");
+            assert!(!t.contains("Left:"), "{t:?}");
+        }
+    }
+}

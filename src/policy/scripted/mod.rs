@@ -36,6 +36,7 @@ mod plan;
 use super::{Policy, PolicyInput, PolicyOutput};
 use crate::action::Action;
 use crate::trajectory::{Element, ModelOutput, Task};
+use crate::util::sanitize::clean_line;
 use anyhow::Result;
 pub use plan::SUPPORTED_TASKS;
 use plan::*;
@@ -104,6 +105,12 @@ pub enum TeacherThinking {
     /// the page does not show is named as the page does: `click the button labeled
     /// "x", the close button`.
     Checklist,
+    /// `Checklist` with the page's title copied before the plan's next part, so
+    /// that the choice a title decides (checkboxes, radio buttons or a list, whose
+    /// instructions read alike) follows a word the model has just copied from the
+    /// page: `Done: (start). Page: Click Checkboxes Task. Left: tB, nx5Zf and click
+    /// Submit. To check tB, click tB [1].` A page without a title gets no `Page:`.
+    Titled,
 }
 
 impl TeacherThinking {
@@ -126,6 +133,8 @@ pub struct ScriptedTeacher {
     plan: Option<Vec<Intent>>,
     /// The items the instruction lists, where it lists the plan's parts.
     listed: Option<Vec<String>>,
+    /// The title of the page the current step observes, as the prompt shows it.
+    title: String,
     pos: usize,
     detoured_at: Option<usize>,
     notes: Vec<String>,
@@ -219,6 +228,7 @@ impl ScriptedTeacher {
             task: String::new(),
             plan: None,
             listed: None,
+            title: String::new(),
             pos: 0,
             detoured_at: None,
             notes: Vec::new(),
@@ -251,13 +261,19 @@ impl ScriptedTeacher {
                 [] => format!("Done: (start). {thinking}"),
                 done => format!("Done: {}. {thinking}", done.join(", ")),
             },
-            TeacherThinking::Checklist => {
+            TeacherThinking::Checklist | TeacherThinking::Titled => {
                 let last = self.finished().last().copied().unwrap_or("(start)");
+                let page = match self.thinking {
+                    TeacherThinking::Titled if !self.title.is_empty() => {
+                        format!("Page: {}. ", self.title)
+                    }
+                    _ => String::new(),
+                };
                 let left = self
                     .left()
                     .map(|l| format!("Left: {l}. "))
                     .unwrap_or_default();
-                format!("Done: {last}. {left}{thinking}")
+                format!("Done: {last}. {page}{left}{thinking}")
             }
         };
         let output = ModelOutput {
@@ -390,7 +406,7 @@ impl Policy for ScriptedTeacher {
             let goals = match self.thinking {
                 TeacherThinking::Plain | TeacherThinking::Progress => Goals::Own,
                 TeacherThinking::Ledger => Goals::Echoed,
-                TeacherThinking::Checklist => Goals::EchoedNamed,
+                TeacherThinking::Checklist | TeacherThinking::Titled => Goals::EchoedNamed,
             };
             let instr = &input.task.instruction;
             self.plan = Some(plan(&self.task, instr, goals)?);
@@ -398,6 +414,7 @@ impl Policy for ScriptedTeacher {
         }
         let step = input.history.len();
         self.done = self.pos;
+        self.title = clean_line(input.state.title.trim()).into_owned();
         let elements = &input.state.elements;
         let rates = if input.reflection.is_some_and(|r| !r.trim().is_empty()) {
             self.rates.scaled(REFLECTION_MISTAKE_FACTOR)

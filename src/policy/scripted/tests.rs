@@ -399,3 +399,55 @@ fn checklist_names_the_close_button_the_instruction_calls_x() {
         "Done: (start). To click the button labeled \"OK\", click OK [4]."
     );
 }
+
+/// The thinking of four steps on [`two_boxes`], worded `wording`, on a page titled
+/// `title`.
+fn on_titled_page(wording: TeacherThinking, title: &str) -> Vec<String> {
+    let (t, els) = two_boxes();
+    let state = State {
+        title: title.to_string(),
+        elements: els,
+        ..Default::default()
+    };
+    let mut tt = ScriptedTeacher::new(MistakeRates::default()).with_thinking(wording);
+    tt.reset(&t, 1);
+    let mut history: Vec<crate::trajectory::Step> = Vec::new();
+    (0..4)
+        .map(|_| {
+            let o = tt
+                .act(&PolicyInput {
+                    task: &t,
+                    state: &state,
+                    history: &history,
+                    reflection: None,
+                    max_steps: 10,
+                    screenshot: None,
+                })
+                .unwrap();
+            history.push(crate::trajectory::Step::default());
+            o.output.thinking
+        })
+        .collect()
+}
+
+#[test]
+fn titled_thinking_copies_the_page_title_before_the_next_part() {
+    let checklist = on_titled_page(TeacherThinking::Checklist, "Click Checkboxes Task");
+    let titled = on_titled_page(TeacherThinking::Titled, "Click Checkboxes Task");
+    assert_eq!(
+        titled[0],
+        "Done: (start). Page: Click Checkboxes Task. Left: tB, nx5Zf and click Submit. \
+         To check tB, click tB [1]."
+    );
+    // Only the title is added: the checklist's words, with `Page:` after `Done:`.
+    for (c, t) in checklist.iter().zip(&titled) {
+        let (done, rest) = c.split_once(". ").unwrap();
+        assert_eq!(t, &format!("{done}. Page: Click Checkboxes Task. {rest}"));
+    }
+    // A page without a title words it as the checklist does.
+    assert_eq!(on_titled_page(TeacherThinking::Titled, "  "), checklist);
+    // A title is copied as the prompt shows it: no control characters from the page.
+    let odd = on_titled_page(TeacherThinking::Titled, "Two\u{1b}[31m\nlines")[0].clone();
+    assert!(!odd.chars().any(char::is_control), "{odd:?}");
+    assert!(odd.starts_with("Done: (start). Page: Two"), "{odd:?}");
+}

@@ -36,8 +36,9 @@ pub struct CollectSection {
     pub max_steps: usize,
     /// How the teacher words its thinking: `plain` (default), `progress` (the
     /// plan's last finished part first), `ledger` (every finished part first, goals
-    /// in the instruction's words) or `checklist` (the last finished part, then what
-    /// the instruction still lists). Left out of the key when plain.
+    /// in the instruction's words), `checklist` (the last finished part, then what
+    /// the instruction still lists) or `titled` (`checklist` with the page's title
+    /// copied before the next part). Left out of the key when plain.
     #[serde(skip_serializing_if = "TeacherThinking::is_plain")]
     pub thinking: TeacherThinking,
 }
