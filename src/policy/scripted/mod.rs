@@ -263,11 +263,11 @@ impl ScriptedTeacher {
             },
             TeacherThinking::Checklist | TeacherThinking::Titled => {
                 let last = self.finished().last().copied().unwrap_or("(start)");
-                let page = match self.thinking {
-                    TeacherThinking::Titled if !self.title.is_empty() => {
-                        format!("Page: {}. ", self.title)
-                    }
-                    _ => String::new(),
+                let titled = self.thinking == TeacherThinking::Titled && !self.title.is_empty();
+                let page = if titled {
+                    format!("Page: {}. ", self.title)
+                } else {
+                    String::new()
                 };
                 let left = self
                     .left()
