@@ -499,6 +499,7 @@ mod tests {
         let ledger = keys(&plan(&cfg("[collect]\nthinking = \"ledger\"\n")).unwrap());
         let checklist = keys(&plan(&cfg("[collect]\nthinking = \"checklist\"\n")).unwrap());
         let titled = keys(&plan(&cfg("[collect]\nthinking = \"titled\"\n")).unwrap());
+        let headed = keys(&plan(&cfg("[collect]\nthinking = \"headed\"\n")).unwrap());
         for k in [
             "collect/reflection",
             "collect/baseline",
@@ -511,6 +512,7 @@ mod tests {
                 &ledger[k],
                 &checklist[k],
                 &titled[k],
+                &headed[k],
             ];
             for (i, a) in all.iter().enumerate() {
                 for b in &all[i + 1..] {

@@ -716,3 +716,21 @@ fn cli_teacher_titled_thinking_copies_the_pages_title() {
         }
     }
 }
+
+/// `--teacher-thinking headed`: every step starts with the real page's title, then
+/// the checklist's words; the first step on click-checkboxes lists what is left.
+#[test]
+fn cli_teacher_headed_thinking_starts_with_the_pages_title() {
+    for (instruction, thinking) in collected_thinking("miniwob:click-checkboxes", "headed") {
+        assert!(
+            thinking[0].starts_with("Page: Click Checkboxes Task. Done: (start). "),
+            "{thinking:?} for {instruction:?}"
+        );
+        for t in &thinking {
+            assert!(
+                t.starts_with("Page: Click Checkboxes Task. Done: "),
+                "{t:?}"
+            );
+        }
+    }
+}

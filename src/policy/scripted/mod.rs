@@ -111,6 +111,11 @@ pub enum TeacherThinking {
     /// page: `Done: (start). Page: Click Checkboxes Task. Left: tB, nx5Zf and click
     /// Submit. To check tB, click tB [1].` A page without a title gets no `Page:`.
     Titled,
+    /// `Checklist` after the page's title, so that `Done:` stays next to the choice
+    /// it precedes and the title is already copied when that choice is made: `Page:
+    /// Click Checkboxes Task. Done: (start). Left: tB, nx5Zf and click Submit. To
+    /// check tB, click tB [1].` A page without a title gets no `Page:`.
+    Headed,
 }
 
 impl TeacherThinking {
@@ -261,19 +266,22 @@ impl ScriptedTeacher {
                 [] => format!("Done: (start). {thinking}"),
                 done => format!("Done: {}. {thinking}", done.join(", ")),
             },
-            TeacherThinking::Checklist | TeacherThinking::Titled => {
+            TeacherThinking::Checklist | TeacherThinking::Titled | TeacherThinking::Headed => {
                 let last = self.finished().last().copied().unwrap_or("(start)");
-                let titled = self.thinking == TeacherThinking::Titled && !self.title.is_empty();
-                let page = if titled {
-                    format!("Page: {}. ", self.title)
-                } else {
+                let page = if self.title.is_empty() {
                     String::new()
+                } else {
+                    format!("Page: {}. ", self.title)
                 };
                 let left = self
                     .left()
                     .map(|l| format!("Left: {l}. "))
                     .unwrap_or_default();
-                format!("Done: {last}. {page}{left}{thinking}")
+                match self.thinking {
+                    TeacherThinking::Titled => format!("Done: {last}. {page}{left}{thinking}"),
+                    TeacherThinking::Headed => format!("{page}Done: {last}. {left}{thinking}"),
+                    _ => format!("Done: {last}. {left}{thinking}"),
+                }
             }
         };
         let output = ModelOutput {
@@ -406,7 +414,9 @@ impl Policy for ScriptedTeacher {
             let goals = match self.thinking {
                 TeacherThinking::Plain | TeacherThinking::Progress => Goals::Own,
                 TeacherThinking::Ledger => Goals::Echoed,
-                TeacherThinking::Checklist | TeacherThinking::Titled => Goals::EchoedNamed,
+                TeacherThinking::Checklist | TeacherThinking::Titled | TeacherThinking::Headed => {
+                    Goals::EchoedNamed
+                }
             };
             let instr = &input.task.instruction;
             self.plan = Some(plan(&self.task, instr, goals)?);

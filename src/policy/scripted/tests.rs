@@ -451,3 +451,22 @@ fn titled_thinking_copies_the_page_title_before_the_next_part() {
     assert!(!odd.chars().any(char::is_control), "{odd:?}");
     assert!(odd.starts_with("Done: (start). Page: Two"), "{odd:?}");
 }
+
+#[test]
+fn headed_thinking_copies_the_page_title_before_everything_else() {
+    let checklist = on_titled_page(TeacherThinking::Checklist, "Click Checkboxes Task");
+    let headed = on_titled_page(TeacherThinking::Headed, "Click Checkboxes Task");
+    assert_eq!(
+        headed[0],
+        "Page: Click Checkboxes Task. Done: (start). Left: tB, nx5Zf and click Submit. \
+         To check tB, click tB [1]."
+    );
+    // Only the title is added, in front: `Done:` stays next to the part it precedes.
+    for (c, h) in checklist.iter().zip(&headed) {
+        assert_eq!(h, &format!("Page: Click Checkboxes Task. {c}"));
+    }
+    assert_eq!(on_titled_page(TeacherThinking::Headed, "  "), checklist);
+    let odd = on_titled_page(TeacherThinking::Headed, "Two\u{1b}[31m\nlines")[0].clone();
+    assert!(!odd.chars().any(char::is_control), "{odd:?}");
+    assert!(odd.starts_with("Page: Two"), "{odd:?}");
+}

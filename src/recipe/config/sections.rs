@@ -37,8 +37,9 @@ pub struct CollectSection {
     /// How the teacher words its thinking: `plain` (default), `progress` (the
     /// plan's last finished part first), `ledger` (every finished part first, goals
     /// in the instruction's words), `checklist` (the last finished part, then what
-    /// the instruction still lists) or `titled` (`checklist` with the page's title
-    /// copied before the next part). Left out of the key when plain.
+    /// the instruction still lists), `titled` (`checklist` with the page's title
+    /// copied before the next part) or `headed` (`checklist` after the page's
+    /// title). Left out of the key when plain.
     #[serde(skip_serializing_if = "TeacherThinking::is_plain")]
     pub thinking: TeacherThinking,
 }
