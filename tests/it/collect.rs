@@ -723,7 +723,7 @@ fn cli_teacher_titled_thinking_copies_the_pages_title() {
 fn cli_teacher_headed_thinking_starts_with_the_pages_title() {
     for (instruction, thinking) in collected_thinking("miniwob:click-checkboxes", "headed") {
         assert!(
-            thinking[0].starts_with("Page: Click Checkboxes Task. Done: (start). "),
+            thinking[0].starts_with("Page: Click Checkboxes Task. Done: (start). Left: "),
             "{thinking:?} for {instruction:?}"
         );
         for t in &thinking {

@@ -268,20 +268,19 @@ impl ScriptedTeacher {
             },
             TeacherThinking::Checklist | TeacherThinking::Titled | TeacherThinking::Headed => {
                 let last = self.finished().last().copied().unwrap_or("(start)");
-                let page = if self.title.is_empty() {
-                    String::new()
-                } else {
-                    format!("Page: {}. ", self.title)
+                // The title goes in front (headed) or after `Done:` (titled).
+                let page = || format!("Page: {}. ", self.title);
+                let (head, mid) = match self.thinking {
+                    _ if self.title.is_empty() => (String::new(), String::new()),
+                    TeacherThinking::Headed => (page(), String::new()),
+                    TeacherThinking::Titled => (String::new(), page()),
+                    _ => (String::new(), String::new()),
                 };
                 let left = self
                     .left()
                     .map(|l| format!("Left: {l}. "))
                     .unwrap_or_default();
-                match self.thinking {
-                    TeacherThinking::Titled => format!("Done: {last}. {page}{left}{thinking}"),
-                    TeacherThinking::Headed => format!("{page}Done: {last}. {left}{thinking}"),
-                    _ => format!("Done: {last}. {left}{thinking}"),
-                }
+                format!("{head}Done: {last}. {mid}{left}{thinking}")
             }
         };
         let output = ModelOutput {
