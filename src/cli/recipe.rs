@@ -4,6 +4,7 @@
 use anyhow::{Context, Result};
 use rmsweb::recipe::plan::{Stage, plan};
 use rmsweb::recipe::record::{read, stale_reason};
+use rmsweb::recipe::select::Selection;
 use rmsweb::recipe::{Layout, RecipeConfig, RunOptions};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -20,6 +21,10 @@ fn stages_help() -> String {
     for st in Stage::ALL {
         s.push_str(&format!("  {:<12} {}\n", st.name(), st.about()));
     }
+    s.push_str(
+        "\n--stages also takes single units by the id `recipe status` lists\n\
+         (`--stages sft/baseline,eval-sft/sft-baseline`: one arm's SFT and evaluation).\n",
+    );
     s
 }
 
@@ -47,8 +52,8 @@ struct RunArgs {
     /// The recipe folder (created if missing; reused to resume).
     #[arg(long)]
     out: PathBuf,
-    /// Only these stages, comma-separated (see below); the others must be up to date
-    /// where a selected stage needs them.
+    /// Only these stages or units (ids as `recipe status` lists them), comma-separated
+    /// (see below); the others must be up to date where a selected unit needs them.
     #[arg(long)]
     stages: Option<String>,
 }
@@ -82,10 +87,13 @@ pub fn run(args: Args) -> Result<()> {
     match args.command {
         Command::Run(a) => {
             let cfg = load(a.config)?;
-            let stages = a.stages.as_deref().map(Stage::parse_list).transpose()?;
+            let select = match a.stages.as_deref() {
+                Some(list) => Some(Selection::parse(list, &plan(&cfg)?)?),
+                None => None,
+            };
             let opts = RunOptions {
                 out: a.out,
-                stages,
+                select,
                 exe: std::env::current_exe().context("finding the rmsweb binary")?,
                 bars: true,
             };

@@ -7,7 +7,8 @@
 //!
 //! [`config`] is `recipe.toml` (its trainer sections checked by [`checks`]);
 //! [`plan`] turns it into units with keys (hashes of their config and inputs);
-//! [`pipeline`] runs the units whose records ([`record`]) are not current;
+//! [`pipeline`] runs the units whose records ([`record`]) are not current (all, or
+//! those [`select`] picks);
 //! [`steps`] holds each unit's work; [`layout`] says where everything lives in the
 //! recipe folder, and [`folder`] keeps a run to a folder it made and to clearing
 //! only what it wrote.
@@ -22,6 +23,7 @@ pub mod plan;
 pub mod progress;
 pub mod record;
 pub mod report;
+pub mod select;
 pub mod steps;
 
 pub use config::RecipeConfig;

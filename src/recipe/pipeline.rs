@@ -1,13 +1,14 @@
 //! Running the plan: each unit whose record is current is skipped (and said so);
-//! every other unit of a selected stage runs, after its inputs, and leaves a record.
-//! A stale unit of a stage left out of `--stages` stops the run when a selected
-//! unit needs it.
+//! every other selected unit runs, after its inputs, and leaves a record.
+//! A stale unit left out of `--stages` (neither its stage nor its id named) stops
+//! the run when a selected unit needs it.
 
 use super::config::RecipeConfig;
 use super::layout::Layout;
-use super::plan::{Stage, Unit, Work, plan, rl_run_name};
+use super::plan::{Unit, Work, plan, rl_run_name};
 use super::progress::Progress;
 use super::record::{self, Record};
+use super::select::Selection;
 use super::steps::{self, Ctx, Done};
 use crate::util::duration::human_time;
 use anyhow::{Context, Result, bail};
@@ -20,8 +21,8 @@ use std::time::Instant;
 pub struct RunOptions {
     /// The recipe folder.
     pub out: PathBuf,
-    /// Stages to run (none: all).
-    pub stages: Option<Vec<Stage>>,
+    /// The stages and units to run (none: all).
+    pub select: Option<Selection>,
     /// The `rmsweb` binary training children run.
     pub exe: PathBuf,
     /// Draw progress bars (on stderr, when it is a terminal).
@@ -35,7 +36,8 @@ pub enum Outcome {
     Skipped,
     /// It ran (with the reason it had to).
     Ran(String),
-    /// Stale, but its stage was not selected and nothing selected needed it.
+    /// Stale, but neither its stage nor it was selected, and nothing selected
+    /// needed it.
     Left(String),
 }
 
@@ -116,7 +118,7 @@ fn stopped(e: anyhow::Error) -> anyhow::Error {
 }
 
 /// Runs `unit`, which is not up to date (`why`), and records it. Refused when an
-/// input of it was left stale because its stage was not selected.
+/// input of it was left stale because it was not selected.
 fn run_stale(
     ctx: &mut Ctx,
     unit: &Unit,
@@ -129,10 +131,14 @@ fn run_stale(
         .iter()
         .find_map(|i| stale.get(i).map(|r| (i, r)))
     {
+        let what = match input.split_once('/') {
+            Some((stage, _)) => format!("its stage `{stage}` or the unit `{input}`"),
+            None => format!("its stage `{input}`"),
+        };
         bail!(
-            "{} needs {input}, which is not up to date ({reason}); add its stage `{}` to --stages, or run every stage",
-            unit.id,
-            input.split('/').next().unwrap_or(input)
+            "{} needs {input}, which is not up to date ({reason}); add {what} to --stages, \
+             or run every stage",
+            unit.id
         );
     }
     let (layout, progress) = (ctx.layout, ctx.progress);
@@ -164,7 +170,7 @@ pub fn run(cfg: &RecipeConfig, opts: &RunOptions) -> Result<RunSummary> {
     std::fs::create_dir_all(layout.runs())?;
     write_config(&layout, cfg)?;
     let units = plan(cfg)?;
-    let selected = |s: Stage| opts.stages.as_ref().is_none_or(|v| v.contains(&s));
+    let selected = |u: &Unit| opts.select.as_ref().is_none_or(|s| s.picks(u));
     let progress = if opts.bars {
         Progress::new(units.len())
     } else {
@@ -190,7 +196,7 @@ pub fn run(cfg: &RecipeConfig, opts: &RunOptions) -> Result<RunSummary> {
                 progress.say(&format!("✓ {:<34} up to date, skipped", unit.id));
                 Outcome::Skipped
             }
-            Some(why) if !selected(unit.stage()) => {
+            Some(why) if !selected(unit) => {
                 stale.insert(unit.id.clone(), why.clone());
                 Outcome::Left(why)
             }

@@ -4,14 +4,14 @@
 //! downstream, and nothing else.
 
 use super::config::{RecipeConfig, Variant};
-use anyhow::{Result, bail};
+use anyhow::Result;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 /// Bumped when a stage's outputs change meaning (every key changes with it).
 pub const PLAN_VERSION: u32 = 1;
 
-/// The stages, in order; `--stages` takes their names.
+/// The stages, in order; `--stages` takes their names (and units' ids, `select`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Stage {
     Model,
@@ -79,24 +79,6 @@ impl Stage {
             Stage::EvalRl => "every RL policy on the held-out seeds",
             Stage::Report => "report.md, report.json and figures",
         }
-    }
-
-    /// Parses a comma-separated list of stage names.
-    pub fn parse_list(s: &str) -> Result<Vec<Stage>> {
-        let mut out = Vec::new();
-        for word in s.split(',').map(str::trim).filter(|w| !w.is_empty()) {
-            match Stage::ALL.iter().find(|st| st.name() == word) {
-                Some(st) if !out.contains(st) => out.push(*st),
-                Some(_) => {}
-                None => bail!(
-                    "unknown stage `{}` (stages: {})",
-                    crate::util::sanitize::clean_line(word),
-                    Stage::ALL.map(Stage::name).join(", ")
-                ),
-            }
-        }
-        anyhow::ensure!(!out.is_empty(), "--stages: name at least one stage");
-        Ok(out)
     }
 }
 
@@ -527,16 +509,5 @@ mod tests {
         let base = keys(&plan(&cfg("")).unwrap());
         assert_eq!(base, keys(&plan(&cfg("[eval]\nparallel = 4\n")).unwrap()));
         assert_ne!(base, keys(&plan(&cfg("[eval]\nmax_steps = 4\n")).unwrap()));
-    }
-
-    #[test]
-    fn stage_lists_parse_and_refuse_unknown_names() {
-        assert_eq!(
-            Stage::parse_list("rl, eval-rl,report,rl").unwrap(),
-            vec![Stage::Rl, Stage::EvalRl, Stage::Report]
-        );
-        let e = Stage::parse_list("rl,train").unwrap_err().to_string();
-        assert!(e.contains("`train`") && e.contains("eval-sft"), "{e}");
-        assert!(Stage::parse_list(" , ").is_err());
     }
 }
