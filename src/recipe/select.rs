@@ -70,7 +70,7 @@ mod tests {
     use crate::recipe::plan::plan;
 
     fn units() -> Vec<Unit> {
-        plan(&RecipeConfig::from_toml("").unwrap()).unwrap()
+        plan(&RecipeConfig::from_toml("tasks = [\"click-button\"]").unwrap()).unwrap()
     }
 
     #[test]
